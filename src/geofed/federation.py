@@ -1,0 +1,388 @@
+"""The federation model: sites, nodes, links and storage, loaded from TOML.
+
+This is the one source of truth every other part of geofed reads. The physics of
+long-haul links lives here too (seed 000, eq. 1: light travels 200 km per ms in glass).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import re
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from geofed.errors import UserError
+
+LIGHT_IN_FIBRE_KM_PER_MS = 200.0
+# The emulator forwards 64 KiB GSO frames; a queue smaller than a few of them drops
+# whole TCP bursts on short links, which a real buffer counted in cells would not.
+MIN_QUEUE_BYTES = 256 * 1024
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
+CODE_RE = re.compile(r"^[A-Z]$")
+
+
+def fibre_one_way_ms(fibre_km: float) -> float:
+    """One-way propagation delay of light through `fibre_km` of fibre."""
+    return fibre_km / LIGHT_IN_FIBRE_KM_PER_MS
+
+
+def bdp_bytes(bandwidth_gbps: float, rtt_ms: float) -> int:
+    """Bandwidth-delay product: bytes in flight needed to keep the link full."""
+    return int(bandwidth_gbps * 1e9 / 8 * rtt_ms / 1e3)
+
+
+@dataclass(frozen=True)
+class LocalFabric:
+    """The network inside one site (InfiniBand or Ethernet switch)."""
+
+    latency_us: float
+    bandwidth_gbps: float | None
+
+
+@dataclass(frozen=True)
+class Node:
+    site: str
+    index: int  # 1-based within its site
+
+    @property
+    def name(self) -> str:
+        return f"{self.site}{self.index}"
+
+
+@dataclass(frozen=True)
+class Site:
+    name: str
+    code: str
+    nodes: int
+    cores_per_node: int
+    speed: float  # relative CPU speed of one core; 1.0 = the reference node
+    memory_gb: float
+    local: LocalFabric
+
+    def node_list(self) -> list[Node]:
+        return [Node(self.code, i) for i in range(1, self.nodes + 1)]
+
+
+@dataclass(frozen=True)
+class Link:
+    """A long-haul link between two sites, symmetric in both directions."""
+
+    a: str
+    b: str
+    fibre_km: float | None
+    propagation_ms: float  # one-way, fibre only
+    one_way_ms: float  # node to node: propagation plus the local fabrics' latency
+    bandwidth_gbps: float
+    queue_bytes: int
+    jitter_us: float
+    loss: float
+
+    @property
+    def rtt_ms(self) -> float:
+        return 2 * self.one_way_ms
+
+    @property
+    def bdp_bytes(self) -> int:
+        return bdp_bytes(self.bandwidth_gbps, self.rtt_ms)
+
+    @property
+    def name(self) -> str:
+        return f"{self.a}-{self.b}"
+
+    def joins(self, x: str, y: str) -> bool:
+        return {self.a, self.b} == {x, y}
+
+
+@dataclass(frozen=True)
+class Federation:
+    name: str
+    description: str
+    path: Path
+    sha256: str
+    sites: tuple[Site, ...]
+    links: tuple[Link, ...]
+    storage: str
+    cpu_per_core: float  # host cores that emulate one core of speed 1.0 on the testbed
+    scale: dict = field(default_factory=dict)
+
+    def site(self, code: str) -> Site:
+        for s in self.sites:
+            if s.code == code:
+                return s
+        raise KeyError(code)
+
+    def nodes(self) -> list[Node]:
+        return [n for s in self.sites for n in s.node_list()]
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes():
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def route(self, src: str, dst: str) -> list[Link]:
+        """Links crossed from site `src` to site `dst`, by least one-way delay."""
+        if src == dst:
+            return []
+        best = {src: 0.0}
+        prev: dict[str, tuple[str, Link]] = {}
+        todo = [(0.0, src)]
+        while todo:
+            d, s = heapq.heappop(todo)
+            if s == dst:
+                break
+            if d > best[s]:
+                continue
+            for link in self.links:
+                if s not in (link.a, link.b):
+                    continue
+                other = link.b if link.a == s else link.a
+                nd = d + link.one_way_ms
+                if nd < best.get(other, float("inf")):
+                    best[other] = nd
+                    prev[other] = (s, link)
+                    heapq.heappush(todo, (nd, other))
+        if dst not in prev:
+            raise KeyError(f"no route from {src} to {dst}")
+        path = []
+        s = dst
+        while s != src:
+            s, link = prev[s]
+            path.append(link)
+        return path[::-1]
+
+    def one_way_ms(self, src: str, dst: str) -> float:
+        """Modelled one-way latency between nodes at sites `src` and `dst`."""
+        if src == dst:
+            return self.site(src).local.latency_us / 1e3
+        # Crossing a transit site's fabric costs its local latency, which the two
+        # links' halves (see Link.one_way_ms) add up to.
+        return sum(link.one_way_ms for link in self.route(src, dst))
+
+    def bandwidth_gbps(self, src: str, dst: str) -> float | None:
+        """Modelled bandwidth cap between nodes at sites `src` and `dst`."""
+        if src == dst:
+            return self.site(src).local.bandwidth_gbps
+        return min(link.bandwidth_gbps for link in self.route(src, dst))
+
+
+# ---------------------------------------------------------------- loading
+
+
+def shipped_names() -> list[str]:
+    root = resources.files("geofed") / "federations"
+    return sorted(p.name.removesuffix(".toml") for p in root.iterdir() if p.name.endswith(".toml"))
+
+
+def resolve(spec: str | Path) -> Path:
+    """A federation file path, or the name of a shipped example (icm-task, ma-hd, ...)."""
+    path = Path(spec)
+    if path.is_file():
+        return path
+    if str(spec) in shipped_names():
+        return Path(str(resources.files("geofed") / "federations" / f"{spec}.toml"))
+    raise UserError(
+        f"{spec}: no such federation file, and no shipped federation of that name "
+        f"(shipped: {', '.join(shipped_names())})"
+    )
+
+
+def load(spec: str | Path) -> Federation:
+    path = resolve(spec)
+    raw = path.read_bytes()
+    try:
+        doc = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: invalid TOML: {e}") from None
+    return _Parser(path, raw).federation(doc)
+
+
+class _Parser:
+    def __init__(self, path: Path, raw: bytes):
+        self.path = path
+        self.raw = raw
+
+    def fail(self, key: str, msg: str) -> UserError:
+        return UserError(f"{self.path}: {key}: {msg}")
+
+    def keys(self, table: dict, where: str, allowed: set[str]) -> None:
+        for k in table:
+            if k not in allowed:
+                prefix = f"{where}." if where else ""
+                raise self.fail(f"{prefix}{k}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
+
+    def number(self, table: dict, key: str, where: str, *, default=None, minimum=None,
+               positive=False, below=None, integer=False):
+        full = f"{where}.{key}" if where else key
+        if key not in table:
+            if default is None:
+                raise self.fail(full, "missing")
+            return default
+        v = table[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
+            raise self.fail(full, f"must be {'an integer' if integer else 'a number'}, got {v!r}")
+        if positive and v <= 0:
+            raise self.fail(full, f"must be positive, got {v}")
+        if minimum is not None and v < minimum:
+            raise self.fail(full, f"must be at least {minimum}, got {v}")
+        if below is not None and v >= below:
+            raise self.fail(full, f"must be below {below}, got {v}")
+        return v
+
+    def string(self, table: dict, key: str, where: str, *, default=None) -> str:
+        full = f"{where}.{key}" if where else key
+        if key not in table:
+            if default is None:
+                raise self.fail(full, "missing")
+            return default
+        v = table[key]
+        if not isinstance(v, str):
+            raise self.fail(full, f"must be a string, got {v!r}")
+        return v
+
+    def local(self, table: dict, where: str, default: LocalFabric | None) -> LocalFabric:
+        self.keys(table, where, {"latency_us", "bandwidth_gbps"})
+        lat_default = default.latency_us if default else None
+        latency = self.number(table, "latency_us", where, default=lat_default, minimum=0)
+        bw = table.get("bandwidth_gbps", default.bandwidth_gbps if default else None)
+        if bw is not None:
+            bw = self.number({"bandwidth_gbps": bw}, "bandwidth_gbps", where, positive=True)
+        return LocalFabric(float(latency), None if bw is None else float(bw))
+
+    def federation(self, doc: dict) -> Federation:
+        self.keys(doc, "", {"name", "description", "source", "storage", "local", "scale", "testbed", "site", "link"})
+        name = self.string(doc, "name", "")
+        if not NAME_RE.match(name):
+            raise self.fail("name", f"must be 1-32 lowercase letters, digits or '-', got {name!r}")
+
+        local_doc = doc.get("local", {})
+        if not isinstance(local_doc, dict):
+            raise self.fail("local", "must be a table")
+        default_local = self.local(local_doc, "local", LocalFabric(2.0, None))
+
+        testbed = doc.get("testbed", {})
+        if not isinstance(testbed, dict):
+            raise self.fail("testbed", "must be a table")
+        self.keys(testbed, "testbed", {"cpu_per_core"})
+        cpu_per_core = float(self.number(testbed, "cpu_per_core", "testbed", default=1.0, positive=True))
+
+        scale = doc.get("scale", {})
+        if not isinstance(scale, dict):
+            raise self.fail("scale", "must be a table")
+
+        site_docs = doc.get("site")
+        if not isinstance(site_docs, list) or not site_docs:
+            raise self.fail("site", "at least one [[site]] is needed")
+        sites = [self.site(s, f"site[{i}]", default_local) for i, s in enumerate(site_docs)]
+        codes = [s.code for s in sites]
+        for i, c in enumerate(codes):
+            if c in codes[:i]:
+                raise self.fail(f"site[{i}].code", f"duplicate site code {c!r}")
+        by_code = {s.code: s for s in sites}
+
+        link_docs = doc.get("link", [])
+        if not isinstance(link_docs, list):
+            raise self.fail("link", "must be an array of tables ([[link]])")
+        links: list[Link] = []
+        for i, l in enumerate(link_docs):
+            link = self.link(l, f"link[{i}]", by_code)
+            if any(o.joins(link.a, link.b) for o in links):
+                raise self.fail(f"link[{i}].sites", f"a second link between {link.a} and {link.b}")
+            links.append(link)
+
+        storage = self.string(doc, "storage", "", default=sites[0].code)
+        if storage not in by_code:
+            raise self.fail("storage", f"unknown site {storage!r} (sites: {', '.join(codes)})")
+
+        fed = Federation(
+            name=name,
+            description=self.string(doc, "description", "", default=""),
+            path=self.path.resolve(),
+            sha256=hashlib.sha256(self.raw).hexdigest(),
+            sites=tuple(sites),
+            links=tuple(links),
+            storage=storage,
+            cpu_per_core=cpu_per_core,
+            scale=dict(scale),
+        )
+        for s in sites[1:]:
+            try:
+                fed.route(sites[0].code, s.code)
+            except KeyError:
+                raise self.fail("link", f"site {s.code} is not joined to site {sites[0].code} by any link") from None
+        return fed
+
+    def site(self, d, where: str, default_local: LocalFabric) -> Site:
+        if not isinstance(d, dict):
+            raise self.fail(where, "must be a table")
+        self.keys(d, where, {"name", "code", "nodes", "cores_per_node", "speed", "memory_gb", "local"})
+        code = self.string(d, "code", where)
+        if not CODE_RE.match(code):
+            raise self.fail(f"{where}.code", f"must be one capital letter, got {code!r}")
+        local_doc = d.get("local", {})
+        if not isinstance(local_doc, dict):
+            raise self.fail(f"{where}.local", "must be a table")
+        return Site(
+            name=self.string(d, "name", where, default=code),
+            code=code,
+            nodes=self.number(d, "nodes", where, integer=True, minimum=1),
+            cores_per_node=self.number(d, "cores_per_node", where, default=1, integer=True, minimum=1),
+            speed=float(self.number(d, "speed", where, default=1.0, positive=True)),
+            memory_gb=float(self.number(d, "memory_gb", where, default=1.0, positive=True)),
+            local=self.local(local_doc, f"{where}.local", default_local),
+        )
+
+    def link(self, d, where: str, sites: dict[str, Site]) -> Link:
+        if not isinstance(d, dict):
+            raise self.fail(where, "must be a table")
+        self.keys(d, where, {"sites", "fibre_km", "rtt_ms", "bandwidth_gbps", "queue_bytes", "jitter_us", "loss"})
+        ends = d.get("sites")
+        if not (isinstance(ends, list) and len(ends) == 2 and all(isinstance(e, str) for e in ends)):
+            raise self.fail(f"{where}.sites", f"must be two site codes like [\"W\", \"G\"], got {ends!r}")
+        for e in ends:
+            if e not in sites:
+                raise self.fail(f"{where}.sites", f"unknown site {e!r} (sites: {', '.join(sites)})")
+        a, b = ends
+        if a == b:
+            raise self.fail(f"{where}.sites", f"a link joins two different sites, got {a!r} twice")
+        if "fibre_km" not in d and "rtt_ms" not in d:
+            raise self.fail(where, "needs fibre_km or rtt_ms (or both)")
+        fibre_km = None
+        if "fibre_km" in d:
+            fibre_km = float(self.number(d, "fibre_km", where, positive=True))
+        local_one_way_ms = (sites[a].local.latency_us + sites[b].local.latency_us) / 2 / 1e3
+        if "rtt_ms" in d:
+            rtt = float(self.number(d, "rtt_ms", where, positive=True))
+            propagation = rtt / 2 - local_one_way_ms
+            if propagation <= 0:
+                raise self.fail(f"{where}.rtt_ms", f"{rtt} ms is not more than the local fabrics' latency alone")
+            if fibre_km is not None and propagation < fibre_one_way_ms(fibre_km) * 0.999:
+                raise self.fail(
+                    f"{where}.rtt_ms",
+                    f"{rtt} ms is faster than light through {fibre_km} km of fibre "
+                    f"(at least {2 * (fibre_one_way_ms(fibre_km) + local_one_way_ms):.4g} ms)",
+                )
+        else:
+            propagation = fibre_one_way_ms(fibre_km)
+        bandwidth = float(self.number(d, "bandwidth_gbps", where, positive=True))
+        one_way = propagation + local_one_way_ms
+        queue = self.number(d, "queue_bytes", where, default=-1, integer=True)
+        if queue == -1:
+            queue = max(bdp_bytes(bandwidth, 2 * one_way), MIN_QUEUE_BYTES)
+        elif queue < 9000:
+            raise self.fail(f"{where}.queue_bytes", f"must hold at least one jumbo frame (9000 bytes), got {queue}")
+        return Link(
+            a=a,
+            b=b,
+            fibre_km=fibre_km,
+            propagation_ms=propagation,
+            one_way_ms=one_way,
+            bandwidth_gbps=bandwidth,
+            queue_bytes=int(queue),
+            jitter_us=float(self.number(d, "jitter_us", where, default=0.0, minimum=0)),
+            loss=float(self.number(d, "loss", where, default=0.0, minimum=0, below=1)),
+        )

@@ -1,0 +1,32 @@
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+GEOFED = str(Path(sys.executable).parent / "geofed")
+
+
+def run_geofed(*args, check=False, timeout=600):
+    """Run the installed CLI as a user would; returns the CompletedProcess."""
+    return subprocess.run([GEOFED, *args], capture_output=True, text=True, timeout=timeout, check=check)
+
+
+@pytest.fixture
+def write_fed(tmp_path):
+    """Write a federation TOML text to a file and return its path."""
+    def write(text: str, name: str = "fed.toml") -> Path:
+        p = tmp_path / name
+        p.write_text(text)
+        return p
+    return write
+
+
+def have_testbed() -> bool:
+    return os.geteuid() == 0 and shutil.which("ip") is not None
+
+
+needs_root = pytest.mark.skipif(not have_testbed(), reason="needs root and iproute2 (network namespaces)")

@@ -1,0 +1,130 @@
+import pytest
+
+from geofed import federation
+from geofed.errors import UserError
+from geofed.federation import bdp_bytes, fibre_one_way_ms
+
+BASE = """
+name = "t"
+[[site]]
+code = "W"
+nodes = 2
+[[site]]
+code = "G"
+nodes = 1
+"""
+
+
+def test_light_in_fibre_gives_seed_000s_round_trip():
+    # seed 000, eq. 1: 2 x 900 km / 200 km/ms = 9 ms
+    assert 2 * fibre_one_way_ms(900) == pytest.approx(9.0)
+
+
+def test_seed_001_latency_is_transit_plus_local(write_fed):
+    fed = federation.load(write_fed(BASE + '[local]\nlatency_us = 2\n[[link]]\nsites = ["W", "G"]\nfibre_km = 28.6\nbandwidth_gbps = 7.44\n'))
+    link = fed.links[0]
+    assert link.propagation_ms * 1e3 == pytest.approx(143.0)
+    assert link.one_way_ms * 1e3 == pytest.approx(145.0)
+    assert fed.one_way_ms("W", "G") * 1e3 == pytest.approx(145.0)
+    assert fed.one_way_ms("W", "W") * 1e3 == pytest.approx(2.0)
+
+
+def test_bdp():
+    assert bdp_bytes(40, 9.0) == 45_000_000
+    assert bdp_bytes(1, 1) == 125_000
+
+
+def test_rtt_given_sets_the_delay_and_default_queue_is_one_bdp(write_fed):
+    fed = federation.load(write_fed(BASE + '[local]\nlatency_us = 0\n[[link]]\nsites = ["W", "G"]\nrtt_ms = 20\nbandwidth_gbps = 10\n'))
+    link = fed.links[0]
+    assert link.rtt_ms == pytest.approx(20)
+    assert link.fibre_km is None
+    assert link.queue_bytes == link.bdp_bytes == 25_000_000
+
+
+def test_short_link_queue_holds_at_least_a_few_gso_frames(write_fed):
+    fed = federation.load(write_fed(BASE + '[[link]]\nsites = ["W", "G"]\nfibre_km = 1\nbandwidth_gbps = 1\n'))
+    assert fed.links[0].queue_bytes == federation.MIN_QUEUE_BYTES
+
+
+@pytest.mark.parametrize("name", ["icm-task", "ma-hd", "single-site"])
+def test_shipped_federations_load(name):
+    fed = federation.load(name)
+    assert fed.name == name
+    assert fed.storage in [s.code for s in fed.sites]
+    assert len(fed.sha256) == 64
+
+
+def test_icm_task_matches_seed_000():
+    fed = federation.load("icm-task")
+    assert [s.code for s in fed.sites] == ["W", "G"]
+    assert fed.links[0].rtt_ms == pytest.approx(9.0, rel=0.001)
+    assert fed.site("G").speed < fed.site("W").speed  # TASK was slower (Table 1)
+    assert fed.storage == "W"
+    assert "bandwidth" in fed.scale  # the scale factor is written in the file
+
+
+def test_route_prefers_the_lower_latency_path(write_fed):
+    text = """
+name = "three"
+[[site]]
+code = "A"
+nodes = 1
+[[site]]
+code = "B"
+nodes = 1
+[[site]]
+code = "C"
+nodes = 1
+[[link]]
+sites = ["A", "B"]
+fibre_km = 100
+bandwidth_gbps = 10
+[[link]]
+sites = ["B", "C"]
+fibre_km = 100
+bandwidth_gbps = 1
+"""
+    fed = federation.load(write_fed(text))
+    assert [l.name for l in fed.route("A", "C")] == ["A-B", "B-C"]
+    assert fed.bandwidth_gbps("A", "C") == 1
+    assert fed.one_way_ms("A", "C") == pytest.approx(fed.links[0].one_way_ms + fed.links[1].one_way_ms)
+
+
+ERRORS = [
+    ("name = \"t\"\n[[site\n", "invalid TOML"),
+    ('name = "T T"\n[[site]]\ncode = "W"\nnodes = 1\n', "name: must be"),
+    ('name = "t"\n', "site: at least one"),
+    ('name = "t"\n[[site]]\ncode = "W"\nnodes = 0\n', "site[0].nodes: must be at least 1"),
+    ('name = "t"\n[[site]]\ncode = "W"\nnodes = 1.5\n', "site[0].nodes: must be an integer"),
+    ('name = "t"\n[[site]]\ncode = "W"\nnodes = true\n', "site[0].nodes: must be an integer"),
+    ('name = "t"\n[[site]]\ncode = "w"\nnodes = 1\n', "site[0].code: must be one capital letter"),
+    ('name = "t"\n[[site]]\ncode = "W"\nnodes = 1\nspeed = -1\n', "site[0].speed: must be positive"),
+    ('name = "t"\n[[site]]\ncode = "W"\nnodes = 1\nnodez = 1\n', "site[0].nodez: unknown key"),
+    ('name = "t"\n[[site]]\ncode = "W"\nnodes = 1\n[[site]]\ncode = "W"\nnodes = 1\n', "site[1].code: duplicate"),
+    (BASE + '[[link]]\nsites = ["W", "X"]\nfibre_km = 1\nbandwidth_gbps = 1\n', "link[0].sites: unknown site 'X'"),
+    (BASE + '[[link]]\nsites = ["W", "W"]\nfibre_km = 1\nbandwidth_gbps = 1\n', "link[0].sites: a link joins two different"),
+    (BASE + '[[link]]\nsites = ["W", "G"]\nfibre_km = 1\nbandwidth_gbps = -4\n', "link[0].bandwidth_gbps: must be positive"),
+    (BASE + '[[link]]\nsites = ["W", "G"]\nbandwidth_gbps = 1\n', "link[0]: needs fibre_km or rtt_ms"),
+    (BASE + '[[link]]\nsites = ["W", "G"]\nfibre_km = 900\nrtt_ms = 1\nbandwidth_gbps = 1\n', "faster than light"),
+    (BASE + '[[link]]\nsites = ["W", "G"]\nfibre_km = 1\nbandwidth_gbps = 1\nloss = 1.0\n', "link[0].loss: must be below 1"),
+    (BASE + '[[link]]\nsites = ["W", "G"]\nfibre_km = 1\nbandwidth_gbps = 1\nqueue_bytes = 100\n', "link[0].queue_bytes"),
+    (BASE + '[[link]]\nsites = ["W", "G"]\nfibre_km = 1\nbandwidth_gbps = 1\n[[link]]\nsites = ["G", "W"]\nfibre_km = 1\nbandwidth_gbps = 1\n', "link[1].sites: a second link"),
+    (BASE, "site G is not joined"),
+    (BASE + 'storage = "Q"\n', "unknown key"),  # storage after a table belongs to the table
+    ('name = "t"\nstorage = "Q"\n[[site]]\ncode = "W"\nnodes = 1\n', "storage: unknown site 'Q'"),
+]
+
+
+@pytest.mark.parametrize("text,message", ERRORS)
+def test_errors_name_file_key_and_problem(write_fed, text, message):
+    path = write_fed(text)
+    with pytest.raises(UserError) as e:
+        federation.load(path)
+    assert str(path) in str(e.value)
+    assert message in str(e.value)
+
+
+def test_missing_file_lists_shipped_names():
+    with pytest.raises(UserError, match="shipped: icm-task, ma-hd, single-site"):
+        federation.load("/nonexistent/fed.toml")
