@@ -1,0 +1,27 @@
+"""The launcher agent Hydra (`mpiexec -launcher rsh -launcher-exec geofed-agent`) calls.
+
+Hydra runs `geofed-agent HOST COMMAND...` to start its proxy on HOST, the way it
+would run rsh. On the testbed HOST is a node name: the agent puts itself into the
+node's CPU cgroup and runs the command in the node's network namespace, so the proxy
+and the ranks it starts live on that node.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from geofed.testbed.host import cgroup_join, in_netns
+from geofed.testbed.plan import CGROUP_ROOT, prefix
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    fed = os.environ.get("GEOFED_TESTBED")
+    if not fed or len(argv) < 2:
+        sys.exit("geofed-agent: usage: GEOFED_TESTBED=<federation> geofed-agent NODE COMMAND...")
+    node, command = argv[0], argv[1:]
+    cgroup_join(f"{CGROUP_ROOT}/{fed}/{node}", os.getpid())
+    # Like rsh, the command arrives as words of a shell line (Hydra quotes the paths).
+    ns_argv = in_netns(f"{prefix(fed)}{node}", ["sh", "-c", " ".join(command)])
+    os.execvp(ns_argv[0], ns_argv)

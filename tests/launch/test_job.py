@@ -1,0 +1,94 @@
+from geofed import federation, runtime
+from geofed.errors import UserError
+from geofed.launch import job as launch
+from geofed.launch.placement import parse
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def icm():
+    return federation.load("icm-task")
+
+
+def sections(argv):
+    """Split an mpiexec argv at ':' into its MPMD sections."""
+    out, cur = [], []
+    for a in argv:
+        if a == ":":
+            out.append(cur)
+            cur = []
+        else:
+            cur.append(a)
+    out.append(cur)
+    return out
+
+
+def test_testbed_command_runs_in_the_storage_site_and_forces_tcp(icm):
+    j = launch.Job(icm, parse("G1W2", icm), ["python", "app.py"], ranks_per_node=2)
+    cmd = launch.testbed_command(j)
+    assert cmd.argv[:4] == ["ip", "netns", "exec", "geofed-icm-task.W1"]
+    assert "-launcher-exec" in cmd.argv
+    assert cmd.env["UCX_TLS"] == "tcp,self"
+    assert cmd.env["GEOFED_TESTBED"] == "icm-task"
+    secs = sections(cmd.argv[cmd.argv.index("-n"):])
+    assert [s[s.index("-host") + 1] for s in secs] == ["G1", "W1", "W2"]
+    for s, node in zip(secs, ["G1", "W1", "W2"]):
+        assert s[:2] == ["-n", "2"]
+        assert s[-2:] == ["python", "app.py"]
+        env = {s[i + 1]: s[i + 2] for i, a in enumerate(s) if a == "-env"}
+        assert env["GEOFED_NODE"] == node and env["GEOFED_SITE"] == node[0]
+        assert env["GEOFED_PLACEMENT"] == "G1W2"
+
+
+def test_hostfile_maps_nth_host_of_a_site_to_node_n(icm, tmp_path):
+    hf = tmp_path / "hosts"
+    hf.write_text("# real cluster\nw001 W\nw002 W\ng01 G  # gdansk\n")
+    cmd = launch.hostfile_command(launch.Job(icm, parse("W2G1", icm), ["a.out"]), hf)
+    secs = sections(cmd.argv[1:])
+    assert [s[s.index("-host") + 1] for s in secs] == ["w001", "w002", "g01"]
+    assert "ip" not in cmd.argv[0]
+
+
+def test_slurm_pins_ranks_in_placement_order(icm, tmp_path):
+    hf = tmp_path / "hosts"
+    hf.write_text("w001 W\nw002 W\ng01 G\n")
+    cmd = launch.slurm_command(launch.Job(icm, parse("G1W1", icm), ["a.out"], ranks_per_node=2), hf, tmp_path)
+    assert cmd.argv[0] == "srun" and "--distribution=arbitrary" in cmd.argv and "--ntasks=4" in cmd.argv
+    assert list(cmd.files.values()) == ["g01\ng01\nw001\nw001\n"]
+    assert cmd.env["GEOFED_HOSTMAP"] == "g01=G1,w001=W1"
+
+
+@pytest.mark.parametrize("text,message", [
+    ("w001\n", "hosts:1: expected 'HOST SITE'"),
+    ("w001 X\n", "hosts:1: unknown site 'X'"),
+    ("w001 W\nw001 W\n", "hosts:2: host w001 is listed twice"),
+])
+def test_bad_hostfiles(icm, tmp_path, text, message):
+    hf = tmp_path / "hosts"
+    hf.write_text(text)
+    with pytest.raises(UserError, match=message):
+        launch.parse_hostfile(hf, icm)
+
+
+def test_hostfile_with_too_few_hosts(icm, tmp_path):
+    hf = tmp_path / "hosts"
+    hf.write_text("w001 W\n")
+    with pytest.raises(UserError, match="lists 1 hosts at site W, 2 asked"):
+        launch.hostfile_command(launch.Job(icm, parse("W2", icm), ["a.out"]), hf)
+
+
+def test_runtime_reads_node_from_env_or_hostmap(monkeypatch):
+    monkeypatch.setenv("GEOFED_NODE", "G2")
+    assert runtime.node() == "G2" and runtime.site() == "G"
+    monkeypatch.delenv("GEOFED_NODE")
+    monkeypatch.delenv("GEOFED_SITE", raising=False)
+    monkeypatch.setattr(runtime.socket, "gethostname", lambda: "w007.cluster")
+    monkeypatch.setenv("GEOFED_HOSTMAP", "g01=G1,w007=W3")
+    assert runtime.node() == "W3" and runtime.site() == "W"
+
+
+def test_pair_classes():
+    assert runtime.pair_class("W1", "W1") == "intra-node"
+    assert runtime.pair_class("W1", "W2") == "intra-site"
+    assert runtime.pair_class("W1", "G1") == "inter-site"
