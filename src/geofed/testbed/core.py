@@ -1,0 +1,238 @@
+"""Bring a federation's testbed up, take it down, and say what is there."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import time
+from pathlib import Path
+from typing import Callable
+
+from geofed.errors import UserError
+from geofed.federation import Federation
+from geofed.native import binary
+from geofed.testbed import host, probe
+from geofed.testbed.plan import CPU_PERIOD_US, LinkPlan, Plan, make_plan, prefix
+
+Progress = Callable[[str], None]
+ETC_NETNS = Path("/etc/netns")
+TCP_BUFFER_MIN = 16 * 1024 * 1024
+
+
+def require_root(action: str) -> None:
+    if os.geteuid() != 0:
+        raise UserError(f"testbed {action}: needs root (network namespaces and cgroups); run it as root")
+
+
+def _quiet(_msg: str) -> None:
+    pass
+
+
+def state_path(plan: Plan) -> Path:
+    return Path(plan.state_dir) / "state.json"
+
+
+def read_state(plan: Plan) -> dict | None:
+    try:
+        return json.loads(state_path(plan).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def is_up(plan: Plan) -> bool:
+    state = read_state(plan)
+    if state is None or state.get("sha256") != plan.fed.sha256:
+        return False
+    present = set(host.netns_list())
+    if not all(ns in present for ns in plan.namespaces()):
+        return False
+    return all(host.alive(e["pid"]) for e in state["emulators"].values())
+
+
+def leftovers(fed_name: str) -> list[str]:
+    """Namespaces of this federation's testbed that exist now."""
+    return [ns for ns in host.netns_list() if ns.startswith(prefix(fed_name))]
+
+
+def up(fed: Federation, progress: Progress = _quiet) -> Plan:
+    require_root("up")
+    plan = make_plan(fed)
+    binary("geofed-linkemu"), binary("geofed-probe")  # fail before creating anything
+    if is_up(plan):
+        progress(f"testbed {fed.name} is already up")
+        return plan
+    if leftovers(fed.name) or Path(plan.state_dir).exists():
+        progress(f"removing a half-built testbed {fed.name} first")
+        down(fed.name)
+    try:
+        _build(plan, progress)
+    except BaseException:
+        # A half-done `up` (error or Ctrl-C) leaves nothing behind.
+        down(fed.name)
+        raise
+    return plan
+
+
+def _build(plan: Plan, progress: Progress) -> None:
+    fed = plan.fed
+    Path(plan.state_dir).mkdir(parents=True, exist_ok=True)
+    progress(f"creating {len(plan.namespaces())} namespaces")
+    for ns in plan.namespaces():
+        host.ip("netns", "add", ns)
+        host.sysctl(ns, "net.ipv6.conf.all.disable_ipv6", "1")
+        host.sysctl(ns, "net.ipv6.conf.default.disable_ipv6", "1")
+        host.ip("link", "set", "lo", "up", netns=ns)
+
+    for s in plan.sites:
+        host.ip("link", "add", "br0", "type", "bridge", netns=s.netns)
+        host.ip("addr", "add", f"{s.gateway}/24", "dev", "br0", netns=s.netns)
+        host.ip("link", "set", "br0", "up", netns=s.netns)
+        host.sysctl(s.netns, "net.ipv4.ip_forward", "1")
+
+    tcp_max = max([TCP_BUFFER_MIN] + [2 * l.link.bdp_bytes for l in plan.links])
+    site_ns = {s.code: s.netns for s in plan.sites}
+    for n in plan.nodes:
+        sns = site_ns[n.node.site]
+        host.ip("link", "add", n.site_port, "type", "veth", "peer", "name", "eth0", "netns", n.netns, netns=sns)
+        host.ip("link", "set", n.site_port, "master", "br0", "up", netns=sns)
+        host.ip("addr", "add", f"{n.address}/24", "dev", "eth0", netns=n.netns)
+        host.ip("link", "set", "eth0", "up", netns=n.netns)
+        host.ip("route", "add", "default", "via", n.gateway, netns=n.netns)
+        # BBR's pacing doubled a 1 MB ping-pong over the emulated link; cubic matches
+        # what HPC sites run. Idle restarts would undo the window between iterations.
+        host.sysctl(n.netns, "net.ipv4.tcp_congestion_control", "cubic")
+        host.sysctl(n.netns, "net.ipv4.tcp_slow_start_after_idle", "0")
+        host.sysctl(n.netns, "net.ipv4.tcp_no_metrics_save", "1")
+        host.sysctl(n.netns, "net.ipv4.tcp_rmem", f"4096 131072 {tcp_max}")
+        host.sysctl(n.netns, "net.ipv4.tcp_wmem", f"4096 131072 {tcp_max}")
+        host.sysctl(n.netns, "net.core.rmem_max", str(tcp_max), required=False)
+        host.sysctl(n.netns, "net.core.wmem_max", str(tcp_max), required=False)
+        if n.egress_gbps:
+            _shape(n.netns, n.egress_gbps)
+        hosts_dir = ETC_NETNS / n.netns
+        hosts_dir.mkdir(parents=True, exist_ok=True)
+        (hosts_dir / "hosts").write_text(plan.hosts_file())
+        host.cgroup_create(f"{plan.cgroup}/{n.node.name}", n.cpu_quota_us, CPU_PERIOD_US)
+
+    for l in plan.links:
+        a_ns, b_ns = site_ns[l.link.a], site_ns[l.link.b]
+        host.ip("link", "add", "a", "type", "veth", "peer", "name", l.a_port, "netns", a_ns, netns=l.netns)
+        host.ip("link", "add", "b", "type", "veth", "peer", "name", l.b_port, "netns", b_ns, netns=l.netns)
+        for dev in ("a", "b"):
+            host.ip("link", "set", dev, "up", netns=l.netns)
+        host.ip("addr", "add", f"{l.a_address}/24", "dev", l.a_port, netns=a_ns)
+        host.ip("addr", "add", f"{l.b_address}/24", "dev", l.b_port, netns=b_ns)
+        host.ip("link", "set", l.a_port, "up", netns=a_ns)
+        host.ip("link", "set", l.b_port, "up", netns=b_ns)
+    for s in plan.sites:
+        for subnet, via, dev in s.routes:
+            host.ip("route", "add", subnet, "via", via, "dev", dev, netns=s.netns)
+
+    emulators = {}
+    for l in plan.links:
+        progress(f"starting the link emulator {l.link.name} ({l.link.rtt_ms:g} ms RTT, {l.link.bandwidth_gbps:g} Gb/s)")
+        emulators[l.link.name] = _start_emulator(plan, l)
+    state = {
+        "federation": str(plan.fed.path),
+        "sha256": plan.fed.sha256,
+        "created": time.time(),
+        "emulators": emulators,
+    }
+    state_path(plan).write_text(json.dumps(state, indent=1))
+
+
+def _shape(netns: str, gbps: float) -> None:
+    """Cap a node's egress at its local fabric's rate (a token bucket; the kernel has tbf)."""
+    rate_bytes = gbps * 1e9 / 8
+    burst = max(int(rate_bytes * 0.001), 256 * 1024)
+    res = host.run_in(netns, ["tc", "qdisc", "replace", "dev", "eth0", "root", "tbf",
+                              "rate", f"{gbps * 1000:.0f}mbit", "burst", str(burst), "latency", "20ms"],
+                      check=False)
+    if res.returncode != 0:
+        raise host.HostError(f"in {netns}: tc tbf: {res.stderr.strip()}")
+
+
+def _emulator_argv(plan: Plan, l: LinkPlan, delay_us: float) -> list[str]:
+    link = l.link
+    return host.in_netns(l.netns, [
+        binary("geofed-linkemu"), "--if-a", "a", "--if-b", "b",
+        "--delay-us", f"{delay_us:.3f}",
+        "--rate-mbps", f"{link.bandwidth_gbps * 1000:.3f}",
+        "--queue-bytes", str(link.queue_bytes),
+        "--jitter-us", f"{link.jitter_us:.3f}",
+        "--loss", f"{link.loss:.6f}",
+        "--seed", "1",
+        "--stats", f"{plan.state_dir}/link-{link.a}{link.b}.stats.json",
+    ])
+
+
+def _start_emulator(plan: Plan, l: LinkPlan) -> dict:
+    """Start the emulator, compensating the host's own forwarding latency.
+
+    The host adds a floor (veths, bridges, routing and the emulator's packet sockets)
+    that a real fibre does not have; it is measured with zero added delay and half of
+    the median round trip is taken off each direction's delay.
+    """
+    log = f"{plan.state_dir}/link-{l.link.a}{l.link.b}.log"
+    a = next(n for n in plan.nodes if n.node.site == l.link.a)
+    b = next(n for n in plan.nodes if n.node.site == l.link.b)
+    calib = host.spawn_ready(_emulator_argv(plan, l, 0.0), log)
+    try:
+        samples, _lost = probe.rtt_samples_ms(a, b, count=100, interval_us=200)
+    finally:
+        host.terminate([calib.pid])
+        calib.wait()
+    floor_ms = statistics.median(samples)
+    delay_us = max(0.0, l.link.one_way_ms * 1e3 - floor_ms * 1e3 / 2)
+    proc = host.spawn_ready(_emulator_argv(plan, l, delay_us), log)
+    return {"pid": proc.pid, "delay_us": delay_us, "floor_rtt_ms": floor_ms, "netns": l.netns}
+
+
+def down(fed_name: str) -> list[str]:
+    """Remove everything `up` made for this federation; harmless when nothing is there."""
+    require_root("down")
+    removed = []
+    namespaces = leftovers(fed_name)
+    pids = [p for ns in namespaces for p in host.netns_pids(ns)]
+    if pids:
+        host.terminate(pids)
+        removed.append(f"{len(pids)} processes")
+    for ns in namespaces:
+        host.ip("netns", "del", ns, check=False)
+    if namespaces:
+        removed.append(f"{len(namespaces)} namespaces")
+    cgroup = f"geofed/{fed_name}"
+    if host.cpu_cgroup_dir(cgroup).exists():
+        host.cgroup_remove_tree(cgroup)
+        removed.append(f"cgroup {cgroup}")
+    if ETC_NETNS.is_dir():
+        for d in ETC_NETNS.iterdir():
+            if d.name.startswith(prefix(fed_name)):
+                shutil.rmtree(d, ignore_errors=True)
+    state_dir = Path(f"/run/geofed/{fed_name}")
+    if state_dir.exists():
+        shutil.rmtree(state_dir, ignore_errors=True)
+        removed.append(str(state_dir))
+    try:
+        state_dir.parent.rmdir()
+    except OSError:
+        pass
+    return removed
+
+
+def status(fed: Federation) -> dict:
+    plan = make_plan(fed)
+    present = set(host.netns_list())
+    state = read_state(plan) or {"emulators": {}}
+    cg = host.cpu_cgroup_dir(plan.cgroup)
+    return {
+        "federation": fed.name,
+        "up": is_up(plan),
+        "namespaces": {ns: ns in present for ns in plan.namespaces()},
+        "emulators": {
+            name: dict(e, alive=host.alive(e["pid"])) for name, e in state["emulators"].items()
+        },
+        "cgroups": {n.node.name: (cg / n.node.name).exists() for n in plan.nodes},
+    }

@@ -1,0 +1,169 @@
+"""Thin wrappers over the host's namespaces, cgroups and processes (needs root)."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+CGROUP_FS = Path("/sys/fs/cgroup")
+
+
+class HostError(RuntimeError):
+    """A host operation failed although the input was valid (not the user's mistake)."""
+
+
+def ip(*args: str, netns: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    argv = ["ip"] + (["-n", netns] if netns else []) + list(args)
+    res = subprocess.run(argv, capture_output=True, text=True)
+    if check and res.returncode != 0:
+        raise HostError(f"{' '.join(argv)}: {res.stderr.strip()}")
+    return res
+
+
+def in_netns(netns: str, argv: list[str]) -> list[str]:
+    """The command line running `argv` inside a namespace (with its /etc/netns files)."""
+    return ["ip", "netns", "exec", netns] + argv
+
+
+def run_in(netns: str, argv: list[str], check: bool = True, timeout: float | None = None) -> subprocess.CompletedProcess:
+    res = subprocess.run(in_netns(netns, argv), capture_output=True, text=True, timeout=timeout)
+    if check and res.returncode != 0:
+        raise HostError(f"in {netns}: {' '.join(argv)}: {res.stderr.strip()}")
+    return res
+
+
+def sysctl(netns: str, key: str, value: str, required: bool = True) -> None:
+    path = "/proc/sys/" + key.replace(".", "/")
+    res = run_in(netns, ["sh", "-c", f"echo '{value}' > {path}"], check=False)
+    if required and res.returncode != 0:
+        raise HostError(f"in {netns}: sysctl {key}={value}: {res.stderr.strip()}")
+
+
+def netns_list() -> list[str]:
+    res = ip("netns", "list", check=False)
+    return [line.split()[0] for line in res.stdout.splitlines() if line.strip()]
+
+
+def netns_pids(netns: str) -> list[int]:
+    res = ip("netns", "pids", netns, check=False)
+    return [int(p) for p in res.stdout.split()]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie still answers kill(0); it is dead for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def terminate(pids: list[int], grace: float = 3.0) -> None:
+    """SIGTERM, then SIGKILL whatever is still there after `grace` seconds."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for p in pids:
+            try:
+                os.kill(p, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(alive(p) for p in pids):
+            time.sleep(0.02)
+        pids = [p for p in pids if alive(p)]
+        if not pids:
+            return
+
+
+def spawn_ready(argv: list[str], log_path: str | None = None, timeout: float = 10.0) -> subprocess.Popen:
+    """Start a server that prints `ready` once it listens; return when it has.
+
+    Runs in its own session so that a Ctrl-C in the user's terminal reaches geofed,
+    which then cleans up, rather than the servers directly.
+    """
+    log = open(log_path, "ab") if log_path else subprocess.DEVNULL
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+    finally:
+        if log_path:
+            log.close()
+    deadline = time.monotonic() + timeout
+    line = b""
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        if not r:
+            break
+        chunk = os.read(proc.stdout.fileno(), 64)
+        if not chunk:
+            break
+        line += chunk
+        if b"ready" in line:
+            return proc
+    proc.kill()
+    proc.wait()
+    tail = ""
+    if log_path and os.path.exists(log_path):
+        tail = Path(log_path).read_text(errors="replace").strip().splitlines()[-1:] or [""]
+        tail = f": {tail[0]}"
+    raise HostError(f"{argv[-1] if len(argv) < 5 else ' '.join(argv[:6])}... did not become ready{tail}")
+
+
+# ---------------------------------------------------------------- cgroups
+
+
+def cpu_cgroup_dir(rel: str) -> Path:
+    """The cgroup directory for `rel` under the cpu controller (v1 or v2)."""
+    if (CGROUP_FS / "cpu" / "cpu.cfs_quota_us").exists():
+        return CGROUP_FS / "cpu" / rel
+    return CGROUP_FS / rel
+
+
+def cgroup_create(rel: str, quota_us: int, period_us: int) -> Path:
+    d = cpu_cgroup_dir(rel)
+    d.mkdir(parents=True, exist_ok=True)
+    if (d / "cpu.cfs_quota_us").exists():
+        (d / "cpu.cfs_period_us").write_text(str(period_us))
+        (d / "cpu.cfs_quota_us").write_text(str(quota_us))
+    else:
+        (d / "cpu.max").write_text(f"{quota_us} {period_us}")
+    return d
+
+
+def cgroup_join(rel: str, pid: int) -> None:
+    (cpu_cgroup_dir(rel) / "cgroup.procs").write_text(str(pid))
+
+
+def cgroup_remove_tree(rel: str) -> None:
+    """Kill what runs in the tree, then remove its directories, leaves first."""
+    top = cpu_cgroup_dir(rel)
+    if not top.exists():
+        return
+    dirs = sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True) + [top]
+    pids = []
+    for d in dirs:
+        try:
+            pids += [int(x) for x in (d / "cgroup.procs").read_text().split()]
+        except FileNotFoundError:
+            pass
+    if pids:
+        terminate(pids)
+    for d in dirs:
+        try:
+            d.rmdir()
+        except FileNotFoundError:
+            pass
+    parent = top.parent
+    if parent != cpu_cgroup_dir("") and parent.name == rel.split("/")[0]:
+        try:
+            parent.rmdir()  # only succeeds once no other federation uses it
+        except OSError:
+            pass

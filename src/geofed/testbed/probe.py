@@ -1,0 +1,45 @@
+"""Measure RTT and TCP throughput between two testbed nodes with `geofed-probe`."""
+
+from __future__ import annotations
+
+import json
+
+from geofed.native import binary
+from geofed.testbed import host
+from geofed.testbed.plan import NodePlan
+
+PROBE_PORT = 47000
+SINK_PORT = 47001
+
+
+def rtt_samples_ms(src: NodePlan, dst: NodePlan, count: int = 200, interval_us: int = 1000,
+                   size: int = 64) -> tuple[list[float], int]:
+    """Round trips of UDP datagrams from src to an echo server at dst: (samples in ms, lost)."""
+    probe = binary("geofed-probe")
+    server = host.spawn_ready(host.in_netns(dst.netns, [
+        probe, "udp-echo", "--bind", f"{dst.address}:{PROBE_PORT}", "--max-seconds", "600"]))
+    try:
+        res = host.run_in(src.netns, [
+            probe, "rtt", "--to", f"{dst.address}:{PROBE_PORT}", "--count", str(count),
+            "--interval-us", str(interval_us), "--size", str(size)], timeout=600)
+    finally:
+        host.terminate([server.pid])
+        server.wait()
+    out = json.loads(res.stdout)
+    return [s / 1e6 for s in out["samples_ns"]], int(out["lost"])
+
+
+def throughput_mbps(src: NodePlan, dst: NodePlan, streams: int = 4, seconds: float = 3.0,
+                    warmup: float = 1.0) -> float:
+    """TCP goodput from src to dst over `streams` parallel connections, in Mbit/s."""
+    probe = binary("geofed-probe")
+    sink = host.spawn_ready(host.in_netns(dst.netns, [
+        probe, "tcp-sink", "--bind", f"{dst.address}:{SINK_PORT}", "--max-seconds", "600"]))
+    try:
+        res = host.run_in(src.netns, [
+            probe, "tcp-send", "--to", f"{dst.address}:{SINK_PORT}", "--streams", str(streams),
+            "--seconds", str(seconds), "--warmup", str(warmup)], timeout=seconds + warmup + 60)
+    finally:
+        host.terminate([sink.pid])
+        sink.wait()
+    return float(json.loads(res.stdout)["mbps"])

@@ -1,0 +1,72 @@
+"""Measure a running testbed and hold it against its federation file.
+
+Inter-site pairs must meet the link model: median RTT within 5 %, TCP throughput
+within 10 % of the configured rate. Inside a site the host cannot emulate the
+microseconds of an InfiniBand fabric (veths and a bridge cost tens of µs), so an
+intra-site pair passes when its median RTT is below 1 ms and, where a local rate is
+configured, its throughput is within 10 % of it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Callable
+
+from geofed.federation import Federation
+from geofed.stats import percentile
+from geofed.testbed import probe
+from geofed.testbed.core import require_root
+from geofed.testbed.plan import NodePlan, make_plan
+
+RTT_TOLERANCE = 0.05
+THROUGHPUT_TOLERANCE = 0.10
+INTRA_SITE_RTT_LIMIT_MS = 1.0
+
+
+def pairs(fed: Federation) -> list[tuple[NodePlan, NodePlan, str]]:
+    """One intra-site pair per site that has two nodes, and every pair of sites."""
+    plan = make_plan(fed)
+    first = {}
+    out = []
+    for s in fed.sites:
+        nodes = [n for n in plan.nodes if n.node.site == s.code]
+        first[s.code] = nodes[0]
+        if len(nodes) >= 2:
+            out.append((nodes[0], nodes[1], "intra-site"))
+    codes = [s.code for s in fed.sites]
+    for i, a in enumerate(codes):
+        for b in codes[i + 1:]:
+            out.append((first[a], first[b], "inter-site"))
+    return out
+
+
+def verify(fed: Federation, rtt_count: int = 200, streams: int = 4, seconds: float = 3.0,
+           progress: Callable[[str], None] = lambda m: None) -> dict:
+    require_root("verify")
+    results = []
+    for src, dst, cls in pairs(fed):
+        a, b = src.node.site, dst.node.site
+        progress(f"measuring {src.node.name} -> {dst.node.name} ({cls})")
+        samples, lost = probe.rtt_samples_ms(src, dst, count=rtt_count)
+        mbps = probe.throughput_mbps(src, dst, streams=streams, seconds=seconds)
+        configured_rtt = 2 * fed.one_way_ms(a, b)
+        bw = fed.bandwidth_gbps(a, b)
+        configured_mbps = bw * 1000 if bw else None
+        median = statistics.median(samples)
+        if cls == "inter-site":
+            rtt_ok = abs(median - configured_rtt) <= RTT_TOLERANCE * configured_rtt
+        else:
+            rtt_ok = median < INTRA_SITE_RTT_LIMIT_MS
+        tput_ok = configured_mbps is None or abs(mbps - configured_mbps) <= THROUGHPUT_TOLERANCE * configured_mbps
+        results.append({
+            "src": src.node.name, "dst": dst.node.name, "class": cls,
+            "rtt_ms": {
+                "configured": configured_rtt,
+                "min": min(samples), "median": median, "p99": percentile(samples, 99),
+                "samples": len(samples), "lost": lost, "ok": rtt_ok,
+            },
+            "throughput_mbps": {
+                "configured": configured_mbps, "measured": mbps, "streams": streams, "ok": tput_ok,
+            },
+        })
+    return {"pairs": results, "ok": all(r["rtt_ms"]["ok"] and r["throughput_mbps"]["ok"] for r in results)}
