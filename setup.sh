@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install everything geofed needs on a fresh Debian machine (run as root):
+# system packages, a virtual environment at .venv, and the native (Rust) programs.
+# Safe to run again: every step skips what is already there.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+apt_missing=()
+command -v ip >/dev/null || apt_missing+=(iproute2)
+command -v tc >/dev/null || apt_missing+=(iproute2)
+command -v cc >/dev/null || apt_missing+=(gcc)
+command -v cargo >/dev/null || [ -x "$HOME/.cargo/bin/cargo" ] || apt_missing+=(cargo)
+PY=${PYTHON:-python3}
+command -v "$PY" >/dev/null || apt_missing+=(python3)
+if command -v "$PY" >/dev/null && ! "$PY" -c 'import ensurepip, venv' 2>/dev/null; then apt_missing+=(python3-venv); fi
+if [ ${#apt_missing[@]} -gt 0 ]; then
+  echo "setup: installing ${apt_missing[*]} with apt"
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${apt_missing[@]}"
+fi
+"$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "setup: geofed needs Python 3.11 or newer ($PY is older)" >&2; exit 2; }
+
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[test]'
+
+echo "setup: building the native programs (rust/)"
+CARGO=$(command -v cargo || echo "$HOME/.cargo/bin/cargo")
+"$CARGO" build --release -q --manifest-path rust/Cargo.toml
+install -m 755 rust/target/release/geofed-linkemu rust/target/release/geofed-probe .venv/bin/
+echo "setup: done; try: .venv/bin/geofed demo"

@@ -1,0 +1,270 @@
+"""The `geofed` command: a registry of subcommands, plain argparse.
+
+A user's mistake (bad file, flag, placement, not root) ends with one line on stderr
+and exit status 2; a failed measurement or job with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from geofed import __version__, federation, records
+from geofed.errors import UserError
+
+
+def progress(msg: str) -> None:
+    print(f"geofed: {msg}", file=sys.stderr, flush=True)
+
+
+def _fed_or_name(spec: str) -> str:
+    """The federation's name from a file, or the bare name when its file is gone."""
+    try:
+        return federation.load(spec).name
+    except UserError:
+        if federation.NAME_RE.match(spec):
+            return spec
+        raise
+
+
+# ---------------------------------------------------------------- federation
+
+
+def cmd_federation_show(args) -> int:
+    fed = federation.load(args.file)
+    print(f"{fed.name}: {fed.description}")
+    print(f"file {fed.path} (sha256 {fed.sha256[:12]}), storage at site {fed.storage}")
+    print(f"{'site':<4} {'name':<16} {'nodes':>5} {'cores':>5} {'speed':>5} {'local lat [us]':>14} {'local [Gb/s]':>12}")
+    for s in fed.sites:
+        bw = "-" if s.local.bandwidth_gbps is None else f"{s.local.bandwidth_gbps:g}"
+        print(f"{s.code:<4} {s.name:<16} {s.nodes:>5} {s.cores_per_node:>5} {s.speed:>5g} {s.local.latency_us:>14g} {bw:>12}")
+    for l in fed.links:
+        fibre = "-" if l.fibre_km is None else f"{l.fibre_km:g} km"
+        print(f"link {l.name}: fibre {fibre}, one-way {l.one_way_ms * 1e3:.1f} us "
+              f"(propagation {l.propagation_ms * 1e3:.1f} us), RTT {l.rtt_ms:.4g} ms, {l.bandwidth_gbps:g} Gb/s, "
+              f"BDP {l.bdp_bytes / 1e6:.3g} MB, queue {l.queue_bytes / 1e6:.3g} MB"
+              + (f", jitter {l.jitter_us:g} us" if l.jitter_us else "") + (f", loss {l.loss:g}" if l.loss else ""))
+    return 0
+
+
+# ---------------------------------------------------------------- testbed
+
+
+def cmd_testbed_up(args) -> int:
+    from geofed.testbed import core
+    fed = federation.load(args.file)
+    plan = core.up(fed, progress)
+    print(f"testbed {fed.name} is up: {len(plan.nodes)} nodes, {len(plan.links)} links")
+    return 0
+
+
+def cmd_testbed_down(args) -> int:
+    from geofed.testbed import core
+    name = _fed_or_name(args.file)
+    removed = core.down(name)
+    print(f"testbed {name} is down" + (f" (removed {', '.join(removed)})" if removed else " (nothing was there)"))
+    return 0
+
+
+def cmd_testbed_status(args) -> int:
+    from geofed.testbed import core
+    fed = federation.load(args.file)
+    st = core.status(fed)
+    if args.json:
+        print(json.dumps(st, indent=1))
+        return 0 if st["up"] else 1
+    print(f"testbed {fed.name}: {'up' if st['up'] else 'down'}")
+    present = sum(st["namespaces"].values())
+    print(f"  namespaces {present}/{len(st['namespaces'])}, cgroups {sum(st['cgroups'].values())}/{len(st['cgroups'])}")
+    for name, e in st["emulators"].items():
+        print(f"  link {name}: emulator pid {e['pid']} {'running' if e['alive'] else 'DEAD'},"
+              f" delay {e['delay_us']:.1f} us per direction (host floor {e['floor_rtt_ms'] * 1e3:.1f} us RTT)")
+    return 0 if st["up"] else 1
+
+
+def cmd_testbed_verify(args) -> int:
+    from geofed.testbed import verify
+    fed = federation.load(args.file)
+    _require_up(fed)
+    data = verify.verify(fed, rtt_count=args.count, streams=args.streams, seconds=args.seconds, progress=progress)
+    rec = records.make("testbed.verify", data, **records.federation_meta(fed))
+    print(format_verify(data))
+    if args.out:
+        print(f"record: {records.save(rec, args.out)}")
+    return 0 if data["ok"] else 1
+
+
+def format_verify(data: dict) -> str:
+    lines = [f"{'pair':<10} {'class':<11} {'RTT conf [ms]':>13} {'min':>9} {'median':>9} {'p99':>9} "
+             f"{'Mb/s conf':>9} {'measured':>9}  verdict"]
+    for p in data["pairs"]:
+        r, t = p["rtt_ms"], p["throughput_mbps"]
+        conf = "-" if t["configured"] is None else f"{t['configured']:.0f}"
+        verdict = "ok" if r["ok"] and t["ok"] else ("RTT off" if not r["ok"] else "throughput off")
+        lines.append(f"{p['src'] + '-' + p['dst']:<10} {p['class']:<11} {r['configured']:>13.4f} {r['min']:>9.4f} "
+                     f"{r['median']:>9.4f} {r['p99']:>9.4f} {conf:>9} {t['measured']:>9.0f}  {verdict}")
+    lines.append("verify: " + ("all pairs within tolerance" if data["ok"] else "FAILED (RTT 5 %, throughput 10 %)"))
+    return "\n".join(lines)
+
+
+def _require_up(fed) -> None:
+    from geofed.testbed import core
+    from geofed.testbed.plan import make_plan
+    core.require_root("use")
+    if not core.is_up(make_plan(fed)):
+        raise UserError(f"testbed {fed.name} is not up; run: geofed testbed up {fed.name}")
+
+
+# ---------------------------------------------------------------- run
+
+
+def cmd_run(args) -> int:
+    from geofed.launch import job as launch
+    from geofed.launch.placement import parse
+    if not args.program:
+        raise UserError("run: no command given; put it after --, like: geofed run --placement G1W1 -- python app.py")
+    if args.ranks_per_node < 1:
+        raise UserError(f"--ranks-per-node: must be at least 1, got {args.ranks_per_node}")
+    fed = federation.load(args.federation)
+    j = launch.Job(fed, parse(args.placement, fed), args.program, args.ranks_per_node)
+    if args.hostfile:
+        import os
+        if os.environ.get("SLURM_JOB_ID"):
+            cmd = launch.slurm_command(j, args.hostfile, Path.cwd())
+        else:
+            cmd = launch.hostfile_command(j, args.hostfile)
+    else:
+        cmd = launch.testbed_command(j)
+    if args.dry_run:
+        env = " ".join(f"{k}={v}" for k, v in cmd.env.items())
+        print((env + " " if env else "") + " ".join(cmd.argv))
+        return 0
+    if not args.hostfile:
+        _require_up(fed)
+    return launch.run(cmd, timeout=args.timeout, job=j)
+
+
+# ---------------------------------------------------------------- bench
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        vals = [float(x) for x in text.split(",") if x]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
+    if not vals or any(v <= 0 for v in vals):
+        raise argparse.ArgumentTypeError(f"expected positive numbers, got {text!r}")
+    return vals
+
+
+def cmd_bench_link(args) -> int:
+    from geofed.bench import link
+    rec = link.run(args.rtt, args.rate, [int(s) for s in args.streams], args.throughput_rtt, args.seconds, progress)
+    print(link.format_table(rec))
+    print(f"record: {records.save(rec, args.out)}")
+    return 0
+
+
+# ---------------------------------------------------------------- report and demo
+
+
+def cmd_report(args) -> int:
+    from geofed import report
+    recs = records.load_dir(args.records)
+    if not recs:
+        raise UserError(f"{args.records}: no geofed records (*.json) there")
+    print(report.render(recs, args.out or args.records))
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from geofed import demo
+    return demo.run(Path(args.out), progress)
+
+
+# ---------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="geofed", description="Geographically distributed HPC: "
+                                 "emulate, validate and use federations of clusters joined by long-haul links.")
+    ap.add_argument("--version", action="version", version=f"geofed {__version__}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    fed = sub.add_parser("federation", help="inspect a federation file").add_subparsers(dest="action", required=True)
+    p = fed.add_parser("show", help="sites, nodes, links and their model (RTT, BDP)")
+    p.add_argument("file", help="federation TOML file or shipped name (icm-task, ma-hd, single-site)")
+    p.set_defaults(func=cmd_federation_show)
+
+    tb = sub.add_parser("testbed", help="emulate a federation on this host (root)").add_subparsers(dest="action", required=True)
+    for name, func, text in [("up", cmd_testbed_up, "create namespaces, site segments, link emulators, cgroups"),
+                             ("down", cmd_testbed_down, "remove everything up made, also after a crash"),
+                             ("status", cmd_testbed_status, "what of the testbed exists now"),
+                             ("verify", cmd_testbed_verify, "measure RTT and throughput against the federation file")]:
+        p = tb.add_parser(name, help=text)
+        p.add_argument("file", help="federation TOML file or shipped name")
+        p.set_defaults(func=func)
+        if name == "status":
+            p.add_argument("--json", action="store_true", help="print the status as JSON")
+        if name == "verify":
+            p.add_argument("--count", type=int, default=200, help="RTT samples per pair (default 200)")
+            p.add_argument("--streams", type=int, default=4, help="TCP streams for throughput (default 4)")
+            p.add_argument("--seconds", type=float, default=3.0, help="throughput measurement time (default 3)")
+            p.add_argument("--out", help="directory to write the testbed.verify record to")
+
+    p = sub.add_parser("run", help="run an MPI job on a placement such as G2W3")
+    p.add_argument("--federation", "-f", default="icm-task", help="federation file or shipped name (default icm-task)")
+    p.add_argument("--placement", "-p", required=True, help="nodes per site, like G2W3")
+    p.add_argument("--ranks-per-node", "-n", type=int, default=1)
+    p.add_argument("--hostfile", help="real cluster: lines 'HOST SITE'; srun is used inside a Slurm allocation")
+    p.add_argument("--timeout", type=float, help="stop the job after this many seconds")
+    p.add_argument("--dry-run", action="store_true", help="print the launch command instead of running it")
+    p.add_argument("program", nargs=argparse.REMAINDER, help="-- then the program and its arguments")
+    p.set_defaults(func=cmd_run)
+
+    bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="action", required=True)
+    p = bench.add_parser("link", help="link emulator accuracy: RTT and throughput against configured (root)")
+    p.add_argument("--rtt", type=_floats, default=[0.145, 1, 9, 50], help="RTTs in ms (default 0.145,1,9,50)")
+    p.add_argument("--rate", type=_floats, default=[1, 5, 10], help="rates in Gb/s (default 1,5,10)")
+    p.add_argument("--streams", type=_floats, default=[1, 4], help="TCP stream counts (default 1,4)")
+    p.add_argument("--throughput-rtt", type=float, default=9.0, help="RTT of the throughput runs (default 9 ms)")
+    p.add_argument("--seconds", type=float, default=5.0, help="throughput measurement time (default 5)")
+    p.add_argument("--out", default="geofed-out/bench", help="directory for the JSON record")
+    p.set_defaults(func=cmd_bench_link)
+
+    p = sub.add_parser("report", help="render a directory of records to HTML with plots")
+    p.add_argument("records", help="directory holding record JSON files")
+    p.add_argument("--out", help="output directory (default: the records directory)")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("demo", help="the main job: icm-task testbed up, verify, a job across both sites, report, down")
+    p.add_argument("--out", default="geofed-out/demo", help="directory for records and the report")
+    p.set_defaults(func=cmd_demo)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    if getattr(args, "program", None) and args.program[0] == "--":
+        args.program = args.program[1:]
+    try:
+        return args.func(args)
+    except UserError as e:
+        print(f"geofed: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("geofed: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a host failure, not the user's input: keep it to one line too
+        from geofed.testbed.host import HostError
+        if isinstance(e, HostError):
+            print(f"geofed: failed: {e}", file=sys.stderr)
+            return 1
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

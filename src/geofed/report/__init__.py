@@ -1,0 +1,84 @@
+"""Render records to an HTML page with PNG plots, one section per capability.
+
+A capability's section module registers a renderer for its record kinds with
+`@section(kind, title, order)`; `render` groups the records by kind and calls it.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+Renderer = Callable[[list[dict], Path], str]  # (records of one kind, output dir) -> HTML
+
+
+@dataclass(frozen=True)
+class Section:
+    kind: str
+    title: str
+    order: int
+    render: Renderer
+
+
+SECTIONS: dict[str, Section] = {}
+
+
+def section(kind: str, title: str, order: int = 50):
+    def register(fn: Renderer) -> Renderer:
+        SECTIONS[kind] = Section(kind, title, order, fn)
+        return fn
+    return register
+
+
+def esc(x) -> str:
+    return html.escape(str(x))
+
+
+def table(header: list[str], rows: list[list], classes: list[str] | None = None) -> str:
+    """An HTML table; `classes` marks rows (e.g. 'fail')."""
+    out = ["<table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr>"]
+    for i, row in enumerate(rows):
+        cls = f' class="{classes[i]}"' if classes and classes[i] else ""
+        out.append(f"<tr{cls}>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>")
+    return "\n".join(out) + "</table>"
+
+
+STYLE = """
+body { font-family: sans-serif; max-width: 1100px; margin: 2em auto; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; }
+th, td { border: 1px solid #bbb; padding: 0.25em 0.6em; text-align: right; }
+th { background: #eee; }
+tr.fail td { background: #fdd; }
+img { max-width: 100%; }
+.meta { color: #666; font-size: 90%; }
+"""
+
+
+def render(records: list[dict], outdir: str | Path, title: str = "geofed report") -> Path:
+    # Section modules register themselves on import.
+    from geofed.report import launch, testbed  # noqa: F401
+
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    by_kind: dict[str, list[dict]] = {}
+    for r in records:
+        by_kind.setdefault(r["kind"], []).append(r)
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)}</title>"
+             f"<style>{STYLE}</style></head><body><h1>{esc(title)}</h1>"]
+    known = sorted((SECTIONS[k] for k in by_kind if k in SECTIONS), key=lambda s: s.order)
+    for s in known:
+        parts.append(f"<h2>{esc(s.title)}</h2>")
+        parts.append(s.render(by_kind[s.kind], outdir))
+    unknown = sorted(k for k in by_kind if k not in SECTIONS)
+    if unknown:
+        parts.append("<h2>Other records</h2><p>No section renders: " + esc(", ".join(unknown)) + "</p>")
+    parts.append("</body></html>")
+    path = outdir / "report.html"
+    path.write_text("\n".join(parts))
+    return path

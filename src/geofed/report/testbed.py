@@ -1,0 +1,59 @@
+"""Report sections for the testbed: verification and the link emulator's accuracy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+
+from geofed.report import esc, section, table
+
+
+def _meta(r: dict) -> str:
+    m = r["meta"]
+    return f"<p class='meta'>{esc(m.get('federation', ''))} · {esc(r['created'])} · {esc(r['host'])}</p>"
+
+
+@section("testbed.verify", "Testbed verification: configured against measured", order=10)
+def verify(records: list[dict], outdir: Path) -> str:
+    r = records[-1]
+    rows, classes = [], []
+    for p in r["data"]["pairs"]:
+        rtt, tp = p["rtt_ms"], p["throughput_mbps"]
+        conf_tp = "-" if tp["configured"] is None else f"{tp['configured']:.0f}"
+        rows.append([f"{p['src']} → {p['dst']}", p["class"], f"{rtt['configured']:.4f}", f"{rtt['min']:.4f}",
+                     f"{rtt['median']:.4f}", f"{rtt['p99']:.4f}", conf_tp, f"{tp['measured']:.0f}",
+                     "ok" if rtt["ok"] and tp["ok"] else "FAIL"])
+        classes.append("" if rtt["ok"] and tp["ok"] else "fail")
+    head = ["pair", "class", "RTT configured [ms]", "min", "median", "p99",
+            "throughput configured [Mb/s]", "measured", "verdict"]
+    return _meta(r) + table(head, rows, classes)
+
+
+@section("bench.link", "Link emulator accuracy", order=20)
+def link_accuracy(records: list[dict], outdir: Path) -> str:
+    r = records[-1]
+    d = r["data"]
+    out = [_meta(r)]
+    out.append(table(
+        ["configured RTT [ms]", "median [ms]", "p99 [ms]", "median error", "p99 error"],
+        [[f"{x['configured_ms']:g}", f"{x['median_ms']:.4f}", f"{x['p99_ms']:.4f}",
+          f"{x['median_error']:+.1%}", f"{x['p99_error']:+.1%}"] for x in d["rtt"]]))
+    out.append(table(
+        ["configured [Gb/s]", "streams", "measured [Gb/s]", "ratio"],
+        [[f"{x['configured_gbps']:g}", x["streams"], f"{x['measured_gbps']:.3f}", f"{x['ratio']:.1%}"]
+         for x in d["throughput"]]))
+    if d["rtt"]:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        conf = [x["configured_ms"] for x in d["rtt"]]
+        ax.loglog(conf, conf, "k--", label="configured")
+        ax.loglog(conf, [x["median_ms"] for x in d["rtt"]], "o", label="median")
+        ax.loglog(conf, [x["p99_ms"] for x in d["rtt"]], "x", label="p99")
+        ax.set_xlabel("configured RTT [ms]")
+        ax.set_ylabel("measured RTT [ms]")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(outdir / "link-rtt.png", dpi=100)
+        plt.close(fig)
+        out.append("<img src='link-rtt.png' alt='measured against configured RTT'>")
+    return "\n".join(out)

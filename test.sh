@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The whole test suite: the native parts with cargo, then everything else with pytest.
+# Testbed tests need root (network namespaces); run ./setup.sh first.
+set -euo pipefail
+cd "$(dirname "$0")"
+CARGO=$(command -v cargo || echo "$HOME/.cargo/bin/cargo")
+"$CARGO" test -q --manifest-path rust/Cargo.toml
+.venv/bin/python -m pytest -q "$@"

@@ -1,0 +1,45 @@
+import json
+
+import pytest
+
+from geofed import records, report
+
+
+def verify_record(ok=True):
+    pair = {"src": "W1", "dst": "G1", "class": "inter-site",
+            "rtt_ms": {"configured": 9.004, "min": 9.01, "median": 9.03, "p99": 9.2, "samples": 200, "lost": 0, "ok": ok},
+            "throughput_mbps": {"configured": 4000.0, "measured": 3812.0, "streams": 4, "ok": True}}
+    return records.make("testbed.verify", {"pairs": [pair], "ok": ok}, federation="icm-task")
+
+
+def pingpong_record():
+    pairs = [{"a": "0@W1", "b": "1@W1", "class": "intra-node", "model_rtt_ms": 0.004, "min_ms": 0.02,
+              "median_ms": 0.03, "p99_ms": 0.05, "iterations": 100},
+             {"a": "0@W1", "b": "2@G1", "class": "inter-site", "model_rtt_ms": 9.004, "min_ms": 9.02,
+              "median_ms": 9.05, "p99_ms": 9.3, "iterations": 100}]
+    return records.make("job.pingpong", {"placement": "W1G1", "mpi_library": "MPICH 5", "message_bytes": 1,
+                                         "ranks": [], "pairs": pairs})
+
+
+def test_records_round_trip_through_a_directory(tmp_path):
+    a = records.save(verify_record(), tmp_path)
+    b = records.save(verify_record(), tmp_path)
+    assert a != b  # same kind, same second: no record overwrites another
+    (tmp_path / "unrelated.json").write_text(json.dumps({"x": 1}))
+    loaded = records.load_dir(tmp_path)
+    assert [r["kind"] for r in loaded] == ["testbed.verify", "testbed.verify"]
+
+
+def test_validate_rejects_foreign_json():
+    with pytest.raises(ValueError, match="not a geofed record"):
+        records.validate({"kind": "x"})
+
+
+def test_report_has_a_section_per_kind_with_plots(tmp_path):
+    recs = [verify_record(ok=False), pingpong_record(), records.make("future.thing", {})]
+    page = report.render(recs, tmp_path).read_text()
+    assert "Testbed verification" in page and "MPI job across a placement" in page
+    assert "9.0300" in page and "FAIL" in page  # the measured median and the failed verdict
+    assert "future.thing" in page  # unknown kinds are listed, not dropped silently
+    assert (tmp_path / "pingpong-0.png").stat().st_size > 1000
+    assert page.index("Testbed verification") < page.index("MPI job across a placement")

@@ -1,0 +1,59 @@
+"""Bad input ends with one line naming the problem, exit status 2, and no state left."""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import GEOFED, run_geofed
+from geofed.testbed.host import netns_list
+
+
+def assert_user_error(res, *fragments):
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("geofed: error: ")
+    for f in fragments:
+        assert f in lines[0]
+
+
+def test_broken_toml(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\n[[site]\n')
+    assert_user_error(run_geofed("federation", "show", str(bad)), str(bad), "invalid TOML")
+
+
+def test_unknown_placement_letter():
+    assert_user_error(run_geofed("run", "--placement", "X1W1", "--dry-run", "--", "true"), "unknown site letter X")
+
+
+def test_too_many_nodes():
+    assert_user_error(run_geofed("run", "--placement", "G3", "--dry-run", "--", "true"), "site G has 2 nodes, 3 asked")
+
+
+def test_run_without_a_command():
+    assert_user_error(run_geofed("run", "--placement", "G1"), "no command given")
+
+
+def test_show_prints_the_link_model():
+    res = run_geofed("federation", "show", "icm-task")
+    assert res.returncode == 0
+    assert "RTT 9.004 ms" in res.stdout and "BDP 4.5 MB" in res.stdout
+
+
+def test_dry_run_prints_the_launch():
+    res = run_geofed("run", "--placement", "G1W1", "--dry-run", "--", "hostname")
+    assert res.returncode == 0
+    assert "UCX_TLS=tcp,self" in res.stdout and "-host G1" in res.stdout and "-host W1" in res.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to become another user")
+@pytest.mark.parametrize("action", ["up", "down"])
+def test_testbed_needs_root_and_leaves_nothing(action):
+    before = netns_list()
+    res = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", GEOFED, "testbed", action,
+                          "icm-task"], capture_output=True, text=True)
+    assert_user_error(res, "needs root")
+    assert netns_list() == before
