@@ -128,7 +128,7 @@ def cmd_run(args) -> int:
     if args.ranks_per_node < 1:
         raise UserError(f"--ranks-per-node: must be at least 1, got {args.ranks_per_node}")
     fed = federation.load(args.federation)
-    j = launch.Job(fed, parse(args.placement, fed), args.program, args.ranks_per_node)
+    j = launch.Job(fed, parse(args.placement, fed), args.program, args.ranks_per_node, cpu_limit=not args.no_cpu_limit)
     if args.hostfile:
         import os
         if os.environ.get("SLURM_JOB_ID"):
@@ -220,6 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ranks-per-node", "-n", type=int, default=1)
     p.add_argument("--hostfile", help="real cluster: lines 'HOST SITE'; srun is used inside a Slurm allocation")
     p.add_argument("--timeout", type=float, help="stop the job after this many seconds")
+    p.add_argument("--no-cpu-limit", action="store_true",
+                   help="testbed: run ranks without their node's CPU quota (for network benchmarks: busy-polling ranks would be throttled)")
     p.add_argument("--dry-run", action="store_true", help="print the launch command instead of running it")
     p.add_argument("program", nargs=argparse.REMAINDER, help="-- then the program and its arguments")
     p.set_defaults(func=cmd_run)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 
 from geofed.federation import Federation, load
 
@@ -59,3 +60,14 @@ def rank_map(comm) -> list[dict]:
     """Every rank's node and site, gathered over an mpi4py communicator."""
     me = {"rank": comm.Get_rank(), "node": node(), "site": site(), "host": socket.gethostname()}
     return comm.allgather(me)
+
+
+def quiet_barrier(comm, poll_s: float = 0.0005) -> None:
+    """A barrier that sleeps while it waits.
+
+    MPI's own Barrier busy-polls; on a testbed with fewer cores than ranks, ranks
+    spinning there steal the CPU of the ranks being measured.
+    """
+    req = comm.Ibarrier()
+    while not req.Test():
+        time.sleep(poll_s)

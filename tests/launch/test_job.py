@@ -11,43 +11,24 @@ def icm():
     return federation.load("icm-task")
 
 
-def sections(argv):
-    """Split an mpiexec argv at ':' into its MPMD sections."""
-    out, cur = [], []
-    for a in argv:
-        if a == ":":
-            out.append(cur)
-            cur = []
-        else:
-            cur.append(a)
-    out.append(cur)
-    return out
-
-
-def test_testbed_command_runs_in_the_storage_site_and_forces_tcp(icm):
+def test_testbed_command_runs_at_the_storage_site_and_forces_tcp(icm):
     j = launch.Job(icm, parse("G1W2", icm), ["python", "app.py"], ranks_per_node=2)
     cmd = launch.testbed_command(j)
-    assert cmd.argv[:4] == ["ip", "netns", "exec", "geofed-icm-task.W1"]
+    assert cmd.argv[:2] == ["nsenter", "--net=/run/netns/geofed-icm-task.W1"]
     assert "-launcher-exec" in cmd.argv
     assert cmd.env["UCX_TLS"] == "tcp,self"
     assert cmd.env["GEOFED_TESTBED"] == "icm-task"
-    secs = sections(cmd.argv[cmd.argv.index("-n"):])
-    assert [s[s.index("-host") + 1] for s in secs] == ["G1", "W1", "W2"]
-    for s, node in zip(secs, ["G1", "W1", "W2"]):
-        assert s[:2] == ["-n", "2"]
-        assert s[-2:] == ["python", "app.py"]
-        env = {s[i + 1]: s[i + 2] for i, a in enumerate(s) if a == "-env"}
-        assert env["GEOFED_NODE"] == node and env["GEOFED_SITE"] == node[0]
-        assert env["GEOFED_PLACEMENT"] == "G1W2"
+    assert cmd.env["GEOFED_PLACEMENT"] == "G1W2"
+    i = cmd.argv.index("-hosts")
+    assert cmd.argv[i + 1:] == ["G1:2,W1:2,W2:2", "-n", "6", "python", "app.py"]
 
 
 def test_hostfile_maps_nth_host_of_a_site_to_node_n(icm, tmp_path):
     hf = tmp_path / "hosts"
     hf.write_text("# real cluster\nw001 W\nw002 W\ng01 G  # gdansk\n")
     cmd = launch.hostfile_command(launch.Job(icm, parse("W2G1", icm), ["a.out"]), hf)
-    secs = sections(cmd.argv[1:])
-    assert [s[s.index("-host") + 1] for s in secs] == ["w001", "w002", "g01"]
-    assert "ip" not in cmd.argv[0]
+    assert cmd.argv[1:] == ["-hosts", "w001:1,w002:1,g01:1", "-n", "3", "a.out"]
+    assert cmd.env["GEOFED_HOSTMAP"] == "w001=W1,w002=W2,g01=G1"
 
 
 def test_slurm_pins_ranks_in_placement_order(icm, tmp_path):

@@ -4,7 +4,10 @@ Run it under `geofed run`: every pair is labelled intra-node, intra-site or
 inter-site from the placement and shown beside the federation's model RTT.
 Each reply is checked to carry the bytes that were sent.
 
-    geofed run --federation icm-task --placement G1W2 -- python -m geofed.bench.pingpong --out rec.json
+    geofed run --no-cpu-limit --placement W2G1 -- python -m geofed.bench.pingpong --out rec.json
+
+Ranks that are not in the pair being measured wait in a barrier that sleeps, so
+they do not take the CPU from the two that are.
 """
 
 from __future__ import annotations
@@ -73,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     buf = (np.arange(max(args.size, 1)) % 251).astype(np.uint8)
     pairs = []
     for peer in range(1, comm.Get_size()):
-        comm.Barrier()
+        runtime.quiet_barrier(comm)
         samples = measure(comm, peer, buf, args.warmup, args.iterations, args.seconds)
         if comm.Get_rank() == 0:
             a, b = where[0], where[peer]

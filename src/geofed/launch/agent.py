@@ -2,7 +2,7 @@
 
 Hydra runs `geofed-agent HOST COMMAND...` to start its proxy on HOST, the way it
 would run rsh. On the testbed HOST is a node name: the agent puts itself into the
-node's CPU cgroup and runs the command in the node's network namespace, so the proxy
+node's CPU cgroup (unless GEOFED_CPU_LIMIT=0) and runs the command in the node's network namespace, so the proxy
 and the ranks it starts live on that node.
 """
 
@@ -21,7 +21,14 @@ def main(argv: list[str] | None = None) -> None:
     if not fed or len(argv) < 2:
         sys.exit("geofed-agent: usage: GEOFED_TESTBED=<federation> geofed-agent NODE COMMAND...")
     node, command = argv[0], argv[1:]
-    cgroup_join(f"{CGROUP_ROOT}/{fed}/{node}", os.getpid())
+    if os.environ.get("GEOFED_CPU_LIMIT", "1") == "1":
+        try:
+            cgroup_join(f"{CGROUP_ROOT}/{fed}/{node}", os.getpid())
+        except OSError as e:
+            sys.exit(f"geofed-agent: cannot join the CPU cgroup of node {node} of testbed {fed}: {e.strerror}")
+    # Hydra's proxy hands its own environment on to the ranks it starts.
+    os.environ["GEOFED_NODE"] = node
+    os.environ["GEOFED_SITE"] = node[0]
     # Like rsh, the command arrives as words of a shell line (Hydra quotes the paths).
     ns_argv = in_netns(f"{prefix(fed)}{node}", ["sh", "-c", " ".join(command)])
     os.execvp(ns_argv[0], ns_argv)

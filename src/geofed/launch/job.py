@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,8 +24,8 @@ from geofed.errors import UserError
 from geofed.federation import Federation, Node
 from geofed.launch.placement import Placement
 from geofed.native import binary
-from geofed.testbed.host import in_netns, terminate, cpu_cgroup_dir
-from geofed.testbed.plan import CGROUP_ROOT, make_plan
+from geofed.testbed.host import in_netns_keep_mounts, netns_pids, pids_with_env, terminate
+from geofed.testbed.plan import make_plan
 
 TESTBED_MPI_ENV = {
     "UCX_TLS": "tcp,self",
@@ -39,17 +40,20 @@ class Job:
     placement: Placement
     argv: list[str]
     ranks_per_node: int = 1
+    # MPI ranks busy-poll while they wait. Under a node's CPU quota a rank waiting
+    # for a long-haul reply burns its quota and is throttled for the rest of the
+    # period (a 9 ms ping-pong took 50 to 100 ms), so jobs that measure the network
+    # run without the quota; compute jobs keep it, as it sets the node's speed.
+    cpu_limit: bool = True
+    id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     def nodes(self) -> list[Node]:
         return self.placement.nodes(self.fed)
 
-    def rank_env(self, node: Node) -> dict[str, str]:
-        return {
-            "GEOFED_SITE": node.site,
-            "GEOFED_NODE": node.name,
-            "GEOFED_PLACEMENT": self.placement.code,
-            "GEOFED_FEDERATION": str(self.fed.path),
-        }
+    def env(self) -> dict[str, str]:
+        """What every rank is told; its own node comes from the agent or GEOFED_HOSTMAP."""
+        return {"GEOFED_PLACEMENT": self.placement.code, "GEOFED_FEDERATION": str(self.fed.path),
+                "GEOFED_JOB": self.id}
 
 
 @dataclass
@@ -59,17 +63,10 @@ class Command:
     files: dict[str, str] = field(default_factory=dict)  # path -> content, written before running
 
 
-def _mpiexec_sections(job: Job, hosts: dict[str, str]) -> list[str]:
-    """MPMD sections, one per node: each fixes the host and the rank's site and node."""
-    out: list[str] = []
-    for node in job.nodes():
-        if out:
-            out.append(":")
-        out += ["-n", str(job.ranks_per_node), "-host", hosts[node.name]]
-        for k, v in job.rank_env(node).items():
-            out += ["-env", k, v]
-        out += job.argv
-    return out
+def _hosts_args(job: Job, hosts: dict[str, str]) -> list[str]:
+    """Hydra fills each host's slots in order, so ranks follow the placement's nodes."""
+    hostlist = ",".join(f"{hosts[n.name]}:{job.ranks_per_node}" for n in job.nodes())
+    return ["-hosts", hostlist, "-n", str(job.ranks_per_node * len(job.nodes()))] + job.argv
 
 
 def testbed_command(job: Job) -> Command:
@@ -77,9 +74,10 @@ def testbed_command(job: Job) -> Command:
     head = plan.node(job.fed.site(job.fed.storage).node_list()[0].name)
     mpiexec = binary("mpiexec")
     argv = [mpiexec, "-iface", "eth0", "-launcher", "rsh", "-launcher-exec", binary("geofed-agent")]
-    argv += _mpiexec_sections(job, {n.name: n.name for n in job.nodes()})
-    env = dict(TESTBED_MPI_ENV, GEOFED_TESTBED=job.fed.name)
-    return Command(in_netns(head.netns, argv), env)
+    argv += _hosts_args(job, {n.name: n.name for n in job.nodes()})
+    env = dict(TESTBED_MPI_ENV, GEOFED_TESTBED=job.fed.name, GEOFED_CPU_LIMIT=str(int(job.cpu_limit)), **job.env())
+    # The agent joins each node's cgroup, so mpiexec must see the host's /sys.
+    return Command(in_netns_keep_mounts(head.netns, argv), env)
 
 
 def parse_hostfile(path: str | Path, fed: Federation) -> dict[str, list[str]]:
@@ -117,9 +115,13 @@ def _real_hosts(job: Job, hostfile: str | Path) -> dict[str, str]:
     return {n.name: sites[n.site][n.index - 1] for n in job.nodes()}
 
 
+def _hostmap(hosts: dict[str, str]) -> str:
+    return ",".join(f"{h}={node}" for node, h in hosts.items())
+
+
 def hostfile_command(job: Job, hostfile: str | Path) -> Command:
     hosts = _real_hosts(job, hostfile)
-    return Command([binary("mpiexec")] + _mpiexec_sections(job, hosts))
+    return Command([binary("mpiexec")] + _hosts_args(job, hosts), dict(job.env(), GEOFED_HOSTMAP=_hostmap(hosts)))
 
 
 def slurm_command(job: Job, hostfile: str | Path, workdir: str | Path) -> Command:
@@ -127,13 +129,7 @@ def slurm_command(job: Job, hostfile: str | Path, workdir: str | Path) -> Comman
     hosts = _real_hosts(job, hostfile)
     ordered = [hosts[n.name] for n in job.nodes() for _ in range(job.ranks_per_node)]
     slurm_hosts = str(Path(workdir) / "geofed-slurm-hosts")
-    hostmap = ",".join(f"{hosts[n.name]}={n.name}" for n in job.nodes())
-    env = {
-        "SLURM_HOSTFILE": slurm_hosts,
-        "GEOFED_HOSTMAP": hostmap,
-        "GEOFED_PLACEMENT": job.placement.code,
-        "GEOFED_FEDERATION": str(job.fed.path),
-    }
+    env = dict(job.env(), SLURM_HOSTFILE=slurm_hosts, GEOFED_HOSTMAP=_hostmap(hosts))
     argv = ["srun", "--distribution=arbitrary", f"--ntasks={len(ordered)}", "--export=ALL"] + job.argv
     return Command(argv, env, {slurm_hosts: "\n".join(ordered) + "\n"})
 
@@ -170,16 +166,13 @@ def _stop(proc: subprocess.Popen, job: Job | None) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     if job is not None and _on_testbed(job):
-        # Ranks live in other namespaces, out of mpiexec's process group: sweep the
-        # job's node cgroups so nothing of it survives.
-        pids = []
-        for n in job.nodes():
-            procs = cpu_cgroup_dir(f"{CGROUP_ROOT}/{job.fed.name}/{n.name}") / "cgroup.procs"
-            if procs.exists():
-                pids += [int(p) for p in procs.read_text().split()]
-        terminate(pids)
+        # Ranks live in other namespaces, out of mpiexec's process group: find the
+        # ones of this job by the id in their environment, so nothing of it survives
+        # and no other job on the testbed is touched.
+        plan = make_plan(job.fed)
+        pids = [p for n in job.nodes() for p in netns_pids(plan.node(n.name).netns)]
+        terminate(pids_with_env(pids, "GEOFED_JOB", job.id))
 
 
 def _on_testbed(job: Job) -> bool:
-    return cpu_cgroup_dir(f"{CGROUP_ROOT}/{job.fed.name}").exists()
-
+    return Path(make_plan(job.fed).state_dir).exists()

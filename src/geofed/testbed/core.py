@@ -19,6 +19,8 @@ from geofed.testbed.plan import CPU_PERIOD_US, LinkPlan, Plan, make_plan, prefix
 Progress = Callable[[str], None]
 ETC_NETNS = Path("/etc/netns")
 TCP_BUFFER_MIN = 16 * 1024 * 1024
+# The emulator's two interfaces in a link namespace: site a's side and site b's side.
+EMU_PORT_A, EMU_PORT_B = "port-a", "port-b"
 
 
 def require_root(action: str) -> None:
@@ -86,7 +88,7 @@ def _build(plan: Plan, progress: Progress) -> None:
         host.ip("link", "set", "lo", "up", netns=ns)
 
     for s in plan.sites:
-        host.ip("link", "add", "br0", "type", "bridge", netns=s.netns)
+        host.ip("link", "add", "name", "br0", "type", "bridge", netns=s.netns)
         host.ip("addr", "add", f"{s.gateway}/24", "dev", "br0", netns=s.netns)
         host.ip("link", "set", "br0", "up", netns=s.netns)
         host.sysctl(s.netns, "net.ipv4.ip_forward", "1")
@@ -95,14 +97,20 @@ def _build(plan: Plan, progress: Progress) -> None:
     site_ns = {s.code: s.netns for s in plan.sites}
     for n in plan.nodes:
         sns = site_ns[n.node.site]
-        host.ip("link", "add", n.site_port, "type", "veth", "peer", "name", "eth0", "netns", n.netns, netns=sns)
+        host.ip("link", "add", "name", n.site_port, "type", "veth", "peer", "name", "eth0", "netns", n.netns, netns=sns)
         host.ip("link", "set", n.site_port, "master", "br0", "up", netns=sns)
         host.ip("addr", "add", f"{n.address}/24", "dev", "eth0", netns=n.netns)
         host.ip("link", "set", "eth0", "up", netns=n.netns)
-        host.ip("route", "add", "default", "via", n.gateway, netns=n.netns)
-        # BBR's pacing doubled a 1 MB ping-pong over the emulated link; cubic matches
-        # what HPC sites run. Idle restarts would undo the window between iterations.
-        host.sysctl(n.netns, "net.ipv4.tcp_congestion_control", "cubic")
+        # BBR (this host's default) paced a 1 MB ping-pong to twice its time over the
+        # emulated link; cubic is what HPC sites run. A child namespace may not pick a
+        # congestion control outside the host's allowed list, but a route may.
+        subnet = n.gateway.rsplit(".", 1)[0] + ".0/24"
+        host.ip("route", "replace", subnet, "dev", "eth0", "proto", "kernel", "scope", "link",
+                "src", n.address, "congctl", "cubic", netns=n.netns)
+        host.ip("route", "add", "default", "via", n.gateway, "congctl", "cubic", netns=n.netns)
+        host.ip("route", "replace", "local", n.address, "dev", "eth0", "table", "local", "proto", "kernel",
+                "scope", "host", "src", n.address, "congctl", "cubic", netns=n.netns)
+        # Idle restarts would undo the window between iterations of a benchmark.
         host.sysctl(n.netns, "net.ipv4.tcp_slow_start_after_idle", "0")
         host.sysctl(n.netns, "net.ipv4.tcp_no_metrics_save", "1")
         host.sysctl(n.netns, "net.ipv4.tcp_rmem", f"4096 131072 {tcp_max}")
@@ -118,9 +126,9 @@ def _build(plan: Plan, progress: Progress) -> None:
 
     for l in plan.links:
         a_ns, b_ns = site_ns[l.link.a], site_ns[l.link.b]
-        host.ip("link", "add", "a", "type", "veth", "peer", "name", l.a_port, "netns", a_ns, netns=l.netns)
-        host.ip("link", "add", "b", "type", "veth", "peer", "name", l.b_port, "netns", b_ns, netns=l.netns)
-        for dev in ("a", "b"):
+        host.ip("link", "add", "name", EMU_PORT_A, "type", "veth", "peer", "name", l.a_port, "netns", a_ns, netns=l.netns)
+        host.ip("link", "add", "name", EMU_PORT_B, "type", "veth", "peer", "name", l.b_port, "netns", b_ns, netns=l.netns)
+        for dev in (EMU_PORT_A, EMU_PORT_B):
             host.ip("link", "set", dev, "up", netns=l.netns)
         host.ip("addr", "add", f"{l.a_address}/24", "dev", l.a_port, netns=a_ns)
         host.ip("addr", "add", f"{l.b_address}/24", "dev", l.b_port, netns=b_ns)
@@ -157,7 +165,7 @@ def _shape(netns: str, gbps: float) -> None:
 def _emulator_argv(plan: Plan, l: LinkPlan, delay_us: float) -> list[str]:
     link = l.link
     return host.in_netns(l.netns, [
-        binary("geofed-linkemu"), "--if-a", "a", "--if-b", "b",
+        binary("geofed-linkemu"), "--if-a", EMU_PORT_A, "--if-b", EMU_PORT_B,
         "--delay-us", f"{delay_us:.3f}",
         "--rate-mbps", f"{link.bandwidth_gbps * 1000:.3f}",
         "--queue-bytes", str(link.queue_bytes),

@@ -29,6 +29,11 @@ def in_netns(netns: str, argv: list[str]) -> list[str]:
     return ["ip", "netns", "exec", netns] + argv
 
 
+def in_netns_keep_mounts(netns: str, argv: list[str]) -> list[str]:
+    """Like in_netns, but /sys stays the host's, so cgroups remain reachable from inside."""
+    return ["nsenter", f"--net=/run/netns/{netns}"] + argv
+
+
 def run_in(netns: str, argv: list[str], check: bool = True, timeout: float | None = None) -> subprocess.CompletedProcess:
     res = subprocess.run(in_netns(netns, argv), capture_output=True, text=True, timeout=timeout)
     if check and res.returncode != 0:
@@ -51,6 +56,20 @@ def netns_list() -> list[str]:
 def netns_pids(netns: str) -> list[int]:
     res = ip("netns", "pids", netns, check=False)
     return [int(p) for p in res.stdout.split()]
+
+
+def pids_with_env(pids: list[int], key: str, value: str) -> list[int]:
+    """The processes among `pids` whose environment sets key=value."""
+    want = f"{key}={value}".encode()
+    out = []
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/environ", "rb") as f:
+                if want in f.read().split(b"\0"):
+                    out.append(p)
+        except OSError:
+            pass
+    return out
 
 
 def alive(pid: int) -> bool:

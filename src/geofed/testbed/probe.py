@@ -10,6 +10,7 @@ from geofed.testbed.plan import NodePlan
 
 PROBE_PORT = 47000
 SINK_PORT = 47001
+ARP_WARMUP = 3
 
 
 def rtt_samples_ms(src: NodePlan, dst: NodePlan, count: int = 200, interval_us: int = 1000,
@@ -20,13 +21,14 @@ def rtt_samples_ms(src: NodePlan, dst: NodePlan, count: int = 200, interval_us: 
         probe, "udp-echo", "--bind", f"{dst.address}:{PROBE_PORT}", "--max-seconds", "600"]))
     try:
         res = host.run_in(src.netns, [
-            probe, "rtt", "--to", f"{dst.address}:{PROBE_PORT}", "--count", str(count),
+            probe, "rtt", "--to", f"{dst.address}:{PROBE_PORT}", "--count", str(count + ARP_WARMUP),
             "--interval-us", str(interval_us), "--size", str(size)], timeout=600)
     finally:
         host.terminate([server.pid])
         server.wait()
     out = json.loads(res.stdout)
-    return [s / 1e6 for s in out["samples_ns"]], int(out["lost"])
+    # The first datagrams wait for ARP on every hop: they measure address resolution.
+    return [s / 1e6 for s in out["samples_ns"][ARP_WARMUP:]], int(out["lost"])
 
 
 def throughput_mbps(src: NodePlan, dst: NodePlan, streams: int = 4, seconds: float = 3.0,
