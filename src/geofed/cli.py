@@ -80,7 +80,7 @@ def cmd_testbed_status(args) -> int:
     print(f"  namespaces {present}/{len(st['namespaces'])}, cgroups {sum(st['cgroups'].values())}/{len(st['cgroups'])}")
     for name, e in st["emulators"].items():
         print(f"  link {name}: emulator pid {e['pid']} {'running' if e['alive'] else 'DEAD'},"
-              f" delay {e['delay_us']:.1f} us per direction (host floor {e['floor_rtt_ms'] * 1e3:.1f} us RTT)")
+              f" delay {e['delay_us']:.1f} us per direction (calibrated RTT {e['calibration'][-1]['median_rtt_ms']:.4f} ms)")
     return 0 if st["up"] else 1
 
 
@@ -90,23 +90,10 @@ def cmd_testbed_verify(args) -> int:
     _require_up(fed)
     data = verify.verify(fed, rtt_count=args.count, streams=args.streams, seconds=args.seconds, progress=progress)
     rec = records.make("testbed.verify", data, **records.federation_meta(fed))
-    print(format_verify(data))
+    print(verify.format_table(data))
     if args.out:
         print(f"record: {records.save(rec, args.out)}")
     return 0 if data["ok"] else 1
-
-
-def format_verify(data: dict) -> str:
-    lines = [f"{'pair':<10} {'class':<11} {'RTT conf [ms]':>13} {'min':>9} {'median':>9} {'p99':>9} "
-             f"{'Mb/s conf':>9} {'measured':>9}  verdict"]
-    for p in data["pairs"]:
-        r, t = p["rtt_ms"], p["throughput_mbps"]
-        conf = "-" if t["configured"] is None else f"{t['configured']:.0f}"
-        verdict = "ok" if r["ok"] and t["ok"] else ("RTT off" if not r["ok"] else "throughput off")
-        lines.append(f"{p['src'] + '-' + p['dst']:<10} {p['class']:<11} {r['configured']:>13.4f} {r['min']:>9.4f} "
-                     f"{r['median']:>9.4f} {r['p99']:>9.4f} {conf:>9} {t['measured']:>9.0f}  {verdict}")
-    lines.append("verify: " + ("all pairs within tolerance" if data["ok"] else "FAILED (RTT 5 %, throughput 10 %)"))
-    return "\n".join(lines)
 
 
 def _require_up(fed) -> None:

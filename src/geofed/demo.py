@@ -32,6 +32,7 @@ def run(out: Path, progress: Callable[[str], None]) -> int:
     try:
         progress("[2/4] verifying the testbed against its federation file")
         data = verify.verify(fed, progress=progress)
+        print(verify.format_table(data))
         records.save(records.make("testbed.verify", data, **records.federation_meta(fed)), out)
         progress(f"[3/4] MPI ping-pong across placement {DEMO_PLACEMENT}")
         job_ok = _pingpong(fed, out)

@@ -58,11 +58,11 @@ def run(rtts_ms: list[float], rates_gbps: list[float], streams: list[int], throu
     core.require_root("bench link")
     rtt_rows = []
     for rtt in rtts_ms:
-        # Enough samples for a p99, at most ~6 s of round trips per point.
-        count = int(min(1000, max(200, 6000 / rtt)))
+        # Enough samples for a p99, at most ~6 s of round trips per point (one per ms).
+        count = int(min(1000, max(200, 6000 / (rtt + 1))))
         progress(f"RTT {rtt:g} ms: {count} round trips")
         samples, lost = _with_testbed(rtt, max(rates_gbps or [1.0]),
-                                      lambda a, b: probe.rtt_samples_ms(a, b, count=count, interval_us=200), progress)
+                                      lambda a, b: probe.rtt_samples_ms(a, b, count=count), progress)
         med, p99 = statistics.median(samples), percentile(samples, 99)
         rtt_rows.append({
             "configured_ms": rtt, "samples": len(samples), "lost": lost,

@@ -70,3 +70,16 @@ def verify(fed: Federation, rtt_count: int = 200, streams: int = 4, seconds: flo
             },
         })
     return {"pairs": results, "ok": all(r["rtt_ms"]["ok"] and r["throughput_mbps"]["ok"] for r in results)}
+
+
+def format_table(data: dict) -> str:
+    lines = [f"{'pair':<10} {'class':<11} {'RTT conf [ms]':>13} {'min':>9} {'median':>9} {'p99':>9} "
+             f"{'Mb/s conf':>9} {'measured':>9}  verdict"]
+    for p in data["pairs"]:
+        r, t = p["rtt_ms"], p["throughput_mbps"]
+        conf = "-" if t["configured"] is None else f"{t['configured']:.0f}"
+        verdict = "ok" if r["ok"] and t["ok"] else ("RTT off" if not r["ok"] else "throughput off")
+        lines.append(f"{p['src'] + '-' + p['dst']:<10} {p['class']:<11} {r['configured']:>13.4f} {r['min']:>9.4f} "
+                     f"{r['median']:>9.4f} {r['p99']:>9.4f} {conf:>9} {t['measured']:>9.0f}  {verdict}")
+    lines.append("verify: " + ("all pairs within tolerance" if data["ok"] else "FAILED (RTT 5 %, throughput 10 %)"))
+    return "\n".join(lines)
