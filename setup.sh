@@ -28,7 +28,14 @@ fi
 .venv/bin/python -m pip install -q -e '.[test]'
 
 echo "setup: building the native programs (rust/)"
-CARGO=$(command -v cargo || echo "$HOME/.cargo/bin/cargo")
-"$CARGO" build --release -q --manifest-path rust/Cargo.toml
+export PATH="$HOME/.cargo/bin:$PATH"
+cargo build --release -q --manifest-path rust/Cargo.toml
 install -m 755 rust/target/release/geofed-linkemu rust/target/release/geofed-probe .venv/bin/
+# Python extensions (PyO3): every crate of the workspace with a pyproject.toml.
+for py in rust/*/pyproject.toml; do
+  [ -e "$py" ] || continue
+  .venv/bin/python -m pip install -q 'maturin>=1.5,<2'
+  echo "setup: building the Python extension $(dirname "$py")"
+  VIRTUAL_ENV="$PWD/.venv" .venv/bin/maturin develop -q --release -m "$(dirname "$py")/Cargo.toml"
+done
 echo "setup: done; try: .venv/bin/geofed demo"

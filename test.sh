@@ -3,6 +3,6 @@
 # Testbed tests need root (network namespaces); run ./setup.sh first.
 set -euo pipefail
 cd "$(dirname "$0")"
-CARGO=$(command -v cargo || echo "$HOME/.cargo/bin/cargo")
-"$CARGO" test -q --manifest-path rust/Cargo.toml
+export PATH="$HOME/.cargo/bin:$PATH"
+cargo test -q --manifest-path rust/Cargo.toml
 .venv/bin/python -m pytest -q "$@"

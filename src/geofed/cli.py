@@ -7,12 +7,18 @@ and exit status 2; a failed measurement or job with status 1.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from pathlib import Path
 
 from geofed import __version__, federation, records
 from geofed.errors import UserError
+
+# Capabilities that add subcommands: each module has register(commands, bench), where
+# `commands` are the subparsers of `geofed` and `bench` those of `geofed bench`.
+# Modules import their heavy dependencies inside the command functions, not at import.
+PLUGINS: list[str] = []
 
 
 def progress(msg: str) -> None:
@@ -222,6 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seconds", type=float, default=5.0, help="throughput measurement time (default 5)")
     p.add_argument("--out", default="geofed-out/bench", help="directory for the JSON record")
     p.set_defaults(func=cmd_bench_link)
+
+    for name in PLUGINS:
+        importlib.import_module(name).register(sub, bench)
 
     p = sub.add_parser("report", help="render a directory of records to HTML with plots")
     p.add_argument("records", help="directory holding record JSON files")

@@ -7,6 +7,7 @@ A capability's section module registers a renderer for its record kinds with
 from __future__ import annotations
 
 import html
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -27,6 +28,8 @@ class Section:
 
 
 SECTIONS: dict[str, Section] = {}
+# Modules that register sections; a new capability adds its own here.
+SECTION_MODULES = ["geofed.report.testbed", "geofed.report.launch"]
 
 
 def section(kind: str, title: str, order: int = 50):
@@ -61,8 +64,8 @@ img { max-width: 100%; }
 
 
 def render(records: list[dict], outdir: str | Path, title: str = "geofed report") -> Path:
-    # Section modules register themselves on import.
-    from geofed.report import launch, testbed  # noqa: F401
+    for name in SECTION_MODULES:
+        importlib.import_module(name)  # registers its sections
 
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
