@@ -8,6 +8,8 @@
 //! Pipeline per packet: tail-drop queue -> serialisation at `rate` ->
 //! random loss -> propagation `delay` + uniform `jitter` -> FIFO clamp.
 
+pub mod sys;
+
 use std::fmt;
 
 const NS_PER_S: u128 = 1_000_000_000;

@@ -12,6 +12,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use geofed_linkemu::sys::{mono_ns, setsockopt};
+
 const PROG: &str = "geofed-probe";
 const USAGE: &str = "usage:
   geofed-probe udp-echo --bind IP:PORT [--max-seconds S=60]
@@ -164,15 +166,6 @@ fn parse_cmd(argv: &[String]) -> Result<Cmd, String> {
 
 // ---------- helpers ----------
 
-fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 fn fail(msg: String) -> ! {
     eprintln!("{PROG}: {msg}");
     exit(1)
@@ -191,18 +184,6 @@ fn try_realtime() {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
         let p = libc::sched_param { sched_priority: 40 };
         libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &p);
-    }
-}
-
-fn setsockopt_raw<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, val: &T) -> bool {
-    unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            val as *const T as *const libc::c_void,
-            std::mem::size_of::<T>() as libc::socklen_t,
-        ) == 0
     }
 }
 
@@ -381,21 +362,12 @@ fn tcp_send(to: SocketAddr, streams: usize, seconds: f64, warmup: f64) {
         let fd = s.as_raw_fd();
         // Experiments compare sites under one known algorithm; a kernel
         // without cubic just keeps its default.
-        let cc = b"cubic";
-        unsafe {
-            libc::setsockopt(
-                fd,
-                libc::IPPROTO_TCP,
-                libc::TCP_CONGESTION,
-                cc.as_ptr() as *const libc::c_void,
-                cc.len() as libc::socklen_t,
-            );
-        }
+        let _ = setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, b"cubic");
         // The send buffer must exceed BDP + bottleneck queue or the sender,
         // not the link, caps throughput; FORCE bypasses net.core.wmem_max.
         let big: libc::c_int = 32 << 20;
-        if !setsockopt_raw(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &big) {
-            setsockopt_raw(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &big);
+        if setsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &big).is_err() {
+            let _ = setsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &big);
         }
         conns.push(s);
     }
@@ -443,7 +415,7 @@ fn tcp_send(to: SocketAddr, streams: usize, seconds: f64, warmup: f64) {
         l_linger: 0,
     };
     for &fd in &fds {
-        setsockopt_raw(fd, libc::SOL_SOCKET, libc::SO_LINGER, &linger);
+        let _ = setsockopt(fd, libc::SOL_SOCKET, libc::SO_LINGER, &linger);
     }
     exit(0)
 }

@@ -15,6 +15,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
 
+use geofed_linkemu::sys::{mono_ns, setsockopt};
 use geofed_linkemu::{Counters, LinkConfig, LinkModel, Verdict};
 
 const PROG: &str = "geofed-linkemu";
@@ -190,15 +191,6 @@ fn errno() -> i32 {
     io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
-fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 fn realtime_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -225,28 +217,6 @@ fn sleep_until(t_ns: u64) {
     {}
 }
 
-fn setsockopt_int(
-    fd: RawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    val: libc::c_int,
-) -> io::Result<()> {
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            &val as *const _ as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
 fn open_packet_socket(flag: &str, ifname: &str) -> Result<RawFd, String> {
     let cname = CString::new(ifname).map_err(|_| format!("{flag}: invalid interface name"))?;
     let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
@@ -264,22 +234,22 @@ fn open_packet_socket(flag: &str, ifname: &str) -> Result<RawFd, String> {
     }
     // Keep veth's GSO super-frames and checksum-offload state intact end to
     // end; without this every 64 KiB frame would be segmented and checksummed.
-    setsockopt_int(fd, libc::SOL_PACKET, libc::PACKET_VNET_HDR, 1)
+    setsockopt(fd, libc::SOL_PACKET, libc::PACKET_VNET_HDR, &(1 as libc::c_int))
         .map_err(|_| e("PACKET_VNET_HDR"))?;
     // Our own sends on this interface must not come back as input.
-    if setsockopt_int(fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1).is_err() {
+    if setsockopt(fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &(1 as libc::c_int)).is_err() {
         eprintln!("{PROG}: warning: PACKET_IGNORE_OUTGOING unsupported; filtering by pkttype");
     }
     for (force, plain) in [
         (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
         (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
     ] {
-        if setsockopt_int(fd, libc::SOL_SOCKET, force, SOCK_BUF).is_err() {
-            let _ = setsockopt_int(fd, libc::SOL_SOCKET, plain, SOCK_BUF);
+        if setsockopt(fd, libc::SOL_SOCKET, force, &(SOCK_BUF as libc::c_int)).is_err() {
+            let _ = setsockopt(fd, libc::SOL_SOCKET, plain, &(SOCK_BUF as libc::c_int));
         }
     }
     // Kernel receive stamps let arrival time exclude our own wake-up latency.
-    if setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1).is_err() {
+    if setsockopt(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &(1 as libc::c_int)).is_err() {
         eprintln!("{PROG}: warning: SO_TIMESTAMPNS unsupported; using recv time as arrival");
     }
     // Bounded recv so rx threads notice the stop flag.
@@ -287,16 +257,7 @@ fn open_packet_socket(flag: &str, ifname: &str) -> Result<RawFd, String> {
         tv_sec: 0,
         tv_usec: 200_000,
     };
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            &tv as *const _ as *const libc::c_void,
-            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
+    if setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, &tv).is_err() {
         return Err(e("SO_RCVTIMEO"));
     }
     let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
@@ -320,16 +281,7 @@ fn open_packet_socket(flag: &str, ifname: &str) -> Result<RawFd, String> {
         mr_alen: 0,
         mr_address: [0; 8],
     };
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_PACKET,
-            libc::PACKET_ADD_MEMBERSHIP,
-            &mr as *const _ as *const libc::c_void,
-            std::mem::size_of::<libc::packet_mreq>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
+    if setsockopt(fd, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mr).is_err() {
         return Err(e("PACKET_MR_PROMISC"));
     }
     Ok(fd)
