@@ -1,0 +1,1 @@
+"""Applications that run on a federation (solvers and their environments)."""

@@ -1,0 +1,117 @@
+"""`geofed mdfs sweep`: seed 000's Tables 1 and 2 on the testbed.
+
+The same analysis on each placement, on a private copy of the federation (its own
+name, brought up here and always taken down). Per placement and split: the median
+analysis time (staging apart), speedup over one W node, and the time the combined
+speed of its nodes allows, taken from the single-node runs of each site
+(ideal = 1 / sum over nodes of 1/T_one_node(site)).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import tempfile
+from pathlib import Path
+
+from geofed import federation, records
+from geofed.errors import UserError
+
+
+def private_copy(fed, directory: Path) -> Path:
+    """The federation file under a name of our own, so shipped testbeds stay untouched."""
+    name = f"gfmdfs-{fed.name[:12]}-{os.getpid()}"[:32]
+    text = re.sub(r'(?m)^name\s*=.*$', f'name = "{name}"', fed.path.read_text(), count=1)
+    path = directory / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def main(args, params, progress) -> int:
+    from geofed.apps.mdfs import data, jobs
+    from geofed.launch.placement import parse
+    from geofed.testbed import core as tb
+
+    params.check()
+    tb.require_root("sweep MDFS on")
+    base = federation.load(args.federation)
+    codes = [c.strip() for c in args.placements.split(",") if c.strip()]
+    splits = [s.strip() for s in args.split.split(",") if s.strip()]
+    if any(s not in ("speed", "even", "calibrate") for s in splits):
+        raise UserError(f"--split: expected speed, even or calibrate, got {args.split!r}")
+    for c in codes:
+        parse(c, base)  # bad codes fail before anything is brought up
+    ds = data.madelon_like(seed=args.data_seed)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="geofed-mdfs-sweep-") as tmp:
+        fed = federation.load(private_copy(base, Path(tmp)))
+        npz = jobs.save_npz(Path(tmp) / "data.npz", ds.x, ds.y)
+        try:
+            progress(f"mdfs sweep: bringing up {fed.name} (a copy of {base.name})")
+            tb.up(fed, progress)
+            for code in codes:
+                pl = parse(code, fed)
+                one_site = len({n.site for n in pl.nodes(fed)}) == 1
+                for split in (["speed"] if one_site else splits):
+                    times, staging, results = [], [], None
+                    for r in range(args.repeat):
+                        progress(f"mdfs sweep: {code} split {split} run {r + 1}/{args.repeat}")
+                        res = jobs.run_on_testbed(fed, code, npz, params, split)
+                        times.append(res["timing"]["compute_s"])
+                        staging.append(res["timing"]["staging_s"])
+                        results = res
+                    rows.append({"placement": code, "split": split, "nodes": len(pl.nodes(fed)),
+                                 "sites": sorted({n.site for n in pl.nodes(fed)}),
+                                 "compute_s": statistics.median(times), "compute_samples": times,
+                                 "staging_s": statistics.median(staging), "staging_samples": staging,
+                                 "staging_bytes": results["ranks"][0]["staging"]["bytes"],
+                                 "shares": [{"node": p["node"], "tuples": p["tuples"], "count_s": p["count_s"]}
+                                            for p in results["ranks"]],
+                                 "relevant": [int(v) for v in results["relevant"]]})
+        finally:
+            progress(f"mdfs sweep: taking {fed.name} down")
+            tb.down(fed.name)
+    derive(rows, [s.code for s in base.sites])
+    rec = records.make("mdfs.sweep", {"params": params.as_dict(), "data": ds.source, "repeat": args.repeat,
+                                      "storage": base.storage, "rows": rows}, **records.federation_meta(base))
+    print(format_table(rec))
+    print(f"record: {records.save(rec, args.out)}")
+    return 0
+
+
+def derive(rows: list[dict], sites: list[str]) -> None:
+    """Speedup over one node of the fastest site, and the combined-speed ideal."""
+    single = {}
+    for r in rows:
+        if r["nodes"] == 1:
+            single[r["sites"][0]] = r["compute_s"]
+    base = min(single.values()) if single else None
+    for r in rows:
+        r["speedup"] = base / r["compute_s"] if base else None
+        counts = {s: int(n) for s, n in re.findall(r"([A-Z])(\d+)", r["placement"])}
+        if all(s in single for s, c in counts.items() if c):
+            rate = sum(c / single[s] for s, c in counts.items() if c)
+            r["ideal_s"] = 1.0 / rate
+            r["vs_ideal"] = r["compute_s"] / r["ideal_s"] - 1.0
+        else:
+            r["ideal_s"] = r["vs_ideal"] = None
+    # location effect: spread of times among placements with the same node count and split
+    for r in rows:
+        peers = [q["compute_s"] for q in rows if q["nodes"] == r["nodes"] and q["split"] in ("speed", r["split"])]
+        r["location_effect"] = max(peers) / min(peers) - 1.0 if len(peers) > 1 else None
+
+
+def format_table(rec: dict) -> str:
+    d = rec["data"]
+    p = d["params"]
+    lines = [f"MDFS {p['dimensions']}D, {p['discretizations']} discretizations on {d['data']}; "
+             f"federation {rec['meta']['federation']} (data at site {d['storage']}); medians of {d['repeat']}",
+             f"{'placement':<9} {'split':<9} {'nodes':>5} {'time [s]':>9} {'staging [s]':>11} {'speedup':>7}"
+             f" {'ideal [s]':>9} {'vs ideal':>8} {'loc. effect':>11}"]
+    for r in d["rows"]:
+        f = lambda v, fmt: "-" if v is None else format(v, fmt)  # noqa: E731
+        lines.append(f"{r['placement']:<9} {r['split']:<9} {r['nodes']:>5} {r['compute_s']:>9.2f} {r['staging_s']:>11.3f}"
+                     f" {f(r['speedup'], '.2f'):>7} {f(r['ideal_s'], '.2f'):>9} {f(r['vs_ideal'] and 100 * r['vs_ideal'], '+.1f'):>7}%"
+                     f" {f(r['location_effect'] and 100 * r['location_effect'], '.1f'):>10}%")
+    return "\n".join(lines)
