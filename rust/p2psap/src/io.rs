@@ -1,0 +1,670 @@
+//! The I/O layer: one endpoint per peer process, driving one `Connection` per
+//! pair of peers over real sockets.
+//!
+//! - A TCP listener takes control connections (first byte `C`) and, for the
+//!   reliable-fabric path, data streams (first byte `D` + session id).
+//! - One UDP socket carries the data channels of Ethernet stacks; a thread
+//!   receives, routes by session id and fires the retransmission timers.
+//! - Fabric data go through the block pool: a writer thread per stream sends
+//!   filled blocks and releases them on completion; a reader thread fills
+//!   receive blocks and recycles each once the protocol has copied it out.
+//! The caller's send/receive/wait run on its own thread under one lock.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::connection::{Config, Connection, SendError, Stats};
+use crate::context::{Context, Network};
+use crate::control::{ControlError, Established, Handshake, Message, MAX_FRAME, NONCE_LEN};
+use crate::fabric::BlockPool;
+use crate::segment::{self, BLOCK_SIZE, HEADER_LEN};
+
+/// Longest the UDP thread sleeps, so it notices `close` and due timers.
+const TICK: Duration = Duration::from_millis(2);
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug)]
+pub enum Error {
+    Io(io::Error),
+    Control(ControlError),
+    UnknownPeer(u32),
+    Closed,
+    Timeout(&'static str),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Io(e) => write!(f, "{e}"),
+            Error::Control(e) => write!(f, "{e}"),
+            Error::UnknownPeer(p) => write!(f, "unknown peer {p}"),
+            Error::Closed => write!(f, "endpoint is closed"),
+            Error::Timeout(what) => write!(f, "timed out waiting for {what}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Self {
+        Error::Io(e)
+    }
+}
+
+impl From<ControlError> for Error {
+    fn from(e: ControlError) -> Self {
+        Error::Control(e)
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+enum Path {
+    Udp(SocketAddr),
+    /// Data stream not attached yet (the client opens it right after `Opened`).
+    FabricPending,
+    /// The stream's writer queue and its own region of blocks (one per channel opening).
+    Fabric(mpsc::Sender<(usize, usize)>, Arc<BlockPool>),
+}
+
+struct Peer {
+    control: TcpStream,
+    est: Established,
+    client: bool,
+    generation: u32,
+    context: Context,
+    conn: Connection,
+    path: Path,
+    ip: std::net::IpAddr,
+}
+
+#[derive(Default)]
+struct State {
+    peers: HashMap<u32, Peer>,
+    app: VecDeque<(u32, Vec<u8>)>,
+    /// Replies to our own `Open` (generation -> peer's UDP port).
+    opened: HashMap<(u32, u32), u16>,
+    rejected: Vec<String>,
+}
+
+struct Inner {
+    me: u32,
+    npeers: u32,
+    secret: Vec<u8>,
+    udp: UdpSocket,
+    tcp_port: u16,
+    state: Mutex<State>,
+    changed: Condvar,
+    closed: AtomicBool,
+    unknown_session: AtomicU64,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+pub struct Endpoint {
+    inner: Arc<Inner>,
+}
+
+/// A window of a long link is megabytes; the default 208 KiB socket buffers would
+/// drop bursts before the protocol sees them. Root may exceed rmem_max (FORCE).
+fn grow_buffers(udp: &UdpSocket) {
+    use std::os::fd::AsRawFd;
+    const BYTES: libc::c_int = 16 << 20;
+    for (force, plain) in [(libc::SO_RCVBUFFORCE, libc::SO_RCVBUF), (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF)] {
+        for opt in [force, plain] {
+            // SAFETY: a valid socket and a c_int option of the right size.
+            let rc = unsafe {
+                libc::setsockopt(udp.as_raw_fd(), libc::SOL_SOCKET, opt, &BYTES as *const _ as *const libc::c_void, 4)
+            };
+            if rc == 0 {
+                break;
+            }
+        }
+    }
+}
+
+fn nonce() -> [u8; NONCE_LEN] {
+    let mut n = [0u8; NONCE_LEN];
+    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut n)).expect("/dev/urandom");
+    n
+}
+
+fn write_msg(s: &mut &TcpStream, m: &Message) -> io::Result<()> {
+    s.write_all(&m.encode())
+}
+
+fn read_msg(s: &mut &TcpStream) -> Result<Message> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len)?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len == 0 || len > MAX_FRAME {
+        return Err(ControlError::Malformed.into());
+    }
+    let mut b = vec![0u8; len];
+    s.read_exact(&mut b)?;
+    Ok(Message::decode(&b)?)
+}
+
+impl Endpoint {
+    /// Open peer `me` of a job of `npeers` peers, listening on `host` (ephemeral ports).
+    pub fn open(me: u32, npeers: u32, secret: &[u8], host: &str) -> Result<Endpoint> {
+        let listener = TcpListener::bind((host, 0))?;
+        let udp = UdpSocket::bind((host, 0))?;
+        udp.set_read_timeout(Some(TICK))?;
+        grow_buffers(&udp);
+        let inner = Arc::new(Inner {
+            me,
+            npeers,
+            secret: secret.to_vec(),
+            udp,
+            tcp_port: listener.local_addr()?.port(),
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+            closed: AtomicBool::new(false),
+            unknown_session: AtomicU64::new(0),
+            threads: Mutex::new(Vec::new()),
+        });
+        let (a, b) = (inner.clone(), inner.clone());
+        let t1 = std::thread::spawn(move || accept_loop(a, listener));
+        let t2 = std::thread::spawn(move || udp_loop(b));
+        inner.threads.lock().unwrap().extend([t1, t2]);
+        Ok(Endpoint { inner })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.inner.tcp_port
+    }
+
+    pub fn me(&self) -> u32 {
+        self.inner.me
+    }
+
+    /// Open a session with `peer` at `addr` (its control port) for `context`.
+    pub fn connect(&self, peer: u32, addr: &str, context: Context) -> Result<()> {
+        let inner = &self.inner;
+        if peer >= inner.npeers || peer == inner.me {
+            return Err(Error::UnknownPeer(peer));
+        }
+        let sa = addr.to_socket_addrs()?.next().ok_or_else(|| io::Error::other(format!("{addr}: no address")))?;
+        let stream = TcpStream::connect_timeout(&sa, HANDSHAKE_TIMEOUT)?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+        let mut s = &stream;
+        s.write_all(b"C")?;
+        let (mut hs, hello) = Handshake::client(&inner.secret, inner.me, peer, nonce());
+        write_msg(&mut s, &hello)?;
+        loop {
+            let m = read_msg(&mut s)?;
+            match hs.handle(&m) {
+                Ok(Some(reply)) => write_msg(&mut s, &reply)?,
+                Ok(None) => break,
+                Err(e) => {
+                    let _ = write_msg(&mut s, &Message::Reject { reason: e.to_string() });
+                    return Err(e.into());
+                }
+            }
+        }
+        stream.set_read_timeout(None)?;
+        let est = hs.established().unwrap();
+        let ip = sa.ip();
+        let conn = new_conn(inner, &est, 0, context, true);
+        inner.state.lock().unwrap().peers.insert(
+            peer,
+            Peer { control: stream.try_clone()?, est, client: true, generation: 0, context, conn, path: Path::FabricPending, ip },
+        );
+        spawn_control_reader(inner.clone(), peer, stream);
+        self.open_data(peer, 0, context)
+    }
+
+    /// Client side of (re)opening the data channel: announce, wait for the reply, attach the path.
+    fn open_data(&self, peer: u32, generation: u32, context: Context) -> Result<()> {
+        let inner = &self.inner;
+        let udp_port = inner.udp.local_addr()?.port();
+        {
+            let st = inner.state.lock().unwrap();
+            let p = st.peers.get(&peer).ok_or(Error::UnknownPeer(peer))?;
+            write_msg(&mut &p.control, &Message::Open { generation, context: context.encode(), data_port: udp_port })?;
+        }
+        let st = inner.state.lock().unwrap();
+        let (mut st, _) = inner
+            .changed
+            .wait_timeout_while(st, HANDSHAKE_TIMEOUT, |s| !s.opened.contains_key(&(peer, generation)) && !inner.closed.load(Ordering::SeqCst))
+            .unwrap();
+        let their_port = st.opened.remove(&(peer, generation)).ok_or(Error::Timeout("the peer to open the data channel"))?;
+        let p = st.peers.get_mut(&peer).unwrap();
+        match context.network {
+            Network::Ethernet => p.path = Path::Udp(SocketAddr::new(p.ip, their_port)),
+            Network::ReliableFabric => {
+                let stream = TcpStream::connect((p.ip, inner.tcp_port_of_peer(p)))?;
+                stream.set_nodelay(true)?;
+                let mut w = &stream;
+                w.write_all(b"D")?;
+                w.write_all(&p.conn.session().to_be_bytes())?;
+                let session = p.conn.session();
+                drop(st);
+                attach_fabric(inner.clone(), peer, session, stream);
+            }
+        }
+        Ok(())
+    }
+
+    /// Re-compose the data channel with `peer` for a new context (the connecting side drives).
+    pub fn reconfigure(&self, peer: u32, context: Context) -> Result<()> {
+        let generation = {
+            let mut st = self.inner.state.lock().unwrap();
+            let p = st.peers.get_mut(&peer).ok_or(Error::UnknownPeer(peer))?;
+            if !p.client {
+                return Err(Error::Control(ControlError::Rejected(format!(
+                    "peer {peer} opened this session; reconfigure it from there"
+                ))));
+            }
+            p.generation += 1;
+            p.context = context;
+            p.conn = new_conn(&self.inner, &p.est, p.generation, context, true);
+            p.path = Path::FabricPending;
+            p.generation
+        };
+        self.open_data(peer, generation, context)
+    }
+
+    pub fn wait_peer(&self, peer: u32, timeout: Duration) -> Result<()> {
+        let st = self.inner.state.lock().unwrap();
+        let (st, _) = self
+            .inner
+            .changed
+            .wait_timeout_while(st, timeout, |s| !s.peers.get(&peer).is_some_and(|p| !matches!(p.path, Path::FabricPending)))
+            .unwrap();
+        if st.peers.get(&peer).is_some_and(|p| !matches!(p.path, Path::FabricPending)) {
+            Ok(())
+        } else if let Some(r) = st.rejected.last() {
+            Err(Error::Control(ControlError::Rejected(r.clone())))
+        } else {
+            Err(Error::Timeout("the peer to connect"))
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.inner.state.lock().unwrap()
+    }
+
+    /// Synchronous stacks: blocks while the 1000 send blocks are in use.
+    pub fn send(&self, peer: u32, tag: u32, data: &[u8]) -> Result<u64> {
+        let mut st = self.lock();
+        loop {
+            if self.inner.closed.load(Ordering::SeqCst) {
+                return Err(Error::Closed);
+            }
+            let p = st.peers.get_mut(&peer).ok_or(Error::UnknownPeer(peer))?;
+            match p.conn.send(tag, data) {
+                Ok(msg) => {
+                    flush(&self.inner, p);
+                    return Ok(msg);
+                }
+                Err(SendError::Full) => st = self.inner.changed.wait_timeout(st, TICK).unwrap().0,
+            }
+        }
+    }
+
+    /// Synchronous: the next message in order, waiting up to `timeout` (None: forever).
+    /// Asynchronous: the newest unseen message, or None at once.
+    pub fn receive(&self, peer: u32, tag: u32, timeout: Option<Duration>) -> Result<Option<(u64, Vec<u8>)>> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut st = self.lock();
+        loop {
+            let p = st.peers.get_mut(&peer).ok_or(Error::UnknownPeer(peer))?;
+            if let Some(m) = p.conn.recv(tag) {
+                return Ok(Some(m));
+            }
+            if p.conn.stack().scheme() == crate::Scheme::Asynchronous || self.inner.closed.load(Ordering::SeqCst) {
+                return Ok(None);
+            }
+            let left = deadline.map_or(TICK * 50, |d| d.saturating_duration_since(Instant::now()));
+            if left.is_zero() {
+                return Ok(None);
+            }
+            st = self.inner.changed.wait_timeout(st, left).unwrap().0;
+        }
+    }
+
+    /// Wait until a message newer than the last one received exists; false on timeout.
+    pub fn wait(&self, peer: u32, tag: u32, timeout: Duration) -> Result<bool> {
+        let st = self.lock();
+        if !st.peers.contains_key(&peer) {
+            return Err(Error::UnknownPeer(peer));
+        }
+        let (st, _) = self
+            .inner
+            .changed
+            .wait_timeout_while(st, timeout, |s| !s.peers[&peer].conn.has_message(tag) && !self.inner.closed.load(Ordering::SeqCst))
+            .unwrap();
+        Ok(st.peers[&peer].conn.has_message(tag))
+    }
+
+    /// Wait until everything sent to `peer` has left (and, on reliable stacks, is acknowledged).
+    pub fn flush(&self, peer: u32, timeout: Duration) -> Result<bool> {
+        let st = self.lock();
+        if !st.peers.contains_key(&peer) {
+            return Err(Error::UnknownPeer(peer));
+        }
+        let (st, _) = self.inner.changed.wait_timeout_while(st, timeout, |s| s.peers[&peer].conn.outstanding() > 0).unwrap();
+        Ok(st.peers[&peer].conn.outstanding() == 0)
+    }
+
+    /// Application control message (votes, snapshots, stop) over the control channel.
+    pub fn control_send(&self, peer: u32, body: &[u8]) -> Result<()> {
+        let st = self.lock();
+        let p = st.peers.get(&peer).ok_or(Error::UnknownPeer(peer))?;
+        write_msg(&mut &p.control, &Message::App { body: body.to_vec() })?;
+        Ok(())
+    }
+
+    pub fn control_receive(&self, timeout: Option<Duration>) -> Option<(u32, Vec<u8>)> {
+        let st = self.lock();
+        let (mut st, _) = self
+            .inner
+            .changed
+            .wait_timeout_while(st, timeout.unwrap_or(Duration::ZERO), |s| s.app.is_empty() && !self.inner.closed.load(Ordering::SeqCst))
+            .unwrap();
+        st.app.pop_front()
+    }
+
+    pub fn stats(&self, peer: u32) -> Result<(Stats, String, Option<u64>, Option<Duration>, u64)> {
+        let st = self.lock();
+        let p = st.peers.get(&peer).ok_or(Error::UnknownPeer(peer))?;
+        Ok((p.conn.stats(), p.conn.stack().to_string(), p.conn.congestion_window(), p.conn.rtt().srtt(), p.conn.session()))
+    }
+
+    pub fn unknown_session(&self) -> u64 {
+        self.inner.unknown_session.load(Ordering::Relaxed)
+    }
+
+    pub fn close(&self) {
+        let inner = &self.inner;
+        if inner.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        {
+            let mut st = inner.state.lock().unwrap();
+            for p in st.peers.values() {
+                let _ = write_msg(&mut &p.control, &Message::Close);
+                let _ = p.control.shutdown(Shutdown::Both);
+            }
+            for p in st.peers.values_mut() {
+                p.path = Path::FabricPending; // drops fabric writers' channels
+            }
+        }
+        inner.changed.notify_all();
+        // Wake the blocking accept.
+        let _ = TcpStream::connect(("127.0.0.1", inner.tcp_port));
+        let handles: Vec<_> = inner.threads.lock().unwrap().drain(..).collect();
+        for h in handles {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+impl Inner {
+    /// Every peer's listener serves control and data on one port; the client dialled it.
+    fn tcp_port_of_peer(&self, p: &Peer) -> u16 {
+        p.control.peer_addr().map(|a| a.port()).unwrap_or(0)
+    }
+}
+
+fn new_conn(inner: &Inner, est: &Established, generation: u32, context: Context, client: bool) -> Connection {
+    let mut cfg = Config::new(context.compose(), est.session(&inner.secret, generation));
+    // Ports of TransportDriver: the client is 1, the server 2, in every session.
+    (cfg.local_port, cfg.remote_port) = if client { (1, 2) } else { (2, 1) };
+    // UDP: a segment of at most one block; the fabric stream carries whole blocks too.
+    cfg.max_segment = BLOCK_SIZE;
+    Connection::new(cfg)
+}
+
+/// Move whatever the connection may send now onto its path.
+fn flush(inner: &Inner, p: &mut Peer) {
+    let now = Instant::now();
+    match &p.path {
+        Path::Udp(addr) => {
+            while let Some(d) = p.conn.poll_transmit(now) {
+                // A full socket buffer is loss to the protocol above, as on a wire.
+                let _ = inner.udp.send_to(&d, addr);
+            }
+        }
+        Path::Fabric(tx, pool) => {
+            while pool.free_send_blocks() > 0 {
+                let Some(d) = p.conn.poll_transmit(now) else { break };
+                let i = pool.fill_send_block(&d).unwrap();
+                if tx.send((i, d.len())).is_err() {
+                    pool.release_send_block(i);
+                }
+            }
+        }
+        Path::FabricPending => {}
+    }
+}
+
+fn accept_loop(inner: Arc<Inner>, listener: TcpListener) {
+    for stream in listener.incoming() {
+        if inner.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok(stream) = stream else { continue };
+        let inner2 = inner.clone();
+        // Handshakes run on their own thread so a silent client cannot block the others.
+        let h = std::thread::spawn(move || {
+            if let Err(e) = serve(inner2.clone(), stream) {
+                let mut st = inner2.state.lock().unwrap();
+                st.rejected.push(e.to_string());
+                drop(st);
+                inner2.changed.notify_all();
+            }
+        });
+        inner.threads.lock().unwrap().push(h);
+    }
+}
+
+fn serve(inner: Arc<Inner>, stream: TcpStream) -> Result<()> {
+    stream.set_nodelay(true)?;
+    stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+    let mut s = &stream;
+    let mut kind = [0u8; 1];
+    if s.read_exact(&mut kind).is_err() {
+        return Ok(()); // the wake-up connection of `close`, or a port scan
+    }
+    if kind[0] == b'D' {
+        let mut sid = [0u8; 8];
+        s.read_exact(&mut sid)?;
+        let session = u64::from_be_bytes(sid);
+        let peer = inner.state.lock().unwrap().peers.iter().find(|(_, p)| p.conn.session() == session).map(|(&id, _)| id);
+        match peer {
+            Some(id) => {
+                stream.set_read_timeout(None)?;
+                attach_fabric(inner, id, session, stream);
+            }
+            None => {
+                inner.unknown_session.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        return Ok(());
+    }
+    let mut hs = Handshake::server(&inner.secret, inner.me, nonce());
+    loop {
+        let m = read_msg(&mut s)?;
+        if let Message::Hello { peer, .. } = m {
+            if peer >= inner.npeers || peer == inner.me {
+                let reason = format!("unknown peer {peer} (job has peers 0..{})", inner.npeers - 1);
+                let _ = write_msg(&mut s, &Message::Reject { reason: reason.clone() });
+                return Err(Error::Control(ControlError::Rejected(reason)));
+            }
+        }
+        match hs.handle(&m) {
+            Ok(Some(reply)) => {
+                write_msg(&mut s, &reply)?;
+                if hs.established().is_some() {
+                    break;
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                let _ = write_msg(&mut s, &Message::Reject { reason: e.to_string() });
+                return Err(e.into());
+            }
+        }
+    }
+    stream.set_read_timeout(None)?;
+    let est = hs.established().unwrap();
+    let ip = stream.peer_addr()?.ip();
+    // The data channel exists once the client's Open names the context.
+    let placeholder = Context { scheme: crate::Scheme::Asynchronous, location: crate::Location::IntraSite, network: Network::Ethernet };
+    let conn = new_conn(&inner, &est, u32::MAX, placeholder, false);
+    inner.state.lock().unwrap().peers.insert(
+        est.peer,
+        Peer { control: stream.try_clone()?, est, client: false, generation: 0, context: placeholder, conn, path: Path::FabricPending, ip },
+    );
+    control_reader(inner, est.peer, stream);
+    Ok(())
+}
+
+fn spawn_control_reader(inner: Arc<Inner>, peer: u32, stream: TcpStream) {
+    let i2 = inner.clone();
+    let h = std::thread::spawn(move || control_reader(i2, peer, stream));
+    inner.threads.lock().unwrap().push(h);
+}
+
+fn control_reader(inner: Arc<Inner>, peer: u32, stream: TcpStream) {
+    let mut s = &stream;
+    while let Ok(m) = read_msg(&mut s) {
+        let mut st = inner.state.lock().unwrap();
+        match m {
+            Message::Open { generation, context, data_port } => {
+                let Some(ctx) = Context::decode(context) else { break };
+                let udp_port = inner.udp.local_addr().map(|a| a.port()).unwrap_or(0);
+                if let Some(p) = st.peers.get_mut(&peer) {
+                    p.generation = generation;
+                    p.context = ctx;
+                    p.conn = new_conn(&inner, &p.est, generation, ctx, false);
+                    p.path = match ctx.network {
+                        Network::Ethernet => Path::Udp(SocketAddr::new(p.ip, data_port)),
+                        Network::ReliableFabric => Path::FabricPending,
+                    };
+                    let _ = write_msg(&mut &p.control, &Message::Opened { generation, data_port: udp_port });
+                }
+            }
+            Message::Opened { generation, data_port } => {
+                st.opened.insert((peer, generation), data_port);
+            }
+            Message::App { body } => st.app.push_back((peer, body)),
+            Message::Close => break,
+            _ => break,
+        }
+        drop(st);
+        inner.changed.notify_all();
+    }
+    inner.changed.notify_all();
+}
+
+fn attach_fabric(inner: Arc<Inner>, peer: u32, session: u64, stream: TcpStream) {
+    let (tx, rx) = mpsc::channel::<(usize, usize)>();
+    let pool = Arc::new(BlockPool::new());
+    let (pw, pr) = (pool.clone(), pool.clone());
+    let writer = stream.try_clone().expect("clone fabric stream");
+    {
+        let mut st = inner.state.lock().unwrap();
+        if let Some(p) = st.peers.get_mut(&peer) {
+            if p.conn.session() == session {
+                p.path = Path::Fabric(tx, pool);
+                flush(&inner, p);
+            }
+        }
+    }
+    inner.changed.notify_all();
+    let (iw, ir) = (inner.clone(), inner.clone());
+    let hw = std::thread::spawn(move || {
+        let mut w = &writer;
+        for (i, len) in rx {
+            // The region's lock covers copies only, never a blocking write.
+            let block = pw.with_send_block(i, len, |b| b.to_vec());
+            let ok = w.write_all(&block).is_ok();
+            // Completion: the block returns to the free list; more may now leave.
+            pw.release_send_block(i);
+            if !ok {
+                break;
+            }
+            let mut st = iw.state.lock().unwrap();
+            if let Some(p) = st.peers.get_mut(&peer) {
+                flush(&iw, p);
+            }
+        }
+        let _ = writer.shutdown(Shutdown::Both);
+    });
+    let hr = std::thread::spawn(move || {
+        let mut r = &stream;
+        let mut next = 0usize;
+        let mut wire = vec![0u8; BLOCK_SIZE];
+        loop {
+            let got = (|| -> io::Result<usize> {
+                r.read_exact(&mut wire[..HEADER_LEN])?;
+                let len = segment::payload_len(&wire[..HEADER_LEN]).unwrap();
+                if HEADER_LEN + len > BLOCK_SIZE {
+                    return Err(io::Error::other("oversized segment on the fabric"));
+                }
+                r.read_exact(&mut wire[HEADER_LEN..HEADER_LEN + len])?;
+                Ok(HEADER_LEN + len)
+            })();
+            let Ok(len) = got else { break };
+            // The region's lock covers copies only, never a blocking read.
+            pr.with_recv_block(next, |b| b[..len].copy_from_slice(&wire[..len]));
+            let mut st = ir.state.lock().unwrap();
+            if let Some(p) = st.peers.get_mut(&peer) {
+                pr.with_recv_block(next, |b| p.conn.handle_segment(Instant::now(), &b[..len]));
+                flush(&ir, p);
+            }
+            drop(st);
+            ir.changed.notify_all();
+            next = (next + 1) % crate::fabric::BLOCKS; // the block is reposted
+        }
+    });
+    inner.threads.lock().unwrap().extend([hw, hr]);
+}
+
+fn udp_loop(inner: Arc<Inner>) {
+    let mut buf = vec![0u8; 65536];
+    while !inner.closed.load(Ordering::SeqCst) {
+        let got = inner.udp.recv_from(&mut buf);
+        let now = Instant::now();
+        let mut st = inner.state.lock().unwrap();
+        if let Ok((n, _from)) = got {
+            let d = &buf[..n];
+            let session = (n >= 12).then(|| u64::from_be_bytes(d[4..12].try_into().unwrap()));
+            let target = session.and_then(|s| st.peers.iter_mut().find(|(_, p)| p.conn.session() == s));
+            match target {
+                Some((_, p)) => {
+                    p.conn.handle_segment(now, d);
+                    flush(&inner, p);
+                }
+                None => {
+                    inner.unknown_session.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        for p in st.peers.values_mut() {
+            if p.conn.poll_timeout().is_some_and(|t| t <= now) {
+                p.conn.handle_timeout(now);
+                flush(&inner, p);
+            }
+        }
+        drop(st);
+        inner.changed.notify_all();
+    }
+}

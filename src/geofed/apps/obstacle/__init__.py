@@ -1,0 +1,6 @@
+"""The obstacle problem solved by projected Richardson over P2PSAP (seed 003).
+
+problem: the discrete problem, the relaxation and the sequential projected SOR reference;
+peer:    the P2PDC environment (slabs, sync and async schemes, snapshot-residual termination);
+command: `geofed obstacle`.
+"""
