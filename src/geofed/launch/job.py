@@ -143,11 +143,11 @@ def run(cmd: Command, timeout: float | None = None, job: Job | None = None) -> i
     try:
         return proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _stop(proc, job)
+        stop(proc, job)
         print(f"geofed run: the job did not finish within --timeout {timeout:g} s and was stopped", file=sys.stderr)
         return 124
     except KeyboardInterrupt:
-        _stop(proc, job)
+        stop(proc, job)
         print("geofed run: interrupted; the job was stopped", file=sys.stderr)
         return 130
     finally:
@@ -155,7 +155,8 @@ def run(cmd: Command, timeout: float | None = None, job: Job | None = None) -> i
             Path(path).unlink(missing_ok=True)
 
 
-def _stop(proc: subprocess.Popen, job: Job | None) -> None:
+def stop(proc: subprocess.Popen, job: Job | None) -> None:
+    """Stop a launched job: mpiexec's process group and, on the testbed, its ranks."""
     try:
         os.killpg(proc.pid, signal.SIGTERM)
     except ProcessLookupError:

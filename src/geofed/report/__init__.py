@@ -29,7 +29,7 @@ class Section:
 
 SECTIONS: dict[str, Section] = {}
 # Modules that register sections; a new capability adds its own here.
-SECTION_MODULES = ["geofed.report.testbed", "geofed.report.launch", "geofed.apps.mdfs.report"]
+SECTION_MODULES = ["geofed.report.testbed", "geofed.report.launch", "geofed.apps.mdfs.report", "geofed.report.grayscott"]
 
 
 def section(kind: str, title: str, order: int = 50):

@@ -1,0 +1,65 @@
+"""CLI of the Gray-Scott workflow: `geofed workflow grayscott`, `geofed bench grayscott`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def _settings(args):
+    from geofed.apps.grayscott import settings
+    base = settings.load(args.settings).to_json() if args.settings else {}
+    over = {k: getattr(args, k) for k in ("L", "steps", "plotgap", "noise") if getattr(args, k) is not None}
+    s = settings.from_dict({**base, **over}, args.settings or "command line")
+    for w in s.warnings():
+        print(f"geofed: warning: {w}", file=sys.stderr)
+    return s
+
+
+def cmd_workflow_grayscott(args) -> int:
+    from geofed import federation, records, report
+    from geofed.apps.grayscott import workflow
+    from geofed.cli import _require_up, progress
+    fed = federation.load(args.federation)
+    s = _settings(args)
+    _require_up(fed)
+    delays = {"pdf": args.slow_pdf} if args.slow_pdf else {}
+    try:
+        rec = workflow.run(fed, s, Path(args.out), sim_site=args.sim_site, analysis_site=args.analysis_site,
+                           pdf_site=args.pdf_site, plot_site=args.plot_site, sim_ranks=args.sim_ranks,
+                           pdf_ranks=args.pdf_ranks, connect_timeout=args.connect_timeout, timeout=args.timeout,
+                           delays=delays, progress=progress)
+    except workflow.WorkflowFailed as e:
+        print(f"geofed: workflow grayscott failed: {e}", file=sys.stderr)
+        return 1
+    print(workflow.format_table(rec))
+    print(f"record: {records.save(rec, args.out)}")
+    print(f"report: {report.render(records.load_dir(args.out), args.out, title='geofed workflow grayscott')}")
+    return 0 if rec["data"]["verify"]["ok"] else 1
+
+
+def _settings_args(p) -> None:
+    p.add_argument("--settings", help="settings JSON in the ADIOS2 tutorial's shape (default: the tutorial defaults)")
+    p.add_argument("--L", type=int, help="override the settings' L (cells per side)")
+    p.add_argument("--steps", type=int, help="override the settings' steps")
+    p.add_argument("--plotgap", type=int, help="override the settings' plotgap")
+    p.add_argument("--noise", type=float, help="override the settings' noise")
+
+
+def register(commands, bench) -> None:
+    wf = commands.add_parser("workflow", help="multi-site workflows").add_subparsers(dest="workflow", required=True)
+    p = wf.add_parser("grayscott", help="Gray-Scott at one site, staged with ADIOS2 SST to analysis at another (root)")
+    p.add_argument("--federation", "-f", default="icm-task", help="federation file or shipped name (default icm-task)")
+    p.add_argument("--sim-site", default="G", help="site of the simulation (default G, as in seed 000)")
+    p.add_argument("--analysis-site", default="W", help="site of the consumers (default W)")
+    p.add_argument("--pdf-site", help="site of the PDF analysis (default: --analysis-site)")
+    p.add_argument("--plot-site", help="site of the two plotters (default: --analysis-site)")
+    p.add_argument("--sim-ranks", type=int, default=4, help="MPI ranks of the simulation (default 4)")
+    p.add_argument("--pdf-ranks", type=int, default=1, help="MPI ranks of the PDF analysis (default 1)")
+    p.add_argument("--connect-timeout", type=float, default=60.0,
+                   help="seconds the simulation waits for its consumers to connect (default 60)")
+    p.add_argument("--timeout", type=float, default=3600.0, help="stop the whole workflow after this many seconds")
+    p.add_argument("--slow-pdf", type=float, default=0.0, help="make the PDF analysis take this many extra seconds per step")
+    p.add_argument("--out", default="geofed-out/grayscott", help="directory for records, frames and the report")
+    _settings_args(p)
+    p.set_defaults(func=cmd_workflow_grayscott)

@@ -1,0 +1,268 @@
+"""`geofed workflow grayscott`: simulation at one site, analysis and plots at another.
+
+Four MPI jobs on the testbed, each placed on its own nodes and started at once:
+
+    simulation  (sim site, 4 ranks)   --SST gs-->   pdf analysis (analysis site)  --SST pdf-->  pdf plot
+                                      --SST gs-->   cross-section plot (analysis site)
+
+The workflow watches all of them. When every part has finished, it lines up the
+per-step digests of the writer and of every reader: a step that is missing or
+differs anywhere fails the run. When a part dies, the others are stopped at once
+and the error names the part, its node and the last thing it said; nothing waits
+for a reader that is gone (SST would carry on without it and lose its steps).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from geofed import records
+from geofed.apps.grayscott.settings import Settings
+from geofed.errors import UserError
+from geofed.federation import Federation, Node
+from geofed.launch import job as launch
+from geofed.launch.placement import Placement
+
+MODULE = "geofed.apps.grayscott"
+
+
+@dataclass(frozen=True)
+class Nodes(Placement):
+    """A placement on named nodes, so that parts at one site do not share a node."""
+    names: tuple[str, ...] = ()
+
+    def nodes(self, fed: Federation) -> list[Node]:
+        return [fed.node(n) for n in self.names]
+
+
+@dataclass
+class Part:
+    name: str  # simulation, pdf, gplot, pdfplot
+    describe: str
+    nodes: list[str]
+    ranks_per_node: int
+    argv: list[str]
+    result: Path
+    log: Path
+    job: launch.Job | None = None
+    proc: subprocess.Popen | None = None
+
+
+class WorkflowFailed(RuntimeError):
+    pass
+
+
+def pick_nodes(fed: Federation, site: str, count: int, taken: dict[str, int], what: str) -> list[str]:
+    """The next `count` nodes of a site, wrapping around when parts outnumber nodes."""
+    s = fed.site(site)
+    if count > s.nodes:
+        raise UserError(f"{what}: site {site} has {s.nodes} nodes, {count} asked")
+    nodes = s.node_list()
+    first = taken.get(site, 0)
+    taken[site] = first + count
+    return [nodes[(first + i) % len(nodes)].name for i in range(count)]
+
+
+def sim_layout(fed: Federation, site: str, ranks: int) -> tuple[int, int]:
+    """(nodes, ranks per node) for the simulation: as many nodes as divide the ranks."""
+    if ranks < 1:
+        raise UserError(f"--sim-ranks: must be at least 1, got {ranks}")
+    have = fed.site(site).nodes
+    nodes = max(n for n in range(1, min(have, ranks) + 1) if ranks % n == 0)
+    return nodes, ranks // nodes
+
+
+def plan_parts(fed: Federation, s: Settings, run_dir: Path, stream_dir: Path, *, sim_site: str, analysis_site: str,
+               pdf_site: str | None, plot_site: str | None, sim_ranks: int, pdf_ranks: int,
+               connect_timeout: float, frame_every: int, delays: dict[str, float]) -> list[Part]:
+    for flag, site in (("--sim-site", sim_site), ("--analysis-site", analysis_site), ("--pdf-site", pdf_site),
+                       ("--plot-site", plot_site)):
+        if site is not None and site not in [x.code for x in fed.sites]:
+            raise UserError(f"{flag}: unknown site {site!r} (federation {fed.name} has "
+                            f"{', '.join(x.code for x in fed.sites)})")
+    taken: dict[str, int] = {}
+    py = sys.executable
+    gs, pdf = str(stream_dir / "gs.bp"), str(stream_dir / "pdf.bp")
+    frames = run_dir / "frames"
+    settings_path = run_dir / "settings.json"
+    settings_path.write_text(json.dumps(s.to_json(), indent=1))
+    n_nodes, per_node = sim_layout(fed, sim_site, sim_ranks)
+    if pdf_ranks < 1:
+        raise UserError(f"--pdf-ranks: must be at least 1, got {pdf_ranks}")
+
+    def part(name, describe, site, nodes, per, argv):
+        where = pick_nodes(fed, site, nodes, taken, f"{describe} (--{name}-ranks)")
+        result, log = run_dir / f"{name}.json", run_dir / f"{name}.log"
+        extra = ["--delay", str(delays[name])] if delays.get(name) else []
+        return Part(name, describe, where, per, [py, "-m", f"{MODULE}.{name}", *argv, *extra,
+                                                   "--result", str(result)], result, log)
+
+    common = ["--connect-timeout", str(connect_timeout)]
+    return [
+        part("simulation", "the simulation", sim_site, n_nodes, per_node,
+             [str(settings_path), "--stream", gs, "--readers", str(pdf_ranks + 1), *common]),
+        part("pdf", "the pdf analysis", pdf_site or analysis_site, 1, pdf_ranks,
+             ["--stream", gs, "--out-stream", pdf, "--out-readers", "1", *common]),
+        part("gplot", "the cross-section plot", plot_site or analysis_site, 1, 1,
+             ["--stream", gs, "--frames", str(frames), "--every", str(frame_every), *common]),
+        part("pdfplot", "the pdf plot", plot_site or analysis_site, 1, 1,
+             ["--stream", pdf, "--frames", str(frames), "--every", str(frame_every), *common]),
+    ]
+
+
+def _start(fed: Federation, p: Part) -> None:
+    code = "".join(p.nodes)
+    p.job = launch.Job(fed, Nodes(code, (), tuple(p.nodes)), p.argv, p.ranks_per_node)
+    cmd = launch.testbed_command(p.job)
+    with open(p.log, "w") as log:
+        p.proc = subprocess.Popen(cmd.argv, env=dict(os.environ, **cmd.env), stdout=log, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+
+
+def _stop_all(parts: list[Part]) -> None:
+    # Also parts whose mpiexec has ended: their ranks in other namespaces may still be exiting.
+    for p in parts:
+        if p.proc is not None:
+            launch.stop(p.proc, p.job)  # mpiexec's group and the job's ranks, found by its id
+
+
+def _last_words(p: Part) -> str:
+    lines = [l.strip() for l in p.log.read_text(errors="replace").splitlines() if l.strip()] if p.log.exists() else []
+    said = [l for l in lines if "error" in l.lower() or "consumer" in l.lower() or "cannot" in l.lower()]
+    return (said or lines or ["(no output)"])[-1][:300]
+
+
+def run_parts(fed: Federation, parts: list[Part], timeout: float, progress: Callable[[str], None]) -> float:
+    """Start every part, wait for all; stop everything at the first failure. Returns the wall time."""
+    t0 = time.monotonic()
+    try:
+        for p in parts:
+            _start(fed, p)
+            progress(f"started {p.describe} on {','.join(p.nodes)} ({len(p.nodes) * p.ranks_per_node} ranks)")
+        while True:
+            running = [p for p in parts if p.proc.poll() is None]
+            failed = [p for p in parts if p.proc.returncode not in (None, 0)]
+            if failed:
+                p = failed[0]
+                raise WorkflowFailed(f"{p.describe} on {','.join(p.nodes)} exited with status {p.proc.returncode}; "
+                                     f"the workflow was stopped. It said: {_last_words(p)} (log {p.log})")
+            if not running:
+                return time.monotonic() - t0
+            if time.monotonic() - t0 > timeout:
+                raise WorkflowFailed(f"the workflow did not finish within {timeout:g} s; still running: "
+                                     + ", ".join(f"{p.describe} on {','.join(p.nodes)}" for p in running))
+            try:
+                running[0].proc.wait(timeout=0.2)
+            except subprocess.TimeoutExpired:
+                pass
+    finally:
+        _stop_all(parts)
+
+
+def verify(sim: dict, consumers: dict[str, dict], pdf_out: dict | None, expected: list[int]) -> dict:
+    """Line up the writer's digests with every reader's: what is missing, what differs."""
+    written = {r["step"]: r["digest"] for r in sim["steps"]}
+    checks = {}
+    for name, res in consumers.items():
+        got = {r["step"]: r["digest"] for r in res["steps"]}
+        checks[name] = {"stream": "gs", "written": len(written), "received": len(got),
+                        "missing": sorted(set(written) - set(got)),
+                        "differ": sorted(s for s in got if s in written and got[s] != written[s])}
+    if pdf_out is not None:
+        pdf_written = {r["step"]: r["out_digest"] for r in consumers["pdf"]["steps"]}
+        got = {r["step"]: r["digest"] for r in pdf_out["steps"]}
+        checks["pdfplot"] = {"stream": "pdf", "written": len(pdf_written), "received": len(got),
+                             "missing": sorted(set(pdf_written) - set(got)),
+                             "differ": sorted(s for s in got if s in pdf_written and got[s] != pdf_written[s])}
+    all_written = sorted(written) == expected
+    ok = all_written and all(not c["missing"] and not c["differ"] and c["written"] == len(expected)
+                             for c in checks.values())
+    return {"ok": ok, "all_steps_written": all_written, "expected_steps": len(expected), "consumers": checks}
+
+
+def step_table(sim: dict, consumers: dict[str, dict]) -> list[dict]:
+    rows = []
+    by = {n: {r["step"]: r for r in res["steps"]} for n, res in consumers.items()}
+    for r in sim["steps"]:
+        row = dict(r, consumers={})
+        for n in by:
+            c = by[n].get(r["step"])
+            if c:
+                row["consumers"][n] = {"digest": c["digest"], "wait_s": c["wait_s"], "read_s": c["read_s"],
+                                       "bytes": c["bytes"],
+                                       "mbps": c["bytes"] * 8 / c["read_s"] / 1e6 if c["read_s"] > 0 else None}
+        rows.append(row)
+    return rows
+
+
+def run(fed: Federation, s: Settings, out: Path, *, sim_site: str = "G", analysis_site: str = "W",
+        pdf_site: str | None = None, plot_site: str | None = None, sim_ranks: int = 4, pdf_ranks: int = 1,
+        connect_timeout: float = 60.0, timeout: float = 3600.0, frame_every: int | None = None,
+        delays: dict[str, float] | None = None, progress: Callable[[str], None] = lambda m: None) -> dict:
+    """Run the workflow on the (up) testbed of `fed`; returns a `workflow.grayscott` record."""
+    import tempfile
+    if s.engine != "SST":
+        raise UserError(f"workflow grayscott streams between sites: engine must be SST, the settings say {s.engine}")
+    if sim_site == analysis_site:
+        progress(f"note: simulation and analysis both at site {sim_site}: no long-haul link in between")
+    expected = s.output_steps()
+    if not expected:
+        raise UserError(f"settings: steps = {s.steps} < plotgap = {s.plotgap}: the simulation would write nothing")
+    run_id = uuid.uuid4().hex[:8]
+    run_dir = Path(out) / f"grayscott-{run_id}"
+    run_dir.mkdir(parents=True)
+    every = frame_every or max(1, len(expected) // 20)
+    # SST contact files live outside the output: a stale one would send readers to a dead writer.
+    with tempfile.TemporaryDirectory(prefix="geofed-gs-") as streams:
+        parts = plan_parts(fed, s, run_dir, Path(streams), sim_site=sim_site, analysis_site=analysis_site,
+                           pdf_site=pdf_site, plot_site=plot_site, sim_ranks=sim_ranks, pdf_ranks=pdf_ranks,
+                           connect_timeout=connect_timeout, frame_every=every, delays=delays or {})
+        wall = run_parts(fed, parts, timeout, progress)
+    res = {p.name: json.loads(p.result.read_text()) for p in parts}
+    consumers = {"pdf": res["pdf"], "gplot": res["gplot"]}
+    check = verify(res["simulation"], consumers, res["pdfplot"], expected)
+    link = fed.route(sim_site, analysis_site)
+    data = {
+        "settings": s.to_json(), "sim_site": sim_site, "analysis_site": analysis_site, "run_dir": str(run_dir),
+        "link": {"rtt_ms": 2 * fed.one_way_ms(sim_site, analysis_site),
+                 "bandwidth_gbps": fed.bandwidth_gbps(sim_site, analysis_site), "hops": len(link)},
+        "parts": [{"name": p.name, "describe": p.describe, "nodes": p.nodes, "ranks": len(p.nodes) * p.ranks_per_node,
+                   "delay_s": (delays or {}).get(p.name, 0.0)} for p in parts],
+        "simulation": {k: v for k, v in res["simulation"].items() if k != "steps"},
+        "steps": step_table(res["simulation"], consumers),
+        "pdf_stream": [dict(r) for r in res["pdfplot"]["steps"]],
+        "verify": check, "wall_s": wall,
+        "frames": {"cross_section": res["gplot"]["frames"], "pdf": res["pdfplot"]["frames"],
+                   "animations": [a for a in (res["gplot"]["animation"], res["pdfplot"]["animation"]) if a]},
+    }
+    return records.make("workflow.grayscott", data, **records.federation_meta(fed))
+
+
+def format_table(rec: dict) -> str:
+    d = rec["data"]
+    names = list(d["steps"][0]["consumers"]) if d["steps"] else []
+    head = f"{'step':>6} {'compute ms':>10} {'gather ms':>9} {'staged ms':>9} {'MB':>6} {'digest':>9}"
+    head += "".join(f" {n + ' Mb/s':>12} {n + ' digest':>14}" for n in names)
+    lines = [head]
+    for r in d["steps"]:
+        line = (f"{r['step']:>6} {r['compute_s'] * 1e3:>10.1f} {r['gather_s'] * 1e3:>9.1f} {r['stage_s'] * 1e3:>9.1f}"
+                f" {r['bytes'] / 1e6:>6.2f} {r['digest']:>9}")
+        for n in names:
+            c = r["consumers"].get(n)
+            line += f" {c['mbps']:>12.0f} {c['digest']:>14}" if c else f" {'-':>12} {'MISSING':>14}"
+        lines.append(line)
+    v = d["verify"]
+    for n, c in v["consumers"].items():
+        lines.append(f"{n}: {c['received']}/{c['written']} steps of stream {c['stream']} received, "
+                     f"{len(c['missing'])} missing, {len(c['differ'])} differ")
+    lines.append(f"verdict: {'every step reached every consumer intact' if v['ok'] else 'STEPS LOST OR CORRUPTED'}"
+                 f" ({v['expected_steps']} steps, {d['wall_s']:.1f} s)")
+    return "\n".join(lines)

@@ -1,0 +1,100 @@
+"""Staging through real ADIOS2 SST between real processes on this host (no testbed)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+
+from geofed.apps.grayscott import pdf, stream
+from geofed.native import binary
+
+PY = sys.executable
+
+
+def start(argv, **kw):
+    return subprocess.Popen([PY, "-m", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def test_every_step_reaches_two_pdf_ranks_and_the_plotters_intact(tmp_path):
+    (tmp_path / "s.json").write_text(json.dumps({"L": 20, "steps": 40, "plotgap": 10}))
+    gs, pdfs = str(tmp_path / "gs"), str(tmp_path / "pdf")
+    t = ["--connect-timeout", "60"]
+    parts = {
+        "sim": start(["geofed.apps.grayscott.simulation", str(tmp_path / "s.json"), "--stream", gs, "--readers", "3",
+                      "--result", str(tmp_path / "sim.json"), *t]),
+        "pdf": subprocess.Popen([binary("mpiexec"), "-n", "2", PY, "-m", "geofed.apps.grayscott.pdf", "--stream", gs,
+                                 "--out-stream", pdfs, "--bins", "16", "--result", str(tmp_path / "pdf.json"), *t],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
+        "gplot": start(["geofed.apps.grayscott.gplot", "--stream", gs, "--frames", str(tmp_path / "fr"),
+                        "--result", str(tmp_path / "gplot.json"), *t]),
+        "pdfplot": start(["geofed.apps.grayscott.pdfplot", "--stream", pdfs, "--frames", str(tmp_path / "fr"),
+                          "--result", str(tmp_path / "pdfplot.json"), *t]),
+    }
+    try:
+        for name, p in parts.items():
+            out, err = p.communicate(timeout=180)
+            assert p.returncode == 0, f"{name}: {err}"
+    finally:
+        for p in parts.values():
+            p.kill()
+    res = {n: json.loads((tmp_path / f"{n}.json").read_text()) for n in parts}
+    written = [(r["step"], r["digest"]) for r in res["sim"]["steps"]]
+    assert [s for s, _ in written] == [10, 20, 30, 40]
+    assert len(set(d for _, d in written)) == 4  # the fields change, so do the digests
+    for name in ("pdf", "gplot"):
+        assert [(r["step"], r["digest"]) for r in res[name]["steps"]] == written
+    assert [(r["step"], r["digest"]) for r in res["pdfplot"]["steps"]] == \
+        [(r["step"], r["out_digest"]) for r in res["pdf"]["steps"]]
+    assert len(res["gplot"]["frames"]) == 4 and (tmp_path / "fr" / "cross-section.gif").stat().st_size > 0
+
+
+def test_a_slow_consumer_makes_the_writer_wait_and_loses_nothing(tmp_path):
+    (tmp_path / "s.json").write_text(json.dumps({"L": 12, "steps": 80, "plotgap": 10}))
+    gs, delay = str(tmp_path / "gs"), 0.3
+    sim = start(["geofed.apps.grayscott.simulation", str(tmp_path / "s.json"), "--stream", gs, "--readers", "1",
+                 "--result", str(tmp_path / "sim.json")])
+    slow = start(["geofed.apps.grayscott.pdf", "--stream", gs, "--delay", str(delay), "--result", str(tmp_path / "pdf.json")])
+    try:
+        for p in (sim, slow):
+            _, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err
+    finally:
+        sim.kill(), slow.kill()
+    written = json.loads((tmp_path / "sim.json").read_text())["steps"]
+    got = json.loads((tmp_path / "pdf.json").read_text())["steps"]
+    assert [r["digest"] for r in got] == [r["digest"] for r in written] and len(got) == 8
+    # With two steps queued, the writer is held about (8 - 2) x delay in all.
+    assert sum(r["stage_s"] for r in written) > 0.5 * (8 - stream.QUEUE_LIMIT) * delay
+
+
+def test_no_consumer_within_the_timeout_is_a_clear_error(tmp_path):
+    (tmp_path / "s.json").write_text(json.dumps({"L": 12, "steps": 10, "plotgap": 10}))
+    res = subprocess.run([PY, "-m", "geofed.apps.grayscott.simulation", str(tmp_path / "s.json"), "--stream",
+                          str(tmp_path / "gs"), "--readers", "2", "--connect-timeout", "1.5"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode != 0
+    assert "no consumer connected to stream" in res.stderr and "within 1.5 s" in res.stderr
+
+
+def test_a_reader_without_a_writer_names_the_stream(tmp_path):
+    res = subprocess.run([PY, "-m", "geofed.apps.grayscott.gplot", "--stream", str(tmp_path / "nobody"),
+                          "--frames", str(tmp_path), "--connect-timeout", "1"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 3
+    assert "cross-section plot: cannot open stream" in res.stderr and "\x1b" not in res.stderr
+
+
+def test_slice_pdfs_are_densities_on_shared_bins():
+    f = np.stack([np.linspace(0, 1, 100).reshape(10, 10), np.full((10, 10), 0.25)])
+    dens, edges = pdf.slice_pdfs(f, 0.0, 1.0, 4)
+    assert np.allclose((dens * np.diff(edges)).sum(axis=1), 1.0)
+    assert dens[1].tolist() == [0.0, 4.0, 0.0, 0.0]  # all of slice 1 in the bin [0.25, 0.5)
+
+
+def test_plane_crcs_catch_a_changed_plane():
+    a = np.random.default_rng(1).random((4, 3, 3))
+    b = a.copy()
+    b[2, 1, 1] += 1e-15
+    ca, cb = stream.plane_crcs([a]), stream.plane_crcs([b])
+    assert (ca[0] != cb[0]).tolist() == [False, False, True, False]
+    assert stream.digest(ca) != stream.digest(cb)

@@ -1,0 +1,96 @@
+"""`geofed workflow grayscott` on a real testbed: a copy of icm-task (9 ms link) under its own name."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import GEOFED, needs_root, run_geofed
+from geofed import federation
+from geofed.testbed import core, host
+from geofed.testbed.plan import make_plan
+
+pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow]
+NAME = f"gftest-gs-{os.getpid()}"
+
+
+@pytest.fixture(scope="module")
+def fed(tmp_path_factory):
+    text = federation.load("icm-task").path.read_text().replace('name = "icm-task"', f'name = "{NAME}"')
+    path = tmp_path_factory.mktemp("gs") / "fed.toml"
+    path.write_text(text)
+    f = federation.load(path)
+    try:
+        core.up(f)
+        yield f
+    finally:
+        core.down(NAME)
+
+
+def test_every_step_crosses_the_9ms_link_intact(fed, tmp_path):
+    res = run_geofed("workflow", "grayscott", "-f", str(fed.path), "--L", "24", "--steps", "60", "--plotgap", "10",
+                     "--out", str(tmp_path), "--timeout", "300")
+    assert res.returncode == 0, res.stderr
+    rec = json.loads(next(tmp_path.glob("workflow.grayscott-*.json")).read_text())
+    d = rec["data"]
+    assert d["link"]["rtt_ms"] > 8.5 and d["verify"]["ok"]
+    assert [r["step"] for r in d["steps"]] == [10, 20, 30, 40, 50, 60]
+    for r in d["steps"]:
+        assert {c["digest"] for c in r["consumers"].values()} == {r["digest"]}
+    assert {p["name"]: p["nodes"][0][0] for p in d["parts"]} == {"simulation": "G", "pdf": "W", "gplot": "W", "pdfplot": "W"}
+    assert (tmp_path / "report.html").read_text().count("<img") >= 2
+
+
+def test_a_dead_consumer_stops_the_workflow_with_its_name(fed, tmp_path):
+    # A slow pdf analysis keeps the run going long enough to kill it in the middle.
+    proc = subprocess.Popen([GEOFED, "workflow", "grayscott", "-f", str(fed.path), "--L", "16", "--steps", "400",
+                             "--plotgap", "10", "--slow-pdf", "0.5", "--out", str(tmp_path), "--timeout", "300"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        w1 = make_plan(fed).node("W1").netns
+        deadline, victim = time.monotonic() + 120, None
+        while victim is None and time.monotonic() < deadline and proc.poll() is None:
+            for pid in host.netns_pids(w1):
+                try:
+                    cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+                except OSError:
+                    continue
+                if b"geofed.apps.grayscott.pdf" in cmd and b"-m" in cmd and not cmd[0].endswith(b"hydra_pmi_proxy"):
+                    victim = pid
+            if victim is None:
+                time.sleep(0.2)  # polling for the process to appear, bounded by the deadline
+        assert victim is not None, "the pdf analysis never started"
+        os.kill(victim, signal.SIGKILL)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1
+    assert "the pdf analysis on W1 exited" in err and "workflow was stopped" in err
+    # No rank of any part survives (Hydra's proxy shells can take ~10 s more to exit).
+    deadline = time.monotonic() + 10
+    while (left := _ours(fed)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [(p, _cmdline(p), _state(p)) for p in left] == []
+
+
+def _ours(fed):
+    return [p for n in ("W1", "W2", "W3", "G1", "G2")
+            for p in host.pids_with_env(host.netns_pids(make_plan(fed).node(n).netns), "GEOFED_TESTBED", NAME)
+            if "geofed.apps.grayscott" in _cmdline(p)]
+
+
+def _cmdline(pid):
+    try:
+        return open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode()[:120]
+    except OSError:
+        return "(gone)"
+
+
+def _state(pid):
+    try:
+        return open(f"/proc/{pid}/stat").read().split(")")[1].split()[0]
+    except OSError:
+        return "(gone)"
