@@ -46,7 +46,7 @@ def test_show_prints_the_link_model():
 def test_dry_run_prints_the_launch():
     res = run_geofed("run", "--placement", "G1W1", "--dry-run", "--", "hostname")
     assert res.returncode == 0
-    assert "UCX_TLS=tcp,self" in res.stdout and "-hosts G1:1,W1:1" in res.stdout
+    assert "UCX_TLS=tcp,self" in res.stdout and "-hosts 198.18.2.1:1,198.18.1.1:1" in res.stdout
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to become another user")

@@ -14,13 +14,14 @@ def icm():
 def test_testbed_command_runs_at_the_storage_site_and_forces_tcp(icm):
     j = launch.Job(icm, parse("G1W2", icm), ["python", "app.py"], ranks_per_node=2)
     cmd = launch.testbed_command(j)
-    assert cmd.argv[:2] == ["nsenter", "--net=/run/netns/geofed-icm-task.W1"]
+    assert cmd.argv[:2] == ["nsenter", "--net=/run/netns/geofed-icm-task.site-W"]
     assert "-launcher-exec" in cmd.argv
     assert cmd.env["UCX_TLS"] == "tcp,self"
     assert cmd.env["GEOFED_TESTBED"] == "icm-task"
     assert cmd.env["GEOFED_PLACEMENT"] == "G1W2"
     i = cmd.argv.index("-hosts")
-    assert cmd.argv[i + 1:] == ["G1:2,W1:2,W2:2", "-n", "6", "python", "app.py"]
+    assert cmd.argv[i + 1:] == ["198.18.2.1:2,198.18.1.1:2,198.18.1.2:2", "-n", "6", "python", "app.py"]
+    assert cmd.env["GEOFED_HOSTMAP"] == "198.18.2.1=G1,198.18.1.1=W1,198.18.1.2=W2"
 
 
 def test_hostfile_maps_nth_host_of_a_site_to_node_n(icm, tmp_path):

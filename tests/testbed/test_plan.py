@@ -40,6 +40,8 @@ def test_cpu_share_follows_site_speed():
     assert g1.cpu_quota_us / w1.cpu_quota_us == fed.site("G").speed
 
 
-def test_hosts_file_resolves_node_names():
+def test_hosts_file_resolves_node_names_and_the_host_to_the_node():
     plan = make_plan(federation.load("single-site"))
-    assert "198.18.1.3 L3" in plan.hosts_file()
+    text = plan.hosts_file(plan.node("L2"), "myhost")
+    assert "198.18.1.3 L3" in text.splitlines()
+    assert "198.18.1.2 myhost" in text.splitlines()

@@ -1,7 +1,9 @@
 """The launcher agent Hydra (`mpiexec -launcher rsh -launcher-exec geofed-agent`) calls.
 
 Hydra runs `geofed-agent HOST COMMAND...` to start its proxy on HOST, the way it
-would run rsh. On the testbed HOST is a node name: the agent puts itself into the
+would run rsh. On the testbed HOST is a node's address, which GEOFED_HOSTMAP maps to
+the node's name (Hydra is given addresses, so it never waits on name lookups); the
+agent puts itself into the
 node's CPU cgroup (unless GEOFED_CPU_LIMIT=0) and runs the command in the node's network namespace, so the proxy
 and the ranks it starts live on that node.
 """
@@ -18,9 +20,11 @@ from geofed.testbed.plan import CGROUP_ROOT, prefix
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     fed = os.environ.get("GEOFED_TESTBED")
-    if not fed or len(argv) < 2:
-        sys.exit("geofed-agent: usage: GEOFED_TESTBED=<federation> geofed-agent NODE COMMAND...")
-    node, command = argv[0], argv[1:]
+    hostmap = dict(item.split("=", 1) for item in os.environ.get("GEOFED_HOSTMAP", "").split(",") if "=" in item)
+    if not fed or len(argv) < 2 or argv[0] not in hostmap:
+        sys.exit("geofed-agent: usage: GEOFED_TESTBED=<federation> GEOFED_HOSTMAP=<address>=<node>,... "
+                 "geofed-agent ADDRESS COMMAND...")
+    node, command = hostmap[argv[0]], argv[1:]
     if os.environ.get("GEOFED_CPU_LIMIT", "1") == "1":
         try:
             cgroup_join(f"{CGROUP_ROOT}/{fed}/{node}", os.getpid())

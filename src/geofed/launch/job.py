@@ -1,9 +1,9 @@
 """Turn a placement into an `mpiexec` (or `srun`) command and run it.
 
 Three ways to reach nodes, one job description:
-- testbed: Hydra's mpiexec runs in the namespace of the storage site's first node
-  (jobs were invoked at the storage site in seed 000) and starts a proxy on every
-  node through `geofed-agent`; MPI is forced onto TCP, since UCX would otherwise use
+- testbed: Hydra's mpiexec runs in the storage site's namespace (jobs were invoked
+  at the storage site in seed 000) and starts a proxy on every node through
+  `geofed-agent`; MPI is forced onto TCP, since UCX would otherwise use
   shared memory between namespaces and no message would cross the emulated link;
 - hostfile: a real cluster whose hosts are labelled by site; mpiexec over ssh;
 - slurm: inside an allocation, srun with an arbitrary distribution that follows
@@ -71,11 +71,18 @@ def _hosts_args(job: Job, hosts: dict[str, str]) -> list[str]:
 
 def testbed_command(job: Job) -> Command:
     plan = make_plan(job.fed)
-    head = plan.node(job.fed.site(job.fed.storage).node_list()[0].name)
+    # mpiexec runs at the storage site's router, like a login node there; from a
+    # node's own namespace Hydra would start that node's proxy itself, bypassing the
+    # agent (no cgroup, no node identity).
+    head = next(s for s in plan.sites if s.code == job.fed.storage)
     mpiexec = binary("mpiexec")
-    argv = [mpiexec, "-iface", "eth0", "-launcher", "rsh", "-launcher-exec", binary("geofed-agent")]
-    argv += _hosts_args(job, {n.name: n.name for n in job.nodes()})
-    env = dict(TESTBED_MPI_ENV, GEOFED_TESTBED=job.fed.name, GEOFED_CPU_LIMIT=str(int(job.cpu_limit)), **job.env())
+    argv = [mpiexec, "-iface", "br0", "-launcher", "rsh", "-launcher-exec", binary("geofed-agent")]
+    # Hosts by address: mpiexec sees the host's /etc (see below), where node names do
+    # not resolve, and each failed lookup waited 5 s for an unreachable DNS server.
+    hosts = {n.name: plan.node(n.name).address for n in job.nodes()}
+    argv += _hosts_args(job, hosts)
+    env = dict(TESTBED_MPI_ENV, GEOFED_TESTBED=job.fed.name, GEOFED_CPU_LIMIT=str(int(job.cpu_limit)),
+               GEOFED_HOSTMAP=_hostmap(hosts), **job.env())
     # The agent joins each node's cgroup, so mpiexec must see the host's /sys.
     return Command(in_netns_keep_mounts(head.netns, argv), env)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import statistics
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ from geofed.errors import UserError
 from geofed.federation import Federation
 from geofed.native import binary
 from geofed.testbed import host, probe
-from geofed.testbed.plan import CPU_PERIOD_US, LinkPlan, Plan, make_plan, prefix
+from geofed.testbed.plan import CPU_PERIOD_US, RESOLV_CONF, LinkPlan, Plan, make_plan, prefix
 
 Progress = Callable[[str], None]
 ETC_NETNS = Path("/etc/netns")
@@ -124,7 +125,8 @@ def _build(plan: Plan, progress: Progress) -> None:
             _shape(n.netns, n.egress_gbps)
         hosts_dir = ETC_NETNS / n.netns
         hosts_dir.mkdir(parents=True, exist_ok=True)
-        (hosts_dir / "hosts").write_text(plan.hosts_file())
+        (hosts_dir / "hosts").write_text(plan.hosts_file(n, socket.gethostname()))
+        (hosts_dir / "resolv.conf").write_text(RESOLV_CONF)
         host.cgroup_create(f"{plan.cgroup}/{n.node.name}", n.cpu_quota_us, CPU_PERIOD_US)
 
     for l in plan.links:

@@ -84,11 +84,20 @@ class Plan:
                 return n
         raise KeyError(name)
 
-    def hosts_file(self) -> str:
-        """/etc/hosts for node namespaces: node names resolve to their testbed address."""
-        lines = ["127.0.0.1 localhost"]
+    def hosts_file(self, node: NodePlan, hostname: str) -> str:
+        """/etc/hosts for a node's namespace: node names resolve to testbed addresses.
+
+        The host's own name (all namespaces share it) resolves to the node's address,
+        as a real node's name does: MPI's proxies look it up, and without an entry
+        each lookup waited 5 s for a DNS server the testbed cannot reach.
+        """
+        lines = ["127.0.0.1 localhost", f"{node.address} {hostname}"]
         lines += [f"{n.address} {n.node.name}" for n in self.nodes]
         return "\n".join(lines) + "\n"
+
+
+# No DNS inside a federation: with no nameserver the resolver fails at once.
+RESOLV_CONF = "# geofed testbed: no DNS server inside the federation\n"
 
 
 def site_subnet(index: int) -> str:
