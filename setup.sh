@@ -38,4 +38,12 @@ for py in rust/*/pyproject.toml; do
   echo "setup: building the Python extension $(dirname "$py")"
   VIRTUAL_ENV="$PWD/.venv" .venv/bin/maturin develop -q --release -m "$(dirname "$py")/Cargo.toml"
 done
+# The MPI benchmark kernels (timed loops in C, loaded by geofed.bench.kernels with
+# ctypes), built with the venv's mpicc so they use the same libmpi as mpi4py.
+# Rebuilt only when the source is newer than the library.
+lib=.venv/lib/libgeofed_bench.so
+if [ ! -e "$lib" ] || [ src/geofed/bench/kernels.c -nt "$lib" ]; then
+  echo "setup: building the MPI benchmark kernels ($lib)"
+  .venv/bin/mpicc -O2 -Wall -shared -fPIC -o "$lib" src/geofed/bench/kernels.c
+fi
 echo "setup: done; try: .venv/bin/geofed demo"

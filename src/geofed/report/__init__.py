@@ -29,7 +29,8 @@ class Section:
 
 SECTIONS: dict[str, Section] = {}
 # Modules that register sections; a new capability adds its own here.
-SECTION_MODULES = ["geofed.report.testbed", "geofed.report.launch", "geofed.apps.mdfs.report", "geofed.report.grayscott"]
+SECTION_MODULES = ["geofed.report.testbed", "geofed.report.launch", "geofed.apps.mdfs.report", "geofed.report.grayscott",
+                   "geofed.report.bench", "geofed.report.monitor"]
 
 
 def section(kind: str, title: str, order: int = 50):

@@ -1,0 +1,165 @@
+"""Subcommands of the interconnect validation suite: `geofed bench mpi|compare|matrix|check`.
+
+Registered through geofed.cli.PLUGINS; heavy imports stay inside the commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from geofed import federation, records
+from geofed.errors import UserError
+
+
+def progress(msg: str) -> None:
+    print(f"geofed: {msg}", file=sys.stderr, flush=True)
+
+
+def _job_args(p: argparse.ArgumentParser, ranks: bool = True) -> None:
+    p.add_argument("--federation", "-f", default="icm-task", help="federation file or shipped name (default icm-task)")
+    p.add_argument("--placement", "-p", required=True, help="nodes per site, like W1G1 (ranks 0 and 1 measure p2p)")
+    if ranks:
+        p.add_argument("--ranks-per-node", "-n", type=int, default=1, help="ranks per node (default 1)")
+    p.add_argument("--timeout", type=float, default=900, help="stop a hung job after this many seconds (default 900)")
+
+
+def _placement(args, ranks_per_node: int):
+    from geofed.launch.placement import parse
+    if ranks_per_node < 1:
+        raise UserError(f"--ranks-per-node: must be at least 1, got {ranks_per_node}")
+    fed = federation.load(args.federation)
+    return fed, parse(args.placement, fed)
+
+
+def _failed(e: Exception) -> int:
+    print(f"geofed: failed: {e}", file=sys.stderr)
+    return 1
+
+
+def cmd_mpi(args) -> int:
+    from geofed.bench import jobs, suite
+    fed, placement = _placement(args, args.ranks_per_node)
+    benches = suite.resolve(args.benchmarks)
+    suite.parse_sizes(args.sizes)
+    suite.check_ranks(benches, placement.node_count * args.ranks_per_node,
+                      f"placement {placement.code} with {args.ranks_per_node} rank per node")
+    argv = ["geofed.bench.mpi", *args.benchmarks, "--sizes", args.sizes, "--budget", str(args.budget),
+            "--window", str(args.window), "--min-iterations", str(args.min_iterations)]
+    argv += ["--iterations", str(args.iterations)] if args.iterations else []
+    argv += ["--warmup", str(args.warmup)] if args.warmup is not None else []
+    argv += [flag for flag, on in (("--validate", args.validate), ("--rotate-root", args.rotate_root),
+                                   ("--full", args.full)) if on]
+    try:
+        rec = jobs.run_program(fed, placement, argv, ranks_per_node=args.ranks_per_node, hostfile=args.hostfile,
+                               timeout=args.timeout, what=f"bench mpi {' '.join(args.benchmarks)}")
+    except jobs.JobFailed as e:
+        return _failed(e)
+    print(f"record: {records.save(rec, args.out)}")
+    return rec["data"]["exit_status"]
+
+
+def cmd_compare(args) -> int:
+    from geofed.bench import compare, jobs
+    fed, placement = _placement(args, args.ranks_per_node)
+    if args.repeat < 1:
+        raise UserError(f"--repeat: must be at least 1, got {args.repeat}")
+    try:
+        data = compare.run(fed, placement, args.benchmarks, args.sizes, args.osu, args.repeat, args.ranks_per_node,
+                           args.timeout, progress)
+    except jobs.JobFailed as e:
+        return _failed(e)
+    print(compare.format_table(data))
+    rec = records.make("bench.compare", data, **records.federation_meta(fed))
+    print(f"record: {records.save(rec, args.out)}")
+    return 0
+
+
+def cmd_matrix(args) -> int:
+    from geofed.bench import jobs, suite
+    from geofed.launch.placement import Placement
+    fed = federation.load(args.federation)
+    if args.placement:
+        placement = _placement(args, 1)[1]
+    else:  # every node of the federation
+        placement = Placement("".join(f"{s.code}{s.nodes}" for s in fed.sites),
+                              tuple((s.code, s.nodes) for s in fed.sites))
+    suite.parse_size(args.latency_size), suite.parse_size(args.bw_size)
+    if placement.node_count < 2:
+        raise UserError(f"bench matrix: placement {placement.code} has {placement.node_count} node; it needs 2 or more")
+    argv = ["geofed.bench.matrix", "--latency-size", args.latency_size, "--bw-size", args.bw_size,
+            "--budget", str(args.budget)] + (["--pairs", args.pairs] if args.pairs else [])
+    try:
+        rec = jobs.run_program(fed, placement, argv, hostfile=args.hostfile, timeout=args.timeout, what="bench matrix")
+    except jobs.JobFailed as e:
+        return _failed(e)
+    print(f"record: {records.save(rec, args.out)}")
+    return rec["data"]["exit_status"]
+
+
+def cmd_check(args) -> int:
+    from geofed.bench import check
+    runs = check.load_runs(args.runs)
+    if args.make_references:
+        print(check.make_references(runs), end="")
+        return 0
+    if not args.references:
+        raise UserError("bench check: --references FILE is needed (or --make-references to write one)")
+    rows = check.check(check.load_references(args.references), runs)
+    print(check.format_table(rows, everything=args.all))
+    if args.out:
+        rec = records.make("bench.check", {"references": str(args.references), "rows": rows})
+        print(f"record: {records.save(rec, args.out)}")
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+def register(commands, bench) -> None:
+    from geofed.bench import suite  # light: no MPI
+    names = ", ".join([*suite.BENCHMARKS, *suite.GROUPS])
+
+    p = bench.add_parser("mpi", help="MPI micro-benchmarks with OSU definitions: latency, bw, bibw, collectives")
+    p.add_argument("benchmarks", nargs="+", metavar="BENCHMARK", help=names)
+    _job_args(p)
+    p.add_argument("--hostfile", help="real cluster: lines 'HOST SITE' (see geofed run)")
+    p.add_argument("--sizes", default=suite.DEFAULT_SIZES, help="MIN:MAX in powers of two or a list 1,64,1K (default 1:4M)")
+    p.add_argument("--budget", type=float, default=suite.DEFAULT_BUDGET_S,
+                   help="seconds of timed iterations per size, cutting OSU's counts on slow links (default 0.5)")
+    p.add_argument("--min-iterations", type=int, default=suite.MIN_ITERATIONS, help="even over budget (default 3)")
+    p.add_argument("--iterations", type=int, help="instead of OSU's iteration count")
+    p.add_argument("--warmup", type=int, help="instead of OSU's warm-up count")
+    p.add_argument("--window", type=int, default=suite.WINDOW, help="bw/bibw window (default 64)")
+    p.add_argument("--rotate-root", action="store_true", help="collectives: the root rotates over the ranks")
+    p.add_argument("--validate", action="store_true", help="check every byte of every message")
+    p.add_argument("--full", action="store_true", help="print statistics, model and ratio beside OSU's columns")
+    p.add_argument("--out", default="geofed-out/bench", help="directory for the bench.mpi record")
+    p.set_defaults(func=cmd_mpi)
+
+    p = bench.add_parser("compare", help="geofed's micro-benchmarks side by side with OSU's (C) on the same ranks")
+    p.add_argument("benchmarks", nargs="*", default=["latency", "bw"], metavar="BENCHMARK",
+                   help="default: latency bw")
+    _job_args(p)
+    p.add_argument("--osu", required=True, help="OSU Micro-Benchmarks install prefix (built by you, see docs/bench.md)")
+    p.add_argument("--sizes", default="1:4M", help="as for bench mpi (default 1:4M)")
+    p.add_argument("--repeat", type=int, default=3, help="alternate runs of each (default 3); medians are compared")
+    p.add_argument("--out", default="geofed-out/bench", help="directory for the bench.compare record")
+    p.set_defaults(func=cmd_compare)
+
+    p = bench.add_parser("matrix", help="latency and bandwidth between every pair of nodes (heat map in the report)")
+    p.add_argument("--federation", "-f", default="icm-task", help="federation file or shipped name (default icm-task)")
+    p.add_argument("--placement", "-p", help="nodes to include, like W2G2 (default: every node)")
+    p.add_argument("--pairs", help="only these pairs, like W1-G1,W1-W2")
+    p.add_argument("--hostfile", help="real cluster: lines 'HOST SITE'")
+    p.add_argument("--latency-size", default="1", help="latency message size (default 1)")
+    p.add_argument("--bw-size", default="1M", help="bandwidth message size (default 1M)")
+    p.add_argument("--budget", type=float, default=0.3, help="seconds per measurement (default 0.3)")
+    p.add_argument("--timeout", type=float, default=900, help="stop a hung job after this many seconds (default 900)")
+    p.add_argument("--out", default="geofed-out/bench", help="directory for the bench.matrix record")
+    p.set_defaults(func=cmd_matrix)
+
+    p = bench.add_parser("check", help="compare runs with reference values and tolerances; exit 1 when any fails")
+    p.add_argument("runs", nargs="+", help="bench.mpi record files or directories (the newest result per benchmark counts)")
+    p.add_argument("--references", "-r", help="references TOML (system.class.benchmark tables, see docs/bench.md)")
+    p.add_argument("--make-references", action="store_true", help="print a references file from the runs instead")
+    p.add_argument("--all", action="store_true", help="list every reference, not only the failed ones")
+    p.add_argument("--out", help="directory to write a bench.check record to")
+    p.set_defaults(func=cmd_check)

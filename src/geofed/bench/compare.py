@@ -1,0 +1,130 @@
+"""`geofed bench compare`: geofed's micro-benchmarks side by side with the OSU ones in C.
+
+Both run on the same placement (the same pair of ranks, or the same ranks for a
+collective), alternately, `repeat` times each; per size the median of the repeats
+is compared. OSU is the user's own build (see docs/bench.md); geofed never ships it.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable
+
+from geofed.bench import jobs, suite
+from geofed.errors import UserError
+from geofed.launch import job as launch
+
+# What "agrees" means: small-message latency within 0.5 us of OSU's, bandwidth
+# within 10 % from 16 KiB up (below that both are dominated by per-message overhead).
+LATENCY_SLACK_US = 0.5
+BANDWIDTH_SLACK = 0.10
+BANDWIDTH_FROM = 16 * 1024
+
+
+def find_osu(root: str, name: str) -> Path:
+    """osu_<name> under an OSU install prefix or build tree."""
+    top = Path(root)
+    if not top.is_dir():
+        raise UserError(f"--osu {root}: no such directory (an OSU Micro-Benchmarks install prefix)")
+    for p in sorted(top.rglob(f"osu_{name}")):
+        if p.is_file() and os.access(p, os.X_OK):
+            return p
+    raise UserError(f"--osu {root}: no executable osu_{name} under it")
+
+
+def parse_osu(text: str) -> dict[int, float]:
+    """OSU's text: '# ...' comments, then 'size value [more columns]' lines."""
+    out = {}
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) >= 2 and not line.startswith("#"):
+            try:
+                out[int(words[0])] = float(words[1])
+            except ValueError:
+                continue
+    return out
+
+
+@contextmanager
+def captured_stdout():
+    """Collect what child processes (mpiexec and the ranks it forwards) write to fd 1."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with tempfile.TemporaryFile(mode="w+") as f:
+        os.dup2(f.fileno(), 1)
+        box: list[str] = []
+        try:
+            yield box
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+            f.seek(0)
+            box.append(f.read())
+
+
+def verdict(bench: str, size: int, osu: float, ours: float) -> str:
+    if suite.BENCHMARKS[bench].unit == "us":
+        if size > suite.LARGE_MESSAGE_SIZE:
+            return ""
+        return "ok" if abs(ours - osu) <= LATENCY_SLACK_US else "differs"
+    if size < BANDWIDTH_FROM:
+        return ""
+    return "ok" if abs(ours / osu - 1) <= BANDWIDTH_SLACK else "differs"
+
+
+def run(fed, placement, names: list[str], sizes: str, osu_root: str, repeat: int, ranks_per_node: int,
+        timeout: float, progress: Callable[[str], None]) -> dict:
+    benches = suite.resolve(names)
+    suite.check_ranks(benches, placement.node_count * ranks_per_node, f"placement {placement.code}")
+    wanted = suite.parse_sizes(sizes)
+    osu_bins = {b.name: find_osu(osu_root, b.name) for b in benches}
+    rows, runs = [], []
+    for b in benches:
+        bsizes = suite.sizes_for(b, wanted)
+        osu_vals: dict[int, list[float]] = {s: [] for s in bsizes}
+        our_vals: dict[int, list[float]] = {s: [] for s in bsizes}
+        for r in range(repeat):
+            progress(f"compare {b.name}: OSU, run {r + 1}/{repeat}")
+            job = launch.Job(fed, placement, [str(osu_bins[b.name]), "-m", f"{bsizes[0]}:{bsizes[-1]}"],
+                             ranks_per_node, cpu_limit=False)
+            jobs.require_reachable(fed, placement)
+            with captured_stdout() as out:
+                rc = launch.run(launch.testbed_command(job), timeout=timeout, job=job)
+            if rc != 0:
+                raise jobs.JobFailed(f"osu_{b.name} ended with status {rc}:\n{out[0][-2000:]}")
+            parsed = parse_osu(out[0])
+            progress(f"compare {b.name}: geofed, run {r + 1}/{repeat}")
+            with captured_stdout():
+                rec = jobs.run_program(fed, placement, ["geofed.bench.mpi", b.name, "--sizes",
+                                                        ",".join(map(str, bsizes))],
+                                       ranks_per_node=ranks_per_node, timeout=timeout, what=f"geofed {b.name}")
+            ours = {row["size"]: row["value"] for row in rec["data"]["results"][0]["sizes"]}
+            for s in bsizes:
+                if s in parsed and s in ours:
+                    osu_vals[s].append(parsed[s])
+                    our_vals[s].append(ours[s])
+            runs.append({"benchmark": b.name, "repeat": r, "osu": parsed, "geofed": ours,
+                         "class": rec["data"]["results"][0]["class"]})
+        for s in bsizes:
+            if not osu_vals[s]:
+                continue
+            o, g = statistics.median(osu_vals[s]), statistics.median(our_vals[s])
+            rows.append({"benchmark": b.name, "unit": b.unit, "size": s, "osu": o, "geofed": g,
+                         "diff": g - o, "ratio": g / o if o else None, "verdict": verdict(b.name, s, o, g)})
+    return {"placement": placement.code, "ranks_per_node": ranks_per_node, "repeat": repeat,
+            "osu": str(Path(osu_root).resolve()), "osu_binaries": {k: str(v) for k, v in osu_bins.items()},
+            "rows": rows, "runs": runs}
+
+
+def format_table(data: dict) -> str:
+    out = [f"{'benchmark':<10} {'size':>8} {'OSU':>12} {'geofed':>12} {'diff':>10} {'ratio':>7}  verdict"]
+    for r in data["rows"]:
+        ratio = f"{r['ratio']:.3f}" if r["ratio"] else "-"
+        out.append(f"{r['benchmark']:<10} {r['size']:>8} {r['osu']:>12.2f} {r['geofed']:>12.2f} {r['diff']:>10.2f} "
+                   f"{ratio:>7}  {r['verdict']}")
+    return "\n".join(out)

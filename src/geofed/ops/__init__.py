@@ -1,0 +1,1 @@
+"""Operations: capabilities that watch a federation over time."""
