@@ -86,7 +86,8 @@ def test_monitor_appends_rounds(fed, tmp_path):
                      "--budget", "0.1", "--bw-size", "64K", "--db", str(db))
     assert res.returncode == 0, res.stderr
     rows = sqlite3.connect(db).execute("SELECT a, b, class, latency_us, error FROM samples").fetchall()
-    assert len(rows) == 2 and all(r[:3] == ("A1", "B1", "inter-site") and r[3] > 1000 and r[4] is None for r in rows)
+    # One way across the 2 ms RTT link is 1000 us by the model; the emulator holds it within a few %.
+    assert len(rows) == 2 and all(r[:3] == ("A1", "B1", "inter-site") and r[3] > 900 and r[4] is None for r in rows)
 
 
 def test_a_hang_ends_at_the_timeout(fed):
