@@ -18,7 +18,13 @@ from geofed.errors import UserError
 # Capabilities that add subcommands: each module has register(commands, bench), where
 # `commands` are the subparsers of `geofed` and `bench` those of `geofed bench`.
 # Modules import their heavy dependencies inside the command functions, not at import.
-PLUGINS: list[str] = ["geofed.apps.mdfs.cli", "geofed.apps.grayscott.cli", "geofed.bench.cli", "geofed.ops.monitor"]
+PLUGINS: list[str] = [
+    "geofed.bench.cli",
+    "geofed.ops.monitor",
+    "geofed.apps.mdfs.cli",
+    "geofed.apps.grayscott.cli",
+    "geofed.apps.obstacle.cli",
+]
 
 
 def progress(msg: str) -> None:

@@ -29,8 +29,15 @@ class Section:
 
 SECTIONS: dict[str, Section] = {}
 # Modules that register sections; a new capability adds its own here.
-SECTION_MODULES = ["geofed.report.testbed", "geofed.report.launch", "geofed.apps.mdfs.report", "geofed.report.grayscott",
-                   "geofed.report.bench", "geofed.report.monitor"]
+SECTION_MODULES = [
+    "geofed.report.testbed",
+    "geofed.report.launch",
+    "geofed.report.bench",
+    "geofed.report.monitor",
+    "geofed.apps.mdfs.report",
+    "geofed.report.grayscott",
+    "geofed.apps.obstacle.report",
+]
 
 
 def section(kind: str, title: str, order: int = 50):

@@ -1,0 +1,160 @@
+"""`geofed bench obstacle`: seed 003's Table III and the reliable stack against TCP, on the testbed.
+
+Solver part: time to a certified residual for P2PSAP sync and async and for the
+MPI baseline (synchronous projected Jacobi on mpi4py), inside one site and across
+the long-haul link; the cells of one repeat run back to back, so the host's noise
+falls on all of them alike, and the table shows medians.
+
+Throughput part: one synchronous P2PSAP session across the link (the Table I stack
+sync/inter/Eth: NewReno, and sync/inter/fabric: a TCP stream with the block
+discipline) against one TCP stream on the same path (geofed-probe), then the
+Ethernet stack again on a copy of the federation whose link loses 1 % of frames,
+which must still deliver every message, in order, intact.
+
+Every testbed here is a private copy of the federation (own name), always taken down.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from geofed import federation, records
+from geofed.errors import UserError
+
+SCHEMES = ("sync", "async", "mpi")
+
+
+def private_copy(fed, directory: Path, tag: str, loss: float | None = None) -> federation.Federation:
+    """The federation under a name of our own (and optionally a lossy link), so shipped testbeds stay untouched."""
+    name = f"gfobst-{tag}-{os.getpid()}"[:32]
+    text = re.sub(r'(?m)^name\s*=.*$', f'name = "{name}"', fed.path.read_text(), count=1)
+    if loss:
+        text = re.sub(r'(?m)^\[\[link\]\]\s*$', f'[[link]]\nloss = {loss!r}', text)
+    path = directory / f"{name}.toml"
+    path.write_text(text)
+    return federation.load(path)
+
+
+def solver_rows(fed, placements: list[str], n: int, tol: float, repeat: int, progress) -> list[dict]:
+    from geofed.apps.obstacle import job
+    from geofed.launch.placement import parse
+    rows = []
+    for code in placements:
+        runs = {s: [] for s in SCHEMES}
+        for r in range(repeat):
+            for scheme in SCHEMES:
+                progress(f"bench obstacle: {code} {scheme} run {r + 1}/{repeat}")
+                res = job.run_on_testbed(fed, code, job.Spec(n, tol, scheme), timeout=600)
+                runs[scheme].append({"seconds": res["time_to_solution_s"], "certified_residual": res["certified_residual"],
+                                     "iterations": [p["iterations"] for p in res["peers"]]})
+        nodes = parse(code, fed).nodes(fed)
+        row = {"placement": code, "peers": len(nodes), "across_link": len({n.site for n in nodes}) > 1, "runs": runs}
+        for s in SCHEMES:
+            row[f"{s}_s"] = statistics.median(x["seconds"] for x in runs[s])
+            row[f"{s}_iterations"] = statistics.median(max(x["iterations"]) for x in runs[s])
+        row["async_speedup_vs_mpi"] = row["mpi_s"] / row["async_s"]
+        rows.append(row)
+    return rows
+
+
+def stream(fed, placement: str, mbytes: float, network: str, timeout: float = 900) -> dict:
+    from geofed.launch import job as launch
+    from geofed.launch.placement import parse
+    with tempfile.TemporaryDirectory(prefix="geofed-p2psap-stream-") as tmp:
+        out = Path(tmp) / "result.json"
+        argv = [sys.executable, "-m", "geofed.apps.obstacle.stream", "--mbytes", repr(mbytes),
+                "--location", "inter", "--network", network, "--out", str(out)]
+        j = launch.Job(fed, parse(placement, fed), argv, cpu_limit=False)  # measures the path, not the quota
+        rc = launch.run(launch.testbed_command(j), timeout=timeout, job=j)
+        if rc != 0 or not out.exists():
+            raise RuntimeError(f"P2PSAP stream on {placement} failed (exit status {rc})")
+        return json.loads(out.read_text())
+
+
+def link_pair(fed) -> tuple[str, str]:
+    """First node of the second site (rank 0, the sender) and of the first site."""
+    return fed.sites[1].node_list()[0].name, fed.sites[0].node_list()[0].name
+
+
+def throughput(fed, mbytes: float, repeat: int, progress) -> dict:
+    from geofed.testbed import probe
+    from geofed.testbed.plan import make_plan
+    plan = make_plan(fed)
+    b, a = link_pair(fed)
+    runs = {"p2psap_eth": [], "p2psap_fabric": [], "tcp": []}
+    for r in range(repeat):
+        progress(f"bench obstacle: throughput run {r + 1}/{repeat} ({b} -> {a})")
+        runs["p2psap_eth"].append(stream(fed, b + a, mbytes, "eth"))
+        runs["p2psap_fabric"].append(stream(fed, b + a, mbytes, "fabric"))
+        runs["tcp"].append({"mbps": probe.throughput_mbps(plan.node(b), plan.node(a), streams=1, seconds=5, warmup=2)})
+    med = {k: statistics.median(x["mbps"] for x in v) for k, v in runs.items()}
+    return {"pair": [b, a], "mbytes": mbytes, "runs": runs, "median_mbps": med,
+            "eth_of_tcp": med["p2psap_eth"] / med["tcp"], "fabric_of_tcp": med["p2psap_fabric"] / med["tcp"]}
+
+
+def main(args, progress) -> int:
+    from geofed.launch.placement import parse
+    from geofed.testbed import core as tb
+
+    tb.require_root("benchmark the obstacle solver on")
+    base = federation.load(args.federation)
+    if len(base.sites) < 2:
+        raise UserError(f"{base.name}: the benchmark needs two sites joined by a link")
+    placements = [c.strip() for c in args.placements.split(",") if c.strip()]
+    for c in placements:
+        parse(c, base)
+    data = {"n": args.n, "tol": args.tol, "repeat": args.repeat, "link_rtt_ms": base.links[0].rtt_ms}
+    with tempfile.TemporaryDirectory(prefix="geofed-bench-obstacle-") as tmp:
+        for loss in ([None] + ([args.loss] if args.part in ("all", "throughput") else [])):
+            fed = private_copy(base, Path(tmp), "loss" if loss else "clean", loss)
+            try:
+                progress(f"bench obstacle: bringing up {fed.name} (a copy of {base.name}"
+                         + (f", link loss {loss:g})" if loss else ")"))
+                tb.up(fed, progress)
+                if loss:
+                    progress(f"bench obstacle: P2PSAP stream at {loss:g} link loss")
+                    data["lossy"] = {"loss": loss, **stream(fed, "".join(link_pair(fed)), args.mbytes, "eth")}
+                    continue
+                if args.part in ("all", "solver"):
+                    data["solver"] = solver_rows(fed, placements, args.n, args.tol, args.repeat, progress)
+                if args.part in ("all", "throughput"):
+                    data["throughput"] = throughput(fed, args.mbytes, args.repeat, progress)
+            finally:
+                tb.down(fed.name)
+    rec = records.make("bench.obstacle", data, **records.federation_meta(base))
+    print(format_table(data))
+    print(f"record: {records.save(rec, args.out)}")
+    return 0
+
+
+def format_table(d: dict) -> str:
+    out = []
+    if "solver" in d:
+        out.append(f"time to a certified residual <= {d['tol']:g}, n = {d['n']} (medians of {d['repeat']}; "
+                   f"iterations of the slowest peer)")
+        out.append(f"{'placement':<10} {'peers':>5} {'link':>5} {'P2PSAP sync':>16} {'P2PSAP async':>16} "
+                   f"{'MPI Jacobi':>16} {'async vs MPI':>12}")
+        for r in d["solver"]:
+            cell = lambda s: f"{r[s + '_s']:7.3f} s {r[s + '_iterations']:>6.0f}"
+            out.append(f"{r['placement']:<10} {r['peers']:>5} {'yes' if r['across_link'] else 'no':>5} {cell('sync'):>16} "
+                       f"{cell('async'):>16} {cell('mpi'):>16} {r['async_speedup_vs_mpi']:>11.1f}x")
+    if "throughput" in d:
+        t = d["throughput"]
+        m = t["median_mbps"]
+        out.append(f"one session {t['pair'][0]} -> {t['pair'][1]} across the {d['link_rtt_ms']:.3g} ms link, "
+                   f"{t['mbytes']:g} MB (medians of {d['repeat']})")
+        out.append(f"  P2PSAP sync/inter/Eth    {m['p2psap_eth']:8.0f} Mb/s  {100 * t['eth_of_tcp']:5.1f} % of TCP")
+        out.append(f"  P2PSAP sync/inter/fabric {m['p2psap_fabric']:8.0f} Mb/s  {100 * t['fabric_of_tcp']:5.1f} % of TCP")
+        out.append(f"  TCP, one stream          {m['tcp']:8.0f} Mb/s")
+    if "lossy" in d:
+        l = d["lossy"]
+        out.append(f"  at {100 * l['loss']:g} % link loss: P2PSAP sync/inter/Eth {l['mbps']:.0f} Mb/s, delivered "
+                   f"{l['delivered']}/{l['messages']} intact, {l['sender']['retransmissions']} retransmissions, "
+                   f"{l['sender']['timeouts']} timeouts")
+    return "\n".join(out)

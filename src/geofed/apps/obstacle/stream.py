@@ -1,0 +1,84 @@
+"""Bulk transfer over one P2PSAP synchronous session between two ranks (`geofed run`).
+
+    geofed run -f FED -p G1W1 -- python -m geofed.apps.obstacle.stream --mbytes 200 --location inter --out R.json
+
+Rank 0 sends `--mbytes` in messages of `--message` bytes, each stamped with its
+index and filled with a pattern derived from it, then flushes (waits until the
+peer acknowledged everything); rank 1 receives and checks every message: in order,
+exactly once, intact. Goodput = bytes / time from the first send to the flush
+returning. MPI only exchanges the endpoint address and the secret, as in dist.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import sys
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+from geofed import runtime
+from geofed.apps.obstacle.dist import my_address
+
+TAG = 7
+
+
+def payload(index: int, size: int) -> bytes:
+    body = np.full(size // 8, index * 0x9E3779B97F4A7C15 % 2**64, dtype=np.uint64)
+    return index.to_bytes(8, "little") + body.tobytes()[8:size]
+
+
+def main(argv: list[str] | None = None) -> int:
+    import geofed_p2psap
+    ap = argparse.ArgumentParser(prog="geofed.apps.obstacle.stream", description=__doc__.splitlines()[0])
+    ap.add_argument("--mbytes", type=float, default=200)
+    ap.add_argument("--message", type=int, default=1 << 20, help="bytes per message (default 1 MiB)")
+    ap.add_argument("--location", choices=("intra", "inter"), default="inter")
+    ap.add_argument("--network", choices=("eth", "fabric"), default="eth")
+    ap.add_argument("--out", required=True, help="rank 0 writes the result here (JSON)")
+    args = ap.parse_args(argv)
+
+    comm = MPI.COMM_WORLD
+    rank = comm.Get_rank()
+    count = max(1, int(args.mbytes * 1e6 // args.message))
+    secret = comm.bcast(secrets.token_bytes(32) if rank == 0 else None, root=0)
+    ep = geofed_p2psap.Endpoint(rank, 2, secret)
+    try:
+        addrs = comm.allgather(f"{my_address()}:{ep.port}")
+        if rank == 0:
+            ep.connect(1, addrs[1], "sync", args.location, args.network)
+        else:
+            ep.wait_peer(0, 30.0)
+        runtime.quiet_barrier(comm)
+        if rank == 0:
+            t0 = time.perf_counter()
+            for i in range(count):
+                ep.send(1, TAG, payload(i, args.message))
+            if not ep.flush(1, 600.0):
+                raise RuntimeError("the receiver did not acknowledge everything within 600 s")
+            seconds = time.perf_counter() - t0
+            stats = dict(ep.stats(1))
+        else:
+            bad = 0
+            for i in range(count):
+                got = ep.receive(0, TAG, 600.0)
+                bad += got is None or bytes(got[1]) != payload(i, args.message)
+            extra = ep.receive(0, TAG, 0.5)  # nothing may follow the last message
+            result = {"delivered": count - bad, "corrupt_or_missing": bad, "extra": extra is not None}
+        runtime.quiet_barrier(comm)
+        got = comm.bcast(result if rank == 1 else None, root=1)
+        if rank == 0:
+            with open(args.out, "w") as f:
+                json.dump({"messages": count, "message_bytes": args.message, "bytes": count * args.message,
+                           "seconds": seconds, "mbps": count * args.message * 8 / seconds / 1e6,
+                           "stack": stats.pop("stack"), "sender": stats, **got}, f)
+    finally:
+        ep.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
