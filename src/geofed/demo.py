@@ -1,9 +1,10 @@
 """`geofed demo`: the main job, end to end on the shipped icm-task federation.
 
 Testbed up, verify it against the federation file, run an MPI job placed across
-both sites (W2G1: rank 0 at W1 meets an intra-site and an inter-site peer), render
-the report, and take the testbed down again, also on failure. One rank per node:
-the scaled nodes have one core each.
+both sites (W2G1: rank 0 at W1 meets an intra-site and an inter-site peer), run a
+short Gray-Scott workflow (simulation at G staged through SST to analysis and plots
+at W, every step checksummed), render the report, and take the testbed down again,
+also on failure. One rank per node: the scaled nodes have one core each.
 """
 
 from __future__ import annotations
@@ -21,29 +22,33 @@ from geofed.testbed import core, verify
 
 DEMO_FEDERATION = "icm-task"
 DEMO_PLACEMENT = "W2G1"
+# Small enough for a few seconds of simulation; 6 output steps give the report frames.
+DEMO_GRAYSCOTT = {"L": 32, "steps": 60, "plotgap": 10}
 
 
 def run(out: Path, progress: Callable[[str], None]) -> int:
     core.require_root("up (geofed demo)")
     fed = federation.load(DEMO_FEDERATION)
     out.mkdir(parents=True, exist_ok=True)
-    progress(f"[1/4] bringing up testbed {fed.name}")
+    progress(f"[1/5] bringing up testbed {fed.name}")
     core.up(fed, progress)
     try:
-        progress("[2/4] verifying the testbed against its federation file")
+        progress("[2/5] verifying the testbed against its federation file")
         data = verify.verify(fed, progress=progress)
         print(verify.format_table(data))
         records.save(records.make("testbed.verify", data, **records.federation_meta(fed)), out)
-        progress(f"[3/4] MPI ping-pong across placement {DEMO_PLACEMENT}")
+        progress(f"[3/5] MPI ping-pong across placement {DEMO_PLACEMENT}")
         job_ok = _pingpong(fed, out)
+        progress("[4/5] Gray-Scott: simulation at G, SST staging across the link, analysis and plots at W")
+        workflow_ok = _grayscott(fed, out, progress)
     finally:
-        progress("[4/4] taking the testbed down")
+        progress("[5/5] taking the testbed down")
         core.down(fed.name)
     page = report.render(records.load_dir(out), out, title=f"geofed demo: {fed.description}")
     print(f"report: {page}")
     if not data["ok"]:
         print("demo: the testbed did not meet its federation file (see the report)", file=sys.stderr)
-    return 0 if data["ok"] and job_ok else 1
+    return 0 if data["ok"] and job_ok and workflow_ok else 1
 
 
 def _pingpong(fed, out: Path) -> bool:
@@ -57,3 +62,18 @@ def _pingpong(fed, out: Path) -> bool:
             return False
         records.save(json.loads(rec_path.read_text()), out)
     return True
+
+
+def _grayscott(fed, out: Path, progress: Callable[[str], None]) -> bool:
+    from geofed.apps.grayscott import settings, workflow
+    try:
+        rec = workflow.run(fed, settings.from_dict(DEMO_GRAYSCOTT, "demo"), out, sim_site="G", analysis_site="W",
+                           timeout=300, progress=progress)
+    except workflow.WorkflowFailed as e:
+        print(f"demo: the Gray-Scott workflow failed: {e}", file=sys.stderr)
+        return False
+    print(workflow.format_table(rec))
+    records.save(rec, out)
+    if not rec["data"]["verify"]["ok"]:
+        print("demo: Gray-Scott steps were lost or corrupted (see the report)", file=sys.stderr)
+    return rec["data"]["verify"]["ok"]

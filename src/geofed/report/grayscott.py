@@ -6,6 +6,7 @@ import shutil
 import statistics
 from pathlib import Path
 
+from geofed.apps.grayscott.workflow import fmt_mbps
 from geofed.report import esc, section, table
 
 
@@ -23,6 +24,18 @@ def _frames(paths: list[str], outdir: Path, count: int = 3) -> str:
                 shutil.copyfile(src, dst)
             out.append(f"<img src='{esc(dst.name)}' style='max-width:32%'>")
     return "".join(out)
+
+
+def _transfer(x: dict) -> str:
+    rows = [[f"{n}: step bytes / (EndStep to data in memory)", fmt_mbps(v), x["steps_measured"][n]]
+            for n, v in x["median_mbps"].items()]
+    rows.append(["all consumers of the step together", fmt_mbps(x["median_link_mbps"]), ""])
+    rows.append(["link, configured", fmt_mbps(x["configured_mbps"]), ""])
+    note = ""
+    if x["link_bytes"] is not None:
+        note = (f"<p class='meta'>The link emulator delivered {x['link_bytes'] / 1e6:.1f} MB towards the consumers "
+                f"for {x['payload_bytes'] / 1e6:.1f} MB of steps they read.</p>")
+    return table(["transfer, median per step (common clock)", "Mb/s", "steps"], rows) + note
 
 
 @section("workflow.grayscott", "Gray-Scott across sites: simulation, SST staging, analysis", order=60)
@@ -43,6 +56,8 @@ def render(recs: list[dict], outdir: Path) -> str:
                            [["simulation compute (plotgap steps)", f"{med('compute_s'):.1f}"],
                             ["gather on the writer rank", f"{med('gather_s'):.1f}"],
                             ["blocked on staging", f"{med('stage_s'):.1f}"]]))
+        if "transfer" in d:  # records made before the common-clock rates have none
+            parts.append(_transfer(d["transfer"]))
         rows, classes = [], []
         for name, c in v["consumers"].items():
             bad = c["missing"] or c["differ"]
@@ -52,4 +67,27 @@ def render(recs: list[dict], outdir: Path) -> str:
         verdict = "every step reached every consumer intact" if v["ok"] else "steps were lost or corrupted"
         parts.append(f"<p><b>{esc(verdict)}</b> ({v['expected_steps']} output steps, CRC32 per plane on both sides)</p>")
         parts.append(_frames(d["frames"]["cross_section"], outdir) + "<br>" + _frames(d["frames"]["pdf"], outdir))
+    return "\n".join(parts)
+
+
+@section("bench.grayscott", "Gray-Scott: simulation time per step, staging across the link on and off", order=61)
+def render_bench(recs: list[dict], outdir: Path) -> str:
+    parts = []
+    for rec in recs:
+        d = rec["data"]
+        parts.append(f"<p class='meta'>{esc(rec['meta'].get('federation'))}: {d['sim_ranks']} simulation ranks at "
+                     f"site {esc(d['sim_site'])}, consumers at {esc(d['analysis_site'])}, link RTT "
+                     f"{d['link']['rtt_ms']:.3g} ms, {d['link']['bandwidth_gbps']} Gb/s; medians over output intervals</p>")
+        rows, classes = [], []
+        for c in d["cases"]:
+            on, x = c["on"], c["on"]["transfer"]
+            rows.append([c["L"], c["steps"], f"{c['bytes_per_output'] / 1e6:.1f}", f"{c['off']['per_step_ms']:.1f}",
+                         f"{on['per_step_ms']:.1f}", f"{c['overhead'] * 100:+.1f} %", f"{on['staging_ms']:.2f}",
+                         f"{c['staging_overhead'] * 100:.1f} %", f"{c['off']['compute_ms']:.1f} / {on['compute_ms']:.1f}",
+                         f"{on['gather_ms']:.1f}", f"{on['stage_ms']:.1f}", " / ".join(fmt_mbps(v) for v in x["median_mbps"].values()),
+                         fmt_mbps(x["median_link_mbps"]), fmt_mbps(x["configured_mbps"]), "yes" if on["intact"] else "NO"])
+            classes.append("" if on["intact"] else "fail")
+        parts.append(table(["L", "steps", "MB per output", "off ms/step", "on ms/step", "overhead",
+                            "staging ms/step", "staging / off", "compute ms/step off / on", "gather ms per output",
+                            "staged ms per output", "per consumer Mb/s", "together Mb/s", "link Mb/s", "intact"], rows, classes))
     return "\n".join(parts)

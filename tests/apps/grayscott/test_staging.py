@@ -98,3 +98,40 @@ def test_plane_crcs_catch_a_changed_plane():
     ca, cb = stream.plane_crcs([a]), stream.plane_crcs([b])
     assert (ca[0] != cb[0]).tolist() == [False, False, True, False]
     assert stream.digest(ca) != stream.digest(cb)
+
+
+def test_bp5_files_carry_every_step_through_the_chain(tmp_path):
+    # BP5 is the file engine: the writer finishes first, then each consumer reads the file.
+    (tmp_path / "s.json").write_text(json.dumps({"L": 12, "steps": 30, "plotgap": 10, "engine": "BP5"}))
+    gs, pdfs = str(tmp_path / "gs.bp"), str(tmp_path / "pdf.bp")
+    bp5 = ["--engine", "BP5"]
+    steps = [
+        [PY, "-m", "geofed.apps.grayscott.simulation", str(tmp_path / "s.json"), "--stream", gs,
+         "--result", str(tmp_path / "sim.json")],
+        [binary("mpiexec"), "-n", "2", PY, "-m", "geofed.apps.grayscott.pdf", *bp5, "--stream", gs,
+         "--out-engine", "BP5", "--out-stream", pdfs, "--bins", "8", "--result", str(tmp_path / "pdf.json")],
+        [PY, "-m", "geofed.apps.grayscott.gplot", *bp5, "--stream", gs, "--frames", str(tmp_path / "fr"),
+         "--result", str(tmp_path / "gplot.json")],
+        [PY, "-m", "geofed.apps.grayscott.pdfplot", *bp5, "--stream", pdfs, "--frames", str(tmp_path / "fr"),
+         "--result", str(tmp_path / "pdfplot.json")],
+    ]
+    for argv in steps:
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, f"{argv[2:5]}: {res.stderr}"
+    res = {n: json.loads((tmp_path / f"{n}.json").read_text())["steps"] for n in ("sim", "pdf", "gplot", "pdfplot")}
+    written = [(r["step"], r["digest"]) for r in res["sim"]]
+    assert [s for s, _ in written] == [10, 20, 30]
+    assert [(r["step"], r["digest"]) for r in res["pdf"]] == written
+    assert [(r["step"], r["digest"]) for r in res["gplot"]] == written
+    assert [r["digest"] for r in res["pdfplot"]] == [r["out_digest"] for r in res["pdf"]]
+
+
+def test_staging_off_still_times_every_output_interval(tmp_path):
+    # The benchmark's baseline: engine none writes nothing but reports the same intervals.
+    (tmp_path / "s.json").write_text(json.dumps({"L": 12, "steps": 30, "plotgap": 10, "engine": "none"}))
+    res = subprocess.run([PY, "-m", "geofed.apps.grayscott.simulation", str(tmp_path / "s.json"),
+                          "--result", str(tmp_path / "sim.json")], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    rows = json.loads((tmp_path / "sim.json").read_text())["steps"]
+    assert [r["step"] for r in rows] == [10, 20, 30]
+    assert all(r["interval_s"] >= r["compute_s"] > 0 and r["bytes"] == 0 and r["digest"] is None for r in rows)

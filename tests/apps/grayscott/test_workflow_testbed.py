@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import GEOFED, needs_root, run_geofed
-from geofed import federation
+from geofed import demo, federation, records, report
 from geofed.testbed import core, host
 from geofed.testbed.plan import make_plan
 
@@ -40,8 +40,37 @@ def test_every_step_crosses_the_9ms_link_intact(fed, tmp_path):
     assert [r["step"] for r in d["steps"]] == [10, 20, 30, 40, 50, 60]
     for r in d["steps"]:
         assert {c["digest"] for c in r["consumers"].values()} == {r["digest"]}
+        # Nothing arrives before it could have crossed the link once.
+        assert all(c["delivery_s"] * 1e3 >= d["link"]["rtt_ms"] / 2 for c in r["consumers"].values())
+    x = d["transfer"]
+    assert x["link_bytes"] >= x["payload_bytes"] == 2 * 6 * 2 * 24 ** 3 * 8
     assert {p["name"]: p["nodes"][0][0] for p in d["parts"]} == {"simulation": "G", "pdf": "W", "gplot": "W", "pdfplot": "W"}
     assert (tmp_path / "report.html").read_text().count("<img") >= 2
+
+
+def test_bench_compares_staging_on_and_off_and_stays_below_the_link_rate(fed, tmp_path):
+    res = run_geofed("bench", "grayscott", "-f", str(fed.path), "--sizes", "16:40", "--out", str(tmp_path),
+                     "--timeout", "300")
+    assert res.returncode == 0, res.stderr
+    assert "overhead" in res.stdout
+    (case,) = json.loads(next(tmp_path.glob("bench.grayscott-*.json")).read_text())["data"]["cases"]
+    assert len(case["off"]["intervals_s"]) == len(case["on"]["intervals_s"]) == 4
+    assert case["off"]["per_step_ms"] > 0 and case["on"]["intact"]
+    # Gathering and staging take time the stencil does not: the direct cost is positive.
+    assert case["on"]["staging_ms"] > 0 and case["staging_overhead"] > 0
+    x = case["on"]["transfer"]
+    rates = [v for v in x["median_mbps"].values() if v is not None] + [x["median_link_mbps"] or 0]
+    assert rates and max(rates) <= x["configured_mbps"]
+    assert x["link_bytes"] >= x["payload_bytes"] > 0
+
+
+def test_the_demo_step_records_a_workflow_with_frames(fed, tmp_path, capsys):
+    # The step `geofed demo` runs on icm-task, here on this module's copy of it.
+    assert demo._grayscott(fed, tmp_path, print)
+    assert "every step reached every consumer intact" in capsys.readouterr().out
+    report.render(records.load_dir(tmp_path), tmp_path)
+    page = (tmp_path / "report.html").read_text()
+    assert "Gray-Scott across sites" in page and page.count("<img") >= 2
 
 
 def test_a_dead_consumer_stops_the_workflow_with_its_name(fed, tmp_path):

@@ -9,7 +9,7 @@ from pathlib import Path
 def _settings(args):
     from geofed.apps.grayscott import settings
     base = settings.load(args.settings).to_json() if args.settings else {}
-    over = {k: getattr(args, k) for k in ("L", "steps", "plotgap", "noise") if getattr(args, k) is not None}
+    over = {k: getattr(args, k) for k in ("L", "steps", "plotgap", "noise") if getattr(args, k, None) is not None}
     s = settings.from_dict({**base, **over}, args.settings or "command line")
     for w in s.warnings():
         print(f"geofed: warning: {w}", file=sys.stderr)
@@ -38,6 +38,36 @@ def cmd_workflow_grayscott(args) -> int:
     return 0 if rec["data"]["verify"]["ok"] else 1
 
 
+def _sizes(text: str) -> list[tuple[int, int]]:
+    from geofed.errors import UserError
+    try:
+        pairs = [tuple(int(x) for x in item.split(":")) for item in text.split(",")]
+    except ValueError:
+        pairs = []
+    if not pairs or any(len(p) != 2 or min(p) < 1 for p in pairs):
+        raise UserError(f"--sizes: expected L:STEPS pairs like 64:200,128:60, got {text!r}")
+    return pairs
+
+
+def cmd_bench_grayscott(args) -> int:
+    from geofed import federation, records
+    from geofed.apps.grayscott import bench, workflow
+    from geofed.cli import _require_up, progress
+    fed = federation.load(args.federation)
+    s = _settings(args)
+    sizes = _sizes(args.sizes)
+    _require_up(fed)
+    try:
+        rec = bench.run(fed, s, sizes, Path(args.out), sim_site=args.sim_site, analysis_site=args.analysis_site,
+                        sim_ranks=args.sim_ranks, timeout=args.timeout, progress=progress)
+    except workflow.WorkflowFailed as e:
+        print(f"geofed: bench grayscott failed: {e}", file=sys.stderr)
+        return 1
+    print(bench.format_table(rec))
+    print(f"record: {records.save(rec, args.out)}")
+    return 0 if all(c["on"]["intact"] for c in rec["data"]["cases"]) else 1
+
+
 def _settings_args(p) -> None:
     p.add_argument("--settings", help="settings JSON in the ADIOS2 tutorial's shape (default: the tutorial defaults)")
     p.add_argument("--L", type=int, help="override the settings' L (cells per side)")
@@ -63,3 +93,16 @@ def register(commands, bench) -> None:
     p.add_argument("--out", default="geofed-out/grayscott", help="directory for records, frames and the report")
     _settings_args(p)
     p.set_defaults(func=cmd_workflow_grayscott)
+
+    p = bench.add_parser("grayscott", help="Gray-Scott time per step with SST staging across a link against without (root)")
+    p.add_argument("--federation", "-f", default="icm-task", help="federation file or shipped name (default icm-task)")
+    p.add_argument("--sim-site", default="G", help="site of the simulation (default G)")
+    p.add_argument("--analysis-site", default="W", help="site of the consumers (default W)")
+    p.add_argument("--sim-ranks", type=int, default=4, help="MPI ranks of the simulation (default 4)")
+    p.add_argument("--sizes", default="64:200,128:100",
+                   help="L:STEPS pairs to measure (default 64:200,128:100: about 2 minutes on 2 cores)")
+    p.add_argument("--timeout", type=float, default=900.0, help="stop a run after this many seconds")
+    p.add_argument("--out", default="geofed-out/bench", help="directory for the JSON record and the runs' logs")
+    p.add_argument("--settings", help="settings JSON (its L and steps are replaced by --sizes)")
+    p.add_argument("--plotgap", type=int, help="override the settings' plotgap")
+    p.set_defaults(func=cmd_bench_grayscott)

@@ -36,7 +36,8 @@ def open_reader(args, describe: str, fields: list[str], extras: tuple[str, ...] 
 
 
 def row(r: stream.Received, digest: str) -> dict:
-    return {"step": r.step, "wait_s": r.wait_s, "read_s": r.read_s, "bytes": r.bytes, "digest": digest}
+    return {"step": r.step, "wait_s": r.wait_s, "asked": r.asked, "arrived": r.arrived, "bytes": r.bytes,
+            "digest": digest}
 
 
 def pause(args) -> None:

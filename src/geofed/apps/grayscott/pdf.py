@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
                 hi = comm.allreduce(float(f.max()), MPI.MAX)
                 pdfs[name], edges[name] = slice_pdfs(f, lo, hi, args.bins)
             consumer.pause(args)
-            parts = comm.gather((pdfs, r.crcs, r.wait_s, r.read_s, r.bytes), root=0)
+            parts = comm.gather((pdfs, r.crcs, r.wait_s, r.asked, r.arrived, r.bytes), root=0)
             if rank != 0:
                 continue
             crcs = np.concatenate([p[1] for p in parts], axis=1)
@@ -67,8 +67,10 @@ def main(argv: list[str] | None = None) -> int:
                                            "pdf analysis", extras={"U/bins": (args.bins + 1,), "V/bins": (args.bins + 1,)})
                 w = writer.write(r.step, {**out, "U/bins": edges["U"], "V/bins": edges["V"]})
                 stage_s, out_digest = w.stage_s, w.digest
-            rows.append({"step": r.step, "wait_s": max(p[2] for p in parts), "read_s": max(p[3] for p in parts),
-                         "bytes": sum(p[4] for p in parts), "digest": stream.digest(crcs),
+            # The step is asked for when the last rank asks, and in when the last rank has its share.
+            rows.append({"step": r.step, "wait_s": max(p[2] for p in parts), "asked": max(p[3] for p in parts),
+                         "arrived": max(p[4] for p in parts), "bytes": sum(p[5] for p in parts),
+                         "digest": stream.digest(crcs),
                          "analysis_s": analysis_s, "stage_s": stage_s, "out_digest": out_digest})
     except stream.CorruptStep as e:
         print(str(e), file=sys.stderr, flush=True)

@@ -138,26 +138,33 @@ def main(argv: list[str] | None = None) -> int:
                         args.connect_timeout, describe="gray-scott simulation")
     runtime.quiet_barrier(cart)
 
+    # One row per output interval (plotgap steps), with staging on or off: `interval_s`
+    # is rank 0's wall time for the interval, the simulation's time as a user sees it.
     rows, compute = [], 0.0
-    t_start = time.perf_counter()
+    t_start = t_interval = time.perf_counter()
     for step in range(1, s.steps + 1):
         t0 = time.perf_counter()
         exchange(cart, u, v)
         stepper.step(u, v, u2, v2)
         u, u2, v, v2 = u2, u, v2, v
         compute += time.perf_counter() - t0
-        if step % s.plotgap == 0 and s.engine != "none":
+        if step % s.plotgap != 0:
+            continue
+        row = {"step": step, "compute_s": compute, "gather_s": 0.0, "stage_s": 0.0, "published": None,
+               "bytes": 0, "digest": None}
+        if s.engine != "none":
             t1 = time.perf_counter()
-            root = gatherer.gather(u, v)
-            if root:
-                gather_s = time.perf_counter() - t1
+            if gatherer.gather(u, v):
+                row["gather_s"] = time.perf_counter() - t1
                 w = writer.write(step, {"U": gatherer.U, "V": gatherer.V})
-                rows.append({"step": step, "compute_s": compute, "gather_s": gather_s, "stage_s": w.stage_s,
-                             "bytes": w.bytes, "digest": w.digest})
+                row.update(stage_s=w.stage_s, published=w.published, bytes=w.bytes, digest=w.digest)
             # Others sleep while rank 0 stages: busy-polling in the next exchange
             # would take the node's CPU from the writer.
             runtime.quiet_barrier(cart)
-            compute = 0.0
+        now = time.perf_counter()
+        if rank == 0:
+            rows.append(dict(row, interval_s=now - t_interval))
+        t_interval, compute = now, 0.0
     wall = time.perf_counter() - t_start
     if writer is not None:
         writer.close()

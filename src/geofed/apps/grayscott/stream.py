@@ -6,6 +6,13 @@ planes it read and compares them at once, so a corrupted step fails loudly where
 arrives; both sides also report a per-step digest (CRC32 of all plane CRCs) that
 the workflow compares afterwards.
 
+Transfer times are taken on the wall clock (time.time) that every process of one
+host shares, the testbed's nodes included: the writer stamps when it hands a step
+to SST (EndStep), a reader when it asked for the step and when its data was in
+memory. A reader's own timer around Get/PerformGets is not a transfer time: SST
+had already moved most of a step by the time BeginStep returned (4 MB "read" in
+5 ms across a 9 ms RTT), so only the span from publication to arrival is.
+
 SST is configured so that no step can be lost: the writer waits for all its
 readers to connect (RendezvousReaderCount), keeps at most two steps queued and
 blocks when the queue is full (QueueFullPolicy = Block); readers wait for a step
@@ -80,6 +87,7 @@ class ConnectTimeout(RuntimeError):
 class Written:
     step: int
     stage_s: float  # BeginStep to EndStep: time the writer was held by staging
+    published: float  # wall clock at EndStep: the step handed to the stream
     bytes: int
     digest: str
 
@@ -132,8 +140,9 @@ class Writer:
         for name, var in self.extras.items():
             self.engine.Put(var, np.ascontiguousarray(arrays[name]), self.ab.Mode.Sync)
         self.engine.Put(self.crc_var, crcs, self.ab.Mode.Sync)
+        published = time.time()
         self.engine.EndStep()
-        return Written(step, time.perf_counter() - t0, sum(f.nbytes for f in fields), digest(crcs))
+        return Written(step, time.perf_counter() - t0, published, sum(f.nbytes for f in fields), digest(crcs))
 
     def close(self) -> None:
         self.engine.Close()
@@ -170,8 +179,9 @@ class Received:
     lo: int  # first plane held
     arrays: dict[str, np.ndarray]  # planes [lo, lo + n) of every field, and the extras
     crcs: np.ndarray  # recomputed here, shape (fields, hi - lo)
-    wait_s: float  # in BeginStep: waiting for the writer to publish the step
-    read_s: float  # Get to PerformGets: moving the data
+    wait_s: float  # in BeginStep: waiting for the step (and, in SST, most of its data)
+    asked: float  # wall clock when this reader called BeginStep
+    arrived: float  # wall clock when the step's data was in memory (PerformGets returned)
     bytes: int
 
 
@@ -212,14 +222,13 @@ class Reader:
         ab = self.ab
         index, count = part
         while True:
-            t0 = time.perf_counter()
+            asked = time.time()
             status = self.engine.BeginStep(ab.StepMode.Read, -1.0)
-            wait = time.perf_counter() - t0
+            wait = time.time() - asked
             if status == ab.StepStatus.EndOfStream:
                 return
             if status != ab.StepStatus.OK:
                 raise RuntimeError(f"{self.describe}: stream {self.path}: BeginStep returned {status}")
-            t1 = time.perf_counter()
             step = np.zeros(1, dtype=np.int64)
             self.engine.Get(self.io.InquireVariable("step"), step, ab.Mode.Deferred)
             arrays = {}
@@ -239,14 +248,14 @@ class Reader:
             sent = np.empty(crc_var.Shape(), dtype=np.uint32)
             self.engine.Get(crc_var, sent, ab.Mode.Deferred)
             self.engine.PerformGets()
-            read = time.perf_counter() - t1
+            arrived = time.time()
             self.engine.EndStep()
             crcs = plane_crcs([arrays[n] for n in self.names])
             if not np.array_equal(crcs, sent[:, a:a + crcs.shape[1]]):
                 bad = [self.names[i] for i in range(len(self.names)) if not np.array_equal(crcs[i], sent[i, a:a + crcs.shape[1]])]
                 raise CorruptStep(f"{self.describe}: step {int(step[0])} of {self.path} arrived corrupted "
                                   f"(CRC mismatch in {', '.join(bad)})")
-            yield Received(int(step[0]), a, arrays, crcs, wait, read, sum(x.nbytes for x in arrays.values()))
+            yield Received(int(step[0]), a, arrays, crcs, wait, asked, arrived, sum(x.nbytes for x in arrays.values()))
 
     def close(self) -> None:
         self.engine.Close()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -188,19 +189,74 @@ def verify(sim: dict, consumers: dict[str, dict], pdf_out: dict | None, expected
     return {"ok": ok, "all_steps_written": all_written, "expected_steps": len(expected), "consumers": checks}
 
 
+def _mbps(nbytes: int, seconds: float) -> float | None:
+    return nbytes * 8 / seconds / 1e6 if seconds > 0 else None
+
+
 def step_table(sim: dict, consumers: dict[str, dict]) -> list[dict]:
+    """Per output step: the writer's row and, per consumer, how long the step took to arrive.
+
+    `delivery_s` runs from the writer's EndStep to the consumer having the data, on the
+    host's common wall clock. It is a transfer time only when the consumer was already
+    waiting (had asked before the step was published); a consumer still busy with the
+    previous step adds its own lag, so its rate is left out (`behind`). `link_mbps` is
+    all consumers' bytes over the time until the last of them had the step: what the
+    link carried for this step, when every consumer was waiting.
+    """
     rows = []
     by = {n: {r["step"]: r for r in res["steps"]} for n, res in consumers.items()}
     for r in sim["steps"]:
-        row = dict(r, consumers={})
+        row = dict(r, consumers={}, link_mbps=None)
         for n in by:
             c = by[n].get(r["step"])
             if c:
-                row["consumers"][n] = {"digest": c["digest"], "wait_s": c["wait_s"], "read_s": c["read_s"],
-                                       "bytes": c["bytes"],
-                                       "mbps": c["bytes"] * 8 / c["read_s"] / 1e6 if c["read_s"] > 0 else None}
+                delivery = c["arrived"] - r["published"]
+                behind = c["asked"] > r["published"]
+                row["consumers"][n] = {"digest": c["digest"], "wait_s": c["wait_s"], "bytes": c["bytes"],
+                                       "delivery_s": delivery, "behind": behind,
+                                       "mbps": None if behind else _mbps(c["bytes"], delivery)}
+        got = row["consumers"].values()
+        if len(got) == len(by) and not any(c["behind"] for c in got):
+            row["link_mbps"] = _mbps(sum(c["bytes"] for c in got), max(c["delivery_s"] for c in got))
         rows.append(row)
     return rows
+
+
+def transfer_summary(steps: list[dict], link_gbps: float | None, link_bytes: int | None) -> dict:
+    """Medians of the per-step rates against the link's configured rate."""
+    names = list(steps[0]["consumers"]) if steps else []
+    per = {n: [r["consumers"][n]["mbps"] for r in steps if n in r["consumers"] and r["consumers"][n]["mbps"]]
+           for n in names}
+    link = [r["link_mbps"] for r in steps if r["link_mbps"]]
+    payload = sum(c["bytes"] for r in steps for c in r["consumers"].values())
+    return {
+        "configured_mbps": link_gbps * 1000 if link_gbps else None,
+        "median_mbps": {n: statistics.median(v) if v else None for n, v in per.items()},
+        "median_delivery_s": {n: statistics.median(r["consumers"][n]["delivery_s"] for r in steps
+                                                   if n in r["consumers"]) for n in names},
+        "steps_measured": {n: len(v) for n, v in per.items()},
+        "median_link_mbps": statistics.median(link) if link else None,
+        "payload_bytes": payload,
+        "link_bytes": link_bytes,
+    }
+
+
+def link_bytes(fed: Federation, src: str, dst: str) -> int | None:
+    """Bytes the link emulator has delivered from site src towards dst so far (None: no direct link).
+
+    Read from the emulator's egress port in its link namespace, so what is counted
+    crossed the emulated link, headers included.
+    """
+    from geofed.testbed import host
+    from geofed.testbed.core import EMU_PORT_A, EMU_PORT_B
+    from geofed.testbed.plan import make_plan
+    route = fed.route(src, dst)
+    if len(route) != 1:
+        return None
+    lp = next(l for l in make_plan(fed).links if l.link is route[0])
+    port = EMU_PORT_A if dst == lp.link.a else EMU_PORT_B
+    res = host.ip("-j", "-s", "link", "show", "dev", port, netns=lp.netns)
+    return int(json.loads(res.stdout)[0]["stats64"]["tx"]["bytes"])
 
 
 def run(fed: Federation, s: Settings, out: Path, *, sim_site: str = "G", analysis_site: str = "W",
@@ -225,19 +281,24 @@ def run(fed: Federation, s: Settings, out: Path, *, sim_site: str = "G", analysi
         parts = plan_parts(fed, s, run_dir, Path(streams), sim_site=sim_site, analysis_site=analysis_site,
                            pdf_site=pdf_site, plot_site=plot_site, sim_ranks=sim_ranks, pdf_ranks=pdf_ranks,
                            connect_timeout=connect_timeout, frame_every=every, delays=delays or {})
+        before = link_bytes(fed, sim_site, analysis_site)
         wall = run_parts(fed, parts, timeout, progress)
+        after = link_bytes(fed, sim_site, analysis_site)
     res = {p.name: json.loads(p.result.read_text()) for p in parts}
     consumers = {"pdf": res["pdf"], "gplot": res["gplot"]}
     check = verify(res["simulation"], consumers, res["pdfplot"], expected)
     link = fed.route(sim_site, analysis_site)
+    steps = step_table(res["simulation"], consumers)
+    gbps = fed.bandwidth_gbps(sim_site, analysis_site)
+    crossed = after - before if before is not None else None
     data = {
         "settings": s.to_json(), "sim_site": sim_site, "analysis_site": analysis_site, "run_dir": str(run_dir),
         "link": {"rtt_ms": 2 * fed.one_way_ms(sim_site, analysis_site),
-                 "bandwidth_gbps": fed.bandwidth_gbps(sim_site, analysis_site), "hops": len(link)},
+                 "bandwidth_gbps": gbps, "hops": len(link)},
         "parts": [{"name": p.name, "describe": p.describe, "nodes": p.nodes, "ranks": len(p.nodes) * p.ranks_per_node,
                    "delay_s": (delays or {}).get(p.name, 0.0)} for p in parts],
         "simulation": {k: v for k, v in res["simulation"].items() if k != "steps"},
-        "steps": step_table(res["simulation"], consumers),
+        "steps": steps, "transfer": transfer_summary(steps, gbps, crossed),
         "pdf_stream": [dict(r) for r in res["pdfplot"]["steps"]],
         "verify": check, "wall_s": wall,
         "frames": {"cross_section": res["gplot"]["frames"], "pdf": res["pdfplot"]["frames"],
@@ -250,15 +311,20 @@ def format_table(rec: dict) -> str:
     d = rec["data"]
     names = list(d["steps"][0]["consumers"]) if d["steps"] else []
     head = f"{'step':>6} {'compute ms':>10} {'gather ms':>9} {'staged ms':>9} {'MB':>6} {'digest':>9}"
-    head += "".join(f" {n + ' Mb/s':>12} {n + ' digest':>14}" for n in names)
+    head += "".join(f" {n + ' in ms':>11} {n + ' Mb/s':>11} {n + ' digest':>14}" for n in names)
     lines = [head]
     for r in d["steps"]:
         line = (f"{r['step']:>6} {r['compute_s'] * 1e3:>10.1f} {r['gather_s'] * 1e3:>9.1f} {r['stage_s'] * 1e3:>9.1f}"
                 f" {r['bytes'] / 1e6:>6.2f} {r['digest']:>9}")
         for n in names:
             c = r["consumers"].get(n)
-            line += f" {c['mbps']:>12.0f} {c['digest']:>14}" if c else f" {'-':>12} {'MISSING':>14}"
+            if c:
+                rate = "behind" if c["mbps"] is None else f"{c['mbps']:.0f}"
+                line += f" {c['delivery_s'] * 1e3:>11.1f} {rate:>11} {c['digest']:>14}"
+            else:
+                line += f" {'-':>11} {'-':>11} {'MISSING':>14}"
         lines.append(line)
+    lines.append(transfer_line(d["transfer"]))
     v = d["verify"]
     for n, c in v["consumers"].items():
         lines.append(f"{n}: {c['received']}/{c['written']} steps of stream {c['stream']} received, "
@@ -266,3 +332,18 @@ def format_table(rec: dict) -> str:
     lines.append(f"verdict: {'every step reached every consumer intact' if v['ok'] else 'STEPS LOST OR CORRUPTED'}"
                  f" ({v['expected_steps']} steps, {d['wall_s']:.1f} s)")
     return "\n".join(lines)
+
+
+def fmt_mbps(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0f}"
+
+
+def transfer_line(x: dict) -> str:
+    """One line on what the link carried, against its configured rate."""
+    mb = fmt_mbps
+    out = (f"transfer (EndStep to data in the consumer, common clock): median "
+           + ", ".join(f"{n} {mb(v)} Mb/s" for n, v in x["median_mbps"].items())
+           + f"; all consumers together {mb(x['median_link_mbps'])} Mb/s; link configured {mb(x['configured_mbps'])} Mb/s")
+    if x["link_bytes"] is not None:
+        out += f"; the link carried {x['link_bytes'] / 1e6:.1f} MB for {x['payload_bytes'] / 1e6:.1f} MB of steps"
+    return out
