@@ -3,7 +3,8 @@
 Testbed up, verify it against the federation file, run an MPI job placed across
 both sites (W2G1: rank 0 at W1 meets an intra-site and an inter-site peer), run a
 short Gray-Scott workflow (simulation at G staged through SST to analysis and plots
-at W, every step checksummed), render the report, and take the testbed down again,
+at W, every step checksummed), seed 000's MDFS Table 1/2 on the scaled nodes (one run
+per placement and split), render the report, and take the testbed down again,
 also on failure. One rank per node: the scaled nodes have one core each.
 """
 
@@ -24,25 +25,29 @@ DEMO_FEDERATION = "icm-task"
 DEMO_PLACEMENT = "W2G1"
 # Small enough for a few seconds of simulation; 6 output steps give the report frames.
 DEMO_GRAYSCOTT = {"L": 32, "steps": 60, "plotgap": 10}
+# Seed 000's placements; one run each keeps the demo short (the sweep command repeats).
+DEMO_MDFS_PLACEMENTS = ["G1W0", "G0W1", "G2W0", "G1W1", "G0W2", "G2W2", "G0W4"]
 
 
 def run(out: Path, progress: Callable[[str], None]) -> int:
     core.require_root("up (geofed demo)")
     fed = federation.load(DEMO_FEDERATION)
     out.mkdir(parents=True, exist_ok=True)
-    progress(f"[1/5] bringing up testbed {fed.name}")
+    progress(f"[1/6] bringing up testbed {fed.name}")
     core.up(fed, progress)
     try:
-        progress("[2/5] verifying the testbed against its federation file")
+        progress("[2/6] verifying the testbed against its federation file")
         data = verify.verify(fed, progress=progress)
         print(verify.format_table(data))
         records.save(records.make("testbed.verify", data, **records.federation_meta(fed)), out)
-        progress(f"[3/5] MPI ping-pong across placement {DEMO_PLACEMENT}")
+        progress(f"[3/6] MPI ping-pong across placement {DEMO_PLACEMENT}")
         job_ok = _pingpong(fed, out)
-        progress("[4/5] Gray-Scott: simulation at G, SST staging across the link, analysis and plots at W")
+        progress("[4/6] Gray-Scott: simulation at G, SST staging across the link, analysis and plots at W")
         workflow_ok = _grayscott(fed, out, progress)
+        progress("[5/6] MDFS 2D on the Madelon-like data across seed 000's placements")
+        _mdfs(fed, out, progress)
     finally:
-        progress("[5/5] taking the testbed down")
+        progress("[6/6] taking the testbed down")
         core.down(fed.name)
     page = report.render(records.load_dir(out), out, title=f"geofed demo: {fed.description}")
     print(f"report: {page}")
@@ -77,3 +82,12 @@ def _grayscott(fed, out: Path, progress: Callable[[str], None]) -> bool:
     if not rec["data"]["verify"]["ok"]:
         print("demo: Gray-Scott steps were lost or corrupted (see the report)", file=sys.stderr)
     return rec["data"]["verify"]["ok"]
+
+
+def _mdfs(fed, out: Path, progress: Callable[[str], None]) -> None:
+    from geofed.apps.mdfs import data, sweep
+    from geofed.apps.mdfs.core import Params
+    rec = sweep.sweep(fed, DEMO_MDFS_PLACEMENTS, ["speed", "even"], 1, Params(discretizations=30),
+                      data.madelon_like(), progress)
+    print(sweep.format_table(rec))
+    records.save(rec, out)

@@ -29,7 +29,7 @@ def private_copy(fed, directory: Path) -> Path:
 
 
 def main(args, params, progress) -> int:
-    from geofed.apps.mdfs import data, jobs
+    from geofed.apps.mdfs import data
     from geofed.launch.placement import parse
     from geofed.testbed import core as tb
 
@@ -43,41 +43,55 @@ def main(args, params, progress) -> int:
     for c in codes:
         parse(c, base)  # bad codes fail before anything is brought up
     ds = data.madelon_like(seed=args.data_seed)
-    rows = []
     with tempfile.TemporaryDirectory(prefix="geofed-mdfs-sweep-") as tmp:
         fed = federation.load(private_copy(base, Path(tmp)))
-        npz = jobs.save_npz(Path(tmp) / "data.npz", ds.x, ds.y)
         try:
             progress(f"mdfs sweep: bringing up {fed.name} (a copy of {base.name})")
             tb.up(fed, progress)
-            for code in codes:
-                pl = parse(code, fed)
-                one_site = len({n.site for n in pl.nodes(fed)}) == 1
-                for split in (["speed"] if one_site else splits):
-                    times, staging, results = [], [], None
-                    for r in range(args.repeat):
-                        progress(f"mdfs sweep: {code} split {split} run {r + 1}/{args.repeat}")
-                        res = jobs.run_on_testbed(fed, code, npz, params, split)
-                        times.append(res["timing"]["compute_s"])
-                        staging.append(res["timing"]["staging_s"])
-                        results = res
-                    rows.append({"placement": code, "split": split, "nodes": len(pl.nodes(fed)),
-                                 "sites": sorted({n.site for n in pl.nodes(fed)}),
-                                 "compute_s": statistics.median(times), "compute_samples": times,
-                                 "staging_s": statistics.median(staging), "staging_samples": staging,
-                                 "staging_bytes": results["ranks"][0]["staging"]["bytes"],
-                                 "shares": [{"node": p["node"], "tuples": p["tuples"], "count_s": p["count_s"]}
-                                            for p in results["ranks"]],
-                                 "relevant": [int(v) for v in results["relevant"]]})
+            rec = sweep(fed, codes, splits, args.repeat, params, ds, progress, record_as=base)
         finally:
             progress(f"mdfs sweep: taking {fed.name} down")
             tb.down(fed.name)
-    derive(rows, [s.code for s in base.sites])
-    rec = records.make("mdfs.sweep", {"params": params.as_dict(), "data": ds.source, "repeat": args.repeat,
-                                      "storage": base.storage, "rows": rows}, **records.federation_meta(base))
     print(format_table(rec))
     print(f"record: {records.save(rec, args.out)}")
     return 0
+
+
+def sweep(fed, codes: list[str], splits: list[str], repeat: int, params, ds, progress, record_as=None) -> dict:
+    """Run the analysis on each placement of a testbed that is up; an `mdfs.sweep` record.
+
+    `record_as` is the federation the record names (the shipped one a private copy
+    was made of); by default `fed` itself.
+    """
+    from geofed.apps.mdfs import jobs
+    from geofed.launch.placement import parse
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="geofed-mdfs-sweep-") as tmp:
+        npz = jobs.save_npz(Path(tmp) / "data.npz", ds.x, ds.y)
+        for code in codes:
+            pl = parse(code, fed)
+            one_site = len({n.site for n in pl.nodes(fed)}) == 1
+            for split in (["speed"] if one_site else splits):
+                times, staging, results = [], [], None
+                for r in range(repeat):
+                    progress(f"mdfs sweep: {code} split {split} run {r + 1}/{repeat}")
+                    res = jobs.run_on_testbed(fed, code, npz, params, split)
+                    times.append(res["timing"]["compute_s"])
+                    staging.append(res["timing"]["staging_s"])
+                    results = res
+                rows.append({"placement": code, "split": split, "nodes": len(pl.nodes(fed)),
+                             "sites": sorted({n.site for n in pl.nodes(fed)}),
+                             "compute_s": statistics.median(times), "compute_samples": times,
+                             "staging_s": statistics.median(staging), "staging_samples": staging,
+                             "staging_bytes": results["ranks"][0]["staging"]["bytes"],
+                             "shares": [{"node": p["node"], "tuples": p["tuples"], "count_s": p["count_s"]}
+                                        for p in results["ranks"]],
+                             "relevant": [int(v) for v in results["relevant"]]})
+    named = record_as or fed
+    derive(rows, [s.code for s in named.sites])
+    return records.make("mdfs.sweep", {"params": params.as_dict(), "data": ds.source, "repeat": repeat,
+                                       "storage": named.storage, "rows": rows}, **records.federation_meta(named))
 
 
 def derive(rows: list[dict], sites: list[str]) -> None:
