@@ -60,15 +60,16 @@ def test_max_ig_p_values_and_relevant_set_match_the_reference(synth, dim, disc, 
                                           n_contrast=n_contrast), threads=2)
     assert close_ig(ref["statistic"], mine["max_ig"])
     assert close_ig(ref["statistic_contrast"], mine["contrast_max_ig"])
+    if dim == 1:
+        # 1D repeats the reference's float32 arithmetic: with one division, log10 p near
+        # p = 1 moves ~7e-3 per 1e-3 of IG, more than float32 rounding allows for 1e-3
+        assert np.array_equal(ref["statistic"], mine["max_ig"])
+        assert np.array_equal(ref["statistic_contrast"], mine["contrast_max_ig"])
     assert np.array_equal(ref["contrast_indices"], mine["contrast_sources"])
     pr, pm = ref["p_value"], mine["p_value"]
     assert np.array_equal(pr == 0, pm == 0)
-    # Within 1e-3 in log10 wherever a variable could be relevant (p <= 0.1). Near p = 1
-    # (IG at the reference's float32 noise, ~1e-4 bits x objects) log10 p moves ~3e-3 per 1e-4 of IG.
-    small = (pr > 0) & (pr <= 0.1)
-    assert np.all(np.abs(np.log10(pr[small]) - np.log10(pm[small])) < 1e-3)
-    rest = (pr > 0) & ~small
-    assert np.all(np.abs(np.log10(pr[rest]) - np.log10(pm[rest])) < 1e-2)
+    nonzero = pr > 0
+    assert np.all(np.abs(np.log10(pr[nonzero]) - np.log10(pm[nonzero])) < 1e-3)
     assert list(ref["relevant_variables"]) == list(mine["relevant"])
     if dim >= 2 and p == 500:
         assert len(mine["relevant"]) >= 15  # the Madelon-like design has 20 relevant variables
