@@ -26,9 +26,15 @@ pub struct Config {
     pub initial_rto: Duration,
     pub min_rto: Duration,
     pub max_rto: Duration,
-    /// Synchronous sends are refused (`Full`) once this many segments are unsent
-    /// or unacknowledged: the seed's 1000 send blocks.
+    /// Synchronous sends are refused (`Full`) once the unsent or unacknowledged
+    /// payload fills this many of the seed's 8128-byte send blocks (1000). Bytes,
+    /// not segments, so segments smaller than a block (the path MTU) get the same buffer.
     pub send_blocks: usize,
+    /// PositiveAck: acknowledge every `ack_every`-th in-order segment at once and
+    /// the others after `ack_delay` (or at `flush_ack`); out-of-order and duplicate
+    /// segments are acknowledged at once, so duplicate ACKs still count (RFC 5681 4.2).
+    pub ack_every: u32,
+    pub ack_delay: Duration,
     /// Window, in segments, of reliable stacks without congestion control
     /// (sync intra-site Ethernet): flow control only.
     pub fixed_window: usize,
@@ -46,6 +52,8 @@ impl Config {
             min_rto: Duration::from_millis(2),
             max_rto: Duration::from_secs(10),
             send_blocks: 1000,
+            ack_every: 1,
+            ack_delay: Duration::from_millis(1),
             fixed_window: 256,
         }
     }
@@ -126,8 +134,13 @@ pub struct Connection {
     async_rr: VecDeque<u32>,
     /// DCCP: sequence -> (bytes, sent at) awaiting the ack vector.
     dccp_flight: BTreeMap<u64, (u64, Instant)>,
+    /// Payload bytes of synchronous messages not yet acknowledged (reliable) or sent.
+    buffered: usize,
     // --- receiving
     pending_acks: VecDeque<Vec<u8>>,
+    /// In-order segments received since the last ACK, and when the owed ACK is due.
+    unacked: u32,
+    ack_at: Option<Instant>,
     rcv_nxt: u64,
     out_of_order: BTreeMap<u64, Segment>,
     assembling: HashMap<u32, (u64, Vec<u8>)>,
@@ -167,7 +180,10 @@ impl Connection {
             async_out: BTreeMap::new(),
             async_rr: VecDeque::new(),
             dccp_flight: BTreeMap::new(),
+            buffered: 0,
             pending_acks: VecDeque::new(),
+            unacked: 0,
+            ack_at: None,
             rcv_nxt: 1,
             out_of_order: BTreeMap::new(),
             assembling: HashMap::new(),
@@ -227,7 +243,7 @@ impl Connection {
     /// while the send blocks are used up. Asynchronous: replaces any part of an
     /// older message of the same tag that has not left yet.
     pub fn send(&mut self, tag: u32, data: &[u8]) -> Result<u64, SendError> {
-        if self.cfg.stack.scheme() == Scheme::Synchronous && self.unsent.len() + self.in_flight.len() >= self.cfg.send_blocks {
+        if self.cfg.stack.scheme() == Scheme::Synchronous && self.buffered >= self.cfg.send_blocks * (BLOCK_SIZE - HEADER_LEN) {
             return Err(SendError::Full);
         }
         let msg = {
@@ -237,7 +253,10 @@ impl Connection {
         };
         let segs = self.fragments(tag, msg, data);
         match self.cfg.stack.scheme() {
-            Scheme::Synchronous => self.unsent.extend(segs),
+            Scheme::Synchronous => {
+                self.buffered += data.len();
+                self.unsent.extend(segs);
+            }
             Scheme::Asynchronous => {
                 let old = self.async_out.insert(tag, segs.into());
                 match old {
@@ -271,11 +290,11 @@ impl Connection {
         match seg.kind {
             Kind::Ack if self.cfg.stack.has(M::DccpAck) => self.on_dccp_ack(now, &seg.header),
             Kind::Ack => self.on_ack(now, seg.header.ack),
-            Kind::Data => self.on_data(seg),
+            Kind::Data => self.on_data(now, seg),
         }
     }
 
-    fn on_data(&mut self, seg: Segment) {
+    fn on_data(&mut self, now: Instant, seg: Segment) {
         if self.cfg.stack.has(M::DccpAck) {
             self.note_dccp_seq(seg.header.seq);
         }
@@ -288,9 +307,12 @@ impl Connection {
             return self.assemble_in_order(seg);
         }
         let seq = seg.header.seq;
+        let mut in_order = false;
         if seq < self.rcv_nxt || self.out_of_order.contains_key(&seq) {
             self.stats.duplicates += 1;
         } else if seq == self.rcv_nxt {
+            // Filling a hole is acknowledged at once: the sender is in recovery.
+            in_order = self.out_of_order.is_empty();
             self.rcv_nxt += 1;
             self.assemble_in_order(seg);
             while let Some(next) = self.out_of_order.remove(&self.rcv_nxt) {
@@ -300,10 +322,30 @@ impl Connection {
         } else {
             self.out_of_order.insert(seq, seg);
         }
-        // PositiveAck: one cumulative ACK per data segment, so the sender can count duplicates.
+        // PositiveAck: cumulative; anything unexpected is acknowledged at once so the
+        // sender can count duplicates, in-order data every `ack_every` segments.
+        self.unacked += 1;
+        if in_order && self.unacked < self.cfg.ack_every {
+            self.ack_at.get_or_insert(now + self.cfg.ack_delay);
+        } else {
+            self.queue_cumulative_ack();
+        }
+    }
+
+    fn queue_cumulative_ack(&mut self) {
+        self.unacked = 0;
+        self.ack_at = None;
         let mut h = self.header(0, 0);
         h.ack = self.rcv_nxt;
         self.queue_ack(Segment { kind: Kind::Ack, header: h, payload: Vec::new() });
+    }
+
+    /// Send a delayed ACK now: the I/O layer calls this once it has handled every
+    /// datagram that arrived together, so a batch costs one ACK, not one per segment.
+    pub fn flush_ack(&mut self) {
+        if self.ack_at.is_some() {
+            self.queue_cumulative_ack();
+        }
     }
 
     fn queue_ack(&mut self, ack: Segment) {
@@ -405,6 +447,7 @@ impl Connection {
                 }
                 let sent = self.in_flight.remove(&seq).unwrap();
                 let len = sent.bytes.len() as u64;
+                self.buffered -= sent.bytes.len() - HEADER_LEN;
                 newly += len;
                 if !self.lost.remove(&seq) {
                     self.flight_bytes -= len;
@@ -495,7 +538,10 @@ impl Connection {
         }
         let out = match self.cfg.stack.scheme() {
             Scheme::Synchronous if self.cfg.stack.reliable() => self.transmit_reliable(now),
-            Scheme::Synchronous => self.unsent.pop_front().map(|s| s.encode()),
+            Scheme::Synchronous => self.unsent.pop_front().map(|s| {
+                self.buffered -= s.payload.len();
+                s.encode()
+            }),
             Scheme::Asynchronous => self.transmit_async(now),
         };
         if let Some(b) = &out {
@@ -586,10 +632,13 @@ impl Connection {
     // ------------------------------------------------------------ timers
 
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.rto_at
+        [self.rto_at, self.ack_at].into_iter().flatten().min()
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.ack_at.is_some_and(|t| t <= now) {
+            self.queue_cumulative_ack();
+        }
         match self.rto_at {
             Some(t) if t <= now => {}
             _ => return,

@@ -5,6 +5,8 @@
 //!   reliable-fabric path, data streams (first byte `D` + session id).
 //! - One UDP socket carries the data channels of Ethernet stacks; a thread
 //!   receives, routes by session id and fires the retransmission timers.
+//!   Segments fit the path MTU (never IP-fragmented); runs of them leave in one
+//!   UDP GSO send and arrive as one GRO read, so a syscall moves ~40 segments.
 //! - Fabric data go through the block pool: a writer thread per stream sends
 //!   filled blocks and releases them on completion; a reader thread fills
 //!   receive blocks and recycles each once the protocol has copied it out.
@@ -12,7 +14,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -27,6 +29,14 @@ use crate::segment::{self, BLOCK_SIZE, HEADER_LEN};
 
 /// Longest the UDP thread sleeps, so it notices `close` and due timers.
 const TICK: Duration = Duration::from_millis(2);
+/// Largest UDP payload, the limit of one GSO send or GRO read.
+const MAX_DATAGRAM: usize = 65507;
+/// Most segments per GSO send (the kernel's UDP_MAX_SEGMENTS is 64).
+const GSO_SEGMENTS: usize = 64;
+/// Blocks the fabric path moves per write, and at most per read.
+const FABRIC_BATCH: usize = 64;
+/// Super-datagrams read per lock acquisition before timers and transmission run.
+const RECV_BATCH: usize = 64;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug)]
@@ -99,6 +109,8 @@ struct Inner {
     npeers: u32,
     secret: Vec<u8>,
     udp: UdpSocket,
+    /// Cleared when the kernel refuses UDP_SEGMENT; sends then go one datagram each.
+    gso: AtomicBool,
     tcp_port: u16,
     state: Mutex<State>,
     changed: Condvar,
@@ -158,11 +170,13 @@ impl Endpoint {
         let udp = UdpSocket::bind((host, 0))?;
         udp.set_read_timeout(Some(TICK))?;
         grow_buffers(&udp);
+        enable_gro(&udp);
         let inner = Arc::new(Inner {
             me,
             npeers,
             secret: secret.to_vec(),
             udp,
+            gso: AtomicBool::new(true),
             tcp_port: listener.local_addr()?.port(),
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
@@ -213,7 +227,7 @@ impl Endpoint {
         stream.set_read_timeout(None)?;
         let est = hs.established().unwrap();
         let ip = sa.ip();
-        let conn = new_conn(inner, &est, 0, context, true);
+        let conn = new_conn(inner, &est, 0, context, true, ip);
         inner.state.lock().unwrap().peers.insert(
             peer,
             Peer { control: stream.try_clone()?, est, client: true, generation: 0, context, conn, path: Path::FabricPending, ip },
@@ -266,7 +280,7 @@ impl Endpoint {
             }
             p.generation += 1;
             p.context = context;
-            p.conn = new_conn(&self.inner, &p.est, p.generation, context, true);
+            p.conn = new_conn(&self.inner, &p.est, p.generation, context, true, p.ip);
             p.path = Path::FabricPending;
             p.generation
         };
@@ -422,13 +436,165 @@ impl Inner {
     }
 }
 
-fn new_conn(inner: &Inner, est: &Established, generation: u32, context: Context, client: bool) -> Connection {
+fn new_conn(inner: &Inner, est: &Established, generation: u32, context: Context, client: bool, ip: IpAddr) -> Connection {
     let mut cfg = Config::new(context.compose(), est.session(&inner.secret, generation));
     // Ports of TransportDriver: the client is 1, the server 2, in every session.
     (cfg.local_port, cfg.remote_port) = if client { (1, 2) } else { (2, 1) };
-    // UDP: a segment of at most one block; the fabric stream carries whole blocks too.
-    cfg.max_segment = BLOCK_SIZE;
+    cfg.max_segment = match context.network {
+        // The fabric stream carries whole blocks.
+        Network::ReliableFabric => BLOCK_SIZE,
+        // A datagram larger than the path MTU leaves as IP fragments: a lost frame
+        // then costs the whole segment, and the link forwards each fragment alone.
+        Network::Ethernet => {
+            let ip_udp = if ip.is_ipv4() { 20 + 8 } else { 40 + 8 };
+            path_mtu(ip).saturating_sub(ip_udp).clamp(HEADER_LEN + 1, BLOCK_SIZE)
+        }
+    };
+    // One ACK per two segments (RFC 5681 4.2) and one at the end of each read batch.
+    cfg.ack_every = 2;
     Connection::new(cfg)
+}
+
+/// The MTU of the route to `ip` (the kernel's, from a connected UDP socket); 1500 if unknown.
+fn path_mtu(ip: IpAddr) -> usize {
+    use std::os::fd::AsRawFd;
+    let probe = match ip {
+        IpAddr::V4(_) => UdpSocket::bind(("0.0.0.0", 0)),
+        IpAddr::V6(_) => UdpSocket::bind(("::", 0)),
+    };
+    let Ok(sock) = probe.and_then(|s| s.connect((ip, 9)).map(|_| s)) else { return 1500 };
+    let (level, name) = if ip.is_ipv4() { (libc::IPPROTO_IP, libc::IP_MTU) } else { (libc::IPPROTO_IPV6, libc::IPV6_MTU) };
+    let mut mtu: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: a valid socket and a c_int out-parameter of the stated size.
+    let rc = unsafe { libc::getsockopt(sock.as_raw_fd(), level, name, &mut mtu as *mut _ as *mut libc::c_void, &mut len) };
+    if rc == 0 && mtu > 0 {
+        mtu as usize
+    } else {
+        1500
+    }
+}
+
+/// UDP_GRO: the kernel hands over runs of equal-size datagrams of one flow as one
+/// buffer with the segment size in a control message. Without it, one datagram per read.
+fn enable_gro(udp: &UdpSocket) {
+    use std::os::fd::AsRawFd;
+    let on: libc::c_int = 1;
+    // SAFETY: a valid socket and a c_int option of the right size.
+    unsafe { libc::setsockopt(udp.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, &on as *const _ as *const libc::c_void, 4) };
+}
+
+fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: all-zero is a valid sockaddr_storage; the casts fill it as the family says.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match addr {
+        SocketAddr::V4(a) => {
+            let sin = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in) };
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = a.port().to_be();
+            sin.sin_addr.s_addr = u32::from_ne_bytes(a.ip().octets());
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in6) };
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = a.port().to_be();
+            sin6.sin6_addr.s6_addr = a.ip().octets();
+            sin6.sin6_scope_id = a.scope_id();
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (ss, len as libc::socklen_t)
+}
+
+/// Send `datagrams` to `addr`: each run of equal sizes (the last may be shorter)
+/// in one sendmsg with UDP_SEGMENT, which the kernel cuts into datagrams as late
+/// as possible (veth and the link emulator pass the run as one GSO frame).
+fn send_datagrams(inner: &Inner, addr: &SocketAddr, datagrams: &[Vec<u8>]) {
+    use std::os::fd::AsRawFd;
+    let (mut sa, sa_len) = sockaddr(addr);
+    let mut i = 0;
+    while i < datagrams.len() {
+        let size = datagrams[i].len();
+        let mut j = i + 1;
+        let mut total = size;
+        if inner.gso.load(Ordering::Relaxed) {
+            while j < datagrams.len() && j - i < GSO_SEGMENTS && datagrams[j].len() <= size && total + datagrams[j].len() <= MAX_DATAGRAM {
+                total += datagrams[j].len();
+                j += 1;
+                if datagrams[j - 1].len() < size {
+                    break; // only the last segment of a run may be short
+                }
+            }
+        }
+        let mut iov: Vec<libc::iovec> =
+            datagrams[i..j].iter().map(|d| libc::iovec { iov_base: d.as_ptr() as *mut libc::c_void, iov_len: d.len() }).collect();
+        // Room for one cmsghdr carrying a u16 (CMSG_SPACE(2) on every Linux ABI).
+        let mut control = [0u64; 4];
+        // SAFETY: msghdr is plain data; every pointer set below outlives the call.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_name = &mut sa as *mut _ as *mut libc::c_void;
+        msg.msg_namelen = sa_len;
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = iov.len() as _;
+        if j - i > 1 {
+            // SAFETY: CMSG_SPACE(2) bytes fit `control`; CMSG_FIRSTHDR is then non-null.
+            unsafe {
+                msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+                msg.msg_controllen = libc::CMSG_SPACE(2) as _;
+                let c = libc::CMSG_FIRSTHDR(&msg);
+                (*c).cmsg_level = libc::SOL_UDP;
+                (*c).cmsg_type = libc::UDP_SEGMENT;
+                (*c).cmsg_len = libc::CMSG_LEN(2) as _;
+                std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut u16, size as u16);
+            }
+        }
+        // SAFETY: a valid socket and a msghdr built above.
+        let rc = unsafe { libc::sendmsg(inner.udp.as_raw_fd(), &msg, 0) };
+        if rc < 0 && j - i > 1 {
+            let e = io::Error::last_os_error().raw_os_error();
+            if matches!(e, Some(libc::EIO) | Some(libc::EINVAL) | Some(libc::ENOPROTOOPT) | Some(libc::EOPNOTSUPP)) {
+                // No segmentation offload on this path: resend this run one by one.
+                inner.gso.store(false, Ordering::Relaxed);
+                continue;
+            }
+        }
+        // Otherwise a failed send is loss to the protocol above, as on a wire.
+        i = j;
+    }
+}
+
+/// One read: the bytes and the size of the datagrams they hold (GRO), or None on
+/// timeout / nothing pending (`wait` false: do not block).
+fn recv_datagrams(udp: &UdpSocket, buf: &mut [u8], wait: bool) -> Option<(usize, usize)> {
+    use std::os::fd::AsRawFd;
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr() as *mut libc::c_void, iov_len: buf.len() };
+    let mut control = [0u64; 8];
+    // SAFETY: msghdr is plain data; its pointers outlive the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    let flags = if wait { 0 } else { libc::MSG_DONTWAIT };
+    // SAFETY: a valid socket and the msghdr above.
+    let n = unsafe { libc::recvmsg(udp.as_raw_fd(), &mut msg, flags) };
+    if n <= 0 {
+        return None;
+    }
+    let n = n as usize;
+    let mut size = n;
+    // SAFETY: walking the control buffer the kernel filled, as CMSG_* define.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == libc::UDP_GRO {
+                size = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::c_int) as usize;
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Some((n, size.max(1)))
 }
 
 /// Move whatever the connection may send now onto its path.
@@ -436,10 +602,15 @@ fn flush(inner: &Inner, p: &mut Peer) {
     let now = Instant::now();
     match &p.path {
         Path::Udp(addr) => {
+            let mut batch = Vec::with_capacity(GSO_SEGMENTS);
             while let Some(d) = p.conn.poll_transmit(now) {
-                // A full socket buffer is loss to the protocol above, as on a wire.
-                let _ = inner.udp.send_to(&d, addr);
+                batch.push(d);
+                if batch.len() == GSO_SEGMENTS {
+                    send_datagrams(inner, addr, &batch);
+                    batch.clear();
+                }
             }
+            send_datagrams(inner, addr, &batch);
         }
         Path::Fabric(tx, pool) => {
             while pool.free_send_blocks() > 0 {
@@ -527,7 +698,7 @@ fn serve(inner: Arc<Inner>, stream: TcpStream) -> Result<()> {
     let ip = stream.peer_addr()?.ip();
     // The data channel exists once the client's Open names the context.
     let placeholder = Context { scheme: crate::Scheme::Asynchronous, location: crate::Location::IntraSite, network: Network::Ethernet };
-    let conn = new_conn(&inner, &est, u32::MAX, placeholder, false);
+    let conn = new_conn(&inner, &est, u32::MAX, placeholder, false, ip);
     inner.state.lock().unwrap().peers.insert(
         est.peer,
         Peer { control: stream.try_clone()?, est, client: false, generation: 0, context: placeholder, conn, path: Path::FabricPending, ip },
@@ -553,7 +724,7 @@ fn control_reader(inner: Arc<Inner>, peer: u32, stream: TcpStream) {
                 if let Some(p) = st.peers.get_mut(&peer) {
                     p.generation = generation;
                     p.context = ctx;
-                    p.conn = new_conn(&inner, &p.est, generation, ctx, false);
+                    p.conn = new_conn(&inner, &p.est, generation, ctx, false, p.ip);
                     p.path = match ctx.network {
                         Network::Ethernet => Path::Udp(SocketAddr::new(p.ip, data_port)),
                         Network::ReliableFabric => Path::FabricPending,
@@ -592,12 +763,22 @@ fn attach_fabric(inner: Arc<Inner>, peer: u32, session: u64, stream: TcpStream) 
     let (iw, ir) = (inner.clone(), inner.clone());
     let hw = std::thread::spawn(move || {
         let mut w = &writer;
-        for (i, len) in rx {
-            // The region's lock covers copies only, never a blocking write.
-            let block = pw.with_send_block(i, len, |b| b.to_vec());
-            let ok = w.write_all(&block).is_ok();
-            // Completion: the block returns to the free list; more may now leave.
-            pw.release_send_block(i);
+        let mut out = Vec::with_capacity(FABRIC_BATCH * BLOCK_SIZE);
+        while let Ok(first) = rx.recv() {
+            // Every block already queued leaves in one write: a syscall and a
+            // state-lock round per batch, not per 8 KB block.
+            let mut batch = vec![first];
+            batch.extend(rx.try_iter().take(FABRIC_BATCH - 1));
+            out.clear();
+            for &(i, len) in &batch {
+                // The region's lock covers copies only, never a blocking write.
+                pw.with_send_block(i, len, |b| out.extend_from_slice(b));
+            }
+            let ok = w.write_all(&out).is_ok();
+            // Completion: the blocks return to the free list; more may now leave.
+            for &(i, _) in &batch {
+                pw.release_send_block(i);
+            }
             if !ok {
                 break;
             }
@@ -611,28 +792,46 @@ fn attach_fabric(inner: Arc<Inner>, peer: u32, session: u64, stream: TcpStream) 
     let hr = std::thread::spawn(move || {
         let mut r = &stream;
         let mut next = 0usize;
-        let mut wire = vec![0u8; BLOCK_SIZE];
+        // Reads take whatever the stream holds (up to FABRIC_BATCH blocks); the
+        // complete segments in it are handed over under one lock acquisition.
+        let mut wire = vec![0u8; FABRIC_BATCH * BLOCK_SIZE];
+        let mut have = 0;
+        let mut filled = Vec::with_capacity(FABRIC_BATCH);
         loop {
-            let got = (|| -> io::Result<usize> {
-                r.read_exact(&mut wire[..HEADER_LEN])?;
-                let len = segment::payload_len(&wire[..HEADER_LEN]).unwrap();
-                if HEADER_LEN + len > BLOCK_SIZE {
-                    return Err(io::Error::other("oversized segment on the fabric"));
+            match r.read(&mut wire[have..]) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => have += n,
+            }
+            let mut at = 0;
+            while let Some(len) = segment::payload_len(&wire[at..have]).map(|l| HEADER_LEN + l) {
+                if len > BLOCK_SIZE {
+                    return; // not our framing: drop the stream
                 }
-                r.read_exact(&mut wire[HEADER_LEN..HEADER_LEN + len])?;
-                Ok(HEADER_LEN + len)
-            })();
-            let Ok(len) = got else { break };
-            // The region's lock covers copies only, never a blocking read.
-            pr.with_recv_block(next, |b| b[..len].copy_from_slice(&wire[..len]));
+                if at + len > have {
+                    break;
+                }
+                // The region's lock covers copies only, never a blocking read.
+                pr.with_recv_block(next, |b| b[..len].copy_from_slice(&wire[at..at + len]));
+                filled.push((next, len));
+                next = (next + 1) % crate::fabric::BLOCKS;
+                at += len;
+            }
+            wire.copy_within(at..have, 0);
+            have -= at;
+            if filled.is_empty() {
+                continue;
+            }
             let mut st = ir.state.lock().unwrap();
             if let Some(p) = st.peers.get_mut(&peer) {
-                pr.with_recv_block(next, |b| p.conn.handle_segment(Instant::now(), &b[..len]));
+                let now = Instant::now();
+                for &(i, len) in &filled {
+                    pr.with_recv_block(i, |b| p.conn.handle_segment(now, &b[..len]));
+                }
                 flush(&ir, p);
             }
             drop(st);
+            filled.clear(); // the blocks are reposted
             ir.changed.notify_all();
-            next = (next + 1) % crate::fabric::BLOCKS; // the block is reposted
         }
     });
     inner.threads.lock().unwrap().extend([hw, hr]);
@@ -641,28 +840,32 @@ fn attach_fabric(inner: Arc<Inner>, peer: u32, session: u64, stream: TcpStream) 
 fn udp_loop(inner: Arc<Inner>) {
     let mut buf = vec![0u8; 65536];
     while !inner.closed.load(Ordering::SeqCst) {
-        let got = inner.udp.recv_from(&mut buf);
-        let now = Instant::now();
+        // Block (up to TICK) without the lock, then take whatever else is queued.
+        let mut got = recv_datagrams(&inner.udp, &mut buf, true);
         let mut st = inner.state.lock().unwrap();
-        if let Ok((n, _from)) = got {
-            let d = &buf[..n];
-            let session = (n >= 12).then(|| u64::from_be_bytes(d[4..12].try_into().unwrap()));
-            let target = session.and_then(|s| st.peers.iter_mut().find(|(_, p)| p.conn.session() == s));
-            match target {
-                Some((_, p)) => {
-                    p.conn.handle_segment(now, d);
-                    flush(&inner, p);
-                }
-                None => {
-                    inner.unknown_session.fetch_add(1, Ordering::Relaxed);
+        let mut reads = 0;
+        while let Some((n, size)) = got {
+            let now = Instant::now();
+            for d in buf[..n].chunks(size) {
+                let session = (d.len() >= 12).then(|| u64::from_be_bytes(d[4..12].try_into().unwrap()));
+                match session.and_then(|s| st.peers.values_mut().find(|p| p.conn.session() == s)) {
+                    Some(p) => p.conn.handle_segment(now, d),
+                    None => {
+                        inner.unknown_session.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
             }
+            reads += 1;
+            got = if reads < RECV_BATCH { recv_datagrams(&inner.udp, &mut buf, false) } else { None };
         }
+        // One ACK and one transmission round per batch, not per segment.
+        let now = Instant::now();
         for p in st.peers.values_mut() {
+            p.conn.flush_ack();
             if p.conn.poll_timeout().is_some_and(|t| t <= now) {
                 p.conn.handle_timeout(now);
-                flush(&inner, p);
             }
+            flush(&inner, p);
         }
         drop(st);
         inner.changed.notify_all();

@@ -77,12 +77,19 @@ struct Sim {
 
 impl Sim {
     fn new(ctx: Context, p: f64, seed: u64) -> Sim {
+        Sim::with(ctx, p, seed, |_| {})
+    }
+
+    /// Both ends configured by `tune` on top of the defaults.
+    fn with(ctx: Context, p: f64, seed: u64, tune: impl Fn(&mut Config)) -> Sim {
         let now = Instant::now();
         let stack = ctx.compose();
         let mut ca = Config::new(stack.clone(), 0xfeed);
+        tune(&mut ca);
         ca.local_port = 10;
         ca.remote_port = 20;
         let mut cb = Config::new(stack, 0xfeed);
+        tune(&mut cb);
         cb.local_port = 20;
         cb.remote_port = 10;
         Sim { now, a: Connection::new(ca), b: Connection::new(cb), ab: Wire::new(p, seed, now), ba: Wire::new(p, seed ^ 0x55, now) }
@@ -137,12 +144,28 @@ fn levels(ctx: &Context) -> Vec<f64> {
     }
 }
 
+/// What the I/O layer sets on an Ethernet path of MTU 1500: segments that are
+/// never IP-fragmented, and an ACK for every second segment.
+fn mtu_segments_delayed_acks(c: &mut Config) {
+    c.max_segment = 1472;
+    c.ack_every = 2;
+}
+
 #[test]
 fn synchronous_stacks_deliver_everything_in_order_exactly_once() {
+    deliver_everything_in_order_exactly_once(|_| {});
+}
+
+#[test]
+fn synchronous_stacks_with_mtu_segments_and_delayed_acks_deliver_everything() {
+    deliver_everything_in_order_exactly_once(mtu_segments_delayed_acks);
+}
+
+fn deliver_everything_in_order_exactly_once(tune: fn(&mut Config)) {
     const N: u64 = 300;
     for ctx in contexts(Scheme::Synchronous) {
         for p in levels(&ctx) {
-            let mut sim = Sim::new(ctx, p, 42 + (p * 1000.0) as u64);
+            let mut sim = Sim::with(ctx, p, 42 + (p * 1000.0) as u64, tune);
             let mut sent = 0u64;
             let mut got: [Vec<(u64, Vec<u8>)>; 2] = [vec![], vec![]];
             let deadline = sim.now + Duration::from_secs(120);
@@ -179,10 +202,19 @@ fn synchronous_stacks_deliver_everything_in_order_exactly_once() {
 
 #[test]
 fn asynchronous_stacks_never_deliver_older_after_newer() {
+    never_deliver_older_after_newer(|_| {});
+}
+
+#[test]
+fn asynchronous_stacks_with_mtu_segments_never_deliver_older_after_newer() {
+    never_deliver_older_after_newer(mtu_segments_delayed_acks);
+}
+
+fn never_deliver_older_after_newer(tune: fn(&mut Config)) {
     const N: u64 = 2000;
     for ctx in contexts(Scheme::Asynchronous) {
         for p in levels(&ctx) {
-            let mut sim = Sim::new(ctx, p, 7 + (p * 1000.0) as u64);
+            let mut sim = Sim::with(ctx, p, 7 + (p * 1000.0) as u64, tune);
             let mut last = [0u64; 2];
             let mut count = 0;
             let mut next_send = sim.now;
@@ -215,6 +247,36 @@ fn asynchronous_stacks_never_deliver_older_after_newer() {
             assert_eq!(sim.a.stats().retransmissions, 0);
         }
     }
+}
+
+#[test]
+fn delayed_acks_cover_two_segments_and_gaps_are_acknowledged_at_once() {
+    let mut sim = Sim::with(inter_eth(Scheme::Synchronous), 0.0, 1, mtu_segments_delayed_acks);
+    let t0 = sim.now;
+    sim.a.send(0, &vec![7u8; 5 * 1418]).unwrap(); // five full segments
+    let segs: Vec<_> = std::iter::from_fn(|| sim.a.poll_transmit(t0)).collect();
+    assert_eq!(segs.len(), 3, "initial window: 3 segments of 1472 bytes (RFC 5681)");
+    let ack_of = |d: &[u8]| Segment::decode(d).unwrap().header.ack;
+    sim.b.handle_segment(t0, &segs[0]);
+    assert_eq!(sim.b.poll_transmit(t0), None, "the first in-order segment waits for a second");
+    assert_eq!(sim.b.poll_timeout(), Some(t0 + Duration::from_millis(1)));
+    sim.b.handle_segment(t0, &segs[1]);
+    assert_eq!(sim.b.poll_transmit(t0).map(|a| ack_of(&a)), Some(3), "one ACK for two segments");
+    assert_eq!(sim.b.poll_timeout(), None);
+    sim.b.handle_segment(t0, &segs[2]);
+    let t1 = t0 + Duration::from_millis(1);
+    sim.b.handle_timeout(t1);
+    assert_eq!(sim.b.poll_transmit(t1).map(|a| ack_of(&a)), Some(4), "a lone segment is acknowledged after the delay");
+    // Segment 2 before 1: the gap, its repair and a duplicate are each acknowledged at once.
+    let mut c = Sim::with(inter_eth(Scheme::Synchronous), 0.0, 1, mtu_segments_delayed_acks);
+    c.a.send(0, &vec![7u8; 5 * 1418]).unwrap();
+    let segs: Vec<_> = std::iter::from_fn(|| c.a.poll_transmit(t0)).collect();
+    c.b.handle_segment(t0, &segs[1]);
+    assert_eq!(c.b.poll_transmit(t0).map(|a| ack_of(&a)), Some(1), "out of order: a duplicate ACK at once");
+    c.b.handle_segment(t0, &segs[0]);
+    assert_eq!(c.b.poll_transmit(t0).map(|a| ack_of(&a)), Some(3), "the hole filled: acknowledged at once");
+    c.b.handle_segment(t0, &segs[1]);
+    assert_eq!(c.b.poll_transmit(t0).map(|a| ack_of(&a)), Some(3), "a duplicate: acknowledged at once");
 }
 
 fn inter_eth(scheme: Scheme) -> Context {
