@@ -215,14 +215,20 @@ class _Parser:
                 prefix = f"{where}." if where else ""
                 raise self.fail(f"{prefix}{k}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
 
+    def lookup(self, table: dict, key: str, where: str, default):
+        """(the key's full name, its value or the default, whether the file gave it)."""
+        full = f"{where}.{key}" if where else key
+        if key in table:
+            return full, table[key], True
+        if default is None:
+            raise self.fail(full, "missing")
+        return full, default, False
+
     def number(self, table: dict, key: str, where: str, *, default=None, minimum=None,
                positive=False, below=None, integer=False):
-        full = f"{where}.{key}" if where else key
-        if key not in table:
-            if default is None:
-                raise self.fail(full, "missing")
-            return default
-        v = table[key]
+        full, v, given = self.lookup(table, key, where, default)
+        if not given:
+            return v
         if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
             raise self.fail(full, f"must be {'an integer' if integer else 'a number'}, got {v!r}")
         if positive and v <= 0:
@@ -234,13 +240,8 @@ class _Parser:
         return v
 
     def string(self, table: dict, key: str, where: str, *, default=None) -> str:
-        full = f"{where}.{key}" if where else key
-        if key not in table:
-            if default is None:
-                raise self.fail(full, "missing")
-            return default
-        v = table[key]
-        if not isinstance(v, str):
+        full, v, given = self.lookup(table, key, where, default)
+        if given and not isinstance(v, str):
             raise self.fail(full, f"must be a string, got {v!r}")
         return v
 
