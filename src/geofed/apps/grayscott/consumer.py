@@ -59,3 +59,27 @@ def animate(frames: list[Path], out: Path, fps: int = 5) -> Path | None:
     images = [Image.open(f) for f in frames]
     images[0].save(out, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
     return out
+
+
+def plot_frames(args, reader: stream.Reader, part: str, stem: str, fig, draw) -> int:
+    """The plotters' loop: read and check every step, draw every --every-th onto `fig`
+    with `draw(step)`, save it as a PNG frame under --frames, then the animation and
+    the result. Exit status 4 for a corrupt step."""
+    frames_dir = Path(args.frames)
+    rows, frames = [], []
+    try:
+        for n, r in enumerate(reader.steps()):
+            if n % args.every == 0:
+                draw(r)
+                path = frames_dir / f"{stem}-{r.step:06d}.png"
+                fig.savefig(path, dpi=72)
+                frames.append(path)
+            pause(args)
+            rows.append(row(r, stream.digest(r.crcs)))
+    except stream.CorruptStep as e:
+        print(str(e), file=sys.stderr, flush=True)
+        return 4
+    reader.close()
+    anim = animate(frames, frames_dir / f"{stem}.gif")
+    save_result(args, part, rows, 1, frames=[str(f) for f in frames], animation=str(anim) if anim else None)
+    return 0

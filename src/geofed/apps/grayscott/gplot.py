@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from geofed.apps.grayscott import consumer, stream
+from geofed.apps.grayscott import consumer
 
 AXES = "xyz"
 
@@ -36,29 +36,17 @@ def main(argv: list[str] | None = None) -> int:
     frames_dir = Path(args.frames)
     frames_dir.mkdir(parents=True, exist_ok=True)
     reader = consumer.open_reader(args, "cross-section plot", ["U", "V"])
-    rows, frames = [], []
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.8))
-    try:
-        for n, r in enumerate(reader.steps()):
-            if n % args.every == 0:
-                for ax, name, cmap in zip(axes, ("U", "V"), ("viridis", "magma")):
-                    ax.clear()
-                    img, i = cross_section(r.arrays[name], args.axis, args.index)
-                    ax.imshow(img, cmap=cmap, origin="lower")
-                    ax.set_title(f"{name}, {args.axis} = {i}")
-                fig.suptitle(f"Gray-Scott step {r.step}")
-                path = frames_dir / f"cross-section-{r.step:06d}.png"
-                fig.savefig(path, dpi=72)
-                frames.append(path)
-            consumer.pause(args)
-            rows.append(consumer.row(r, stream.digest(r.crcs)))
-    except stream.CorruptStep as e:
-        print(str(e), file=sys.stderr, flush=True)
-        return 4
-    reader.close()
-    anim = consumer.animate(frames, frames_dir / "cross-section.gif")
-    consumer.save_result(args, "gplot", rows, 1, frames=[str(f) for f in frames], animation=str(anim) if anim else None)
-    return 0
+
+    def draw(r):
+        for ax, name, cmap in zip(axes, ("U", "V"), ("viridis", "magma")):
+            ax.clear()
+            img, i = cross_section(r.arrays[name], args.axis, args.index)
+            ax.imshow(img, cmap=cmap, origin="lower")
+            ax.set_title(f"{name}, {args.axis} = {i}")
+        fig.suptitle(f"Gray-Scott step {r.step}")
+
+    return consumer.plot_frames(args, reader, "gplot", "cross-section", fig, draw)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from geofed.apps.grayscott import consumer, stream
+from geofed.apps.grayscott import consumer
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,32 +24,19 @@ def main(argv: list[str] | None = None) -> int:
     frames_dir = Path(args.frames)
     frames_dir.mkdir(parents=True, exist_ok=True)
     reader = consumer.open_reader(args, "pdf plot", ["U/pdf", "V/pdf"], extras=("U/bins", "V/bins"))
-    rows, frames = [], []
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.4))
-    try:
-        for n, r in enumerate(reader.steps()):
-            if n % args.every == 0:
-                i = r.arrays["U/pdf"].shape[0] // 2 if args.slice is None else args.slice
-                for ax, name in zip(axes, ("U", "V")):
-                    ax.clear()
-                    edges = r.arrays[f"{name}/bins"]
-                    ax.stairs(r.arrays[f"{name}/pdf"][i], edges, fill=True)
-                    ax.set_xlabel(name)
-                    ax.set_ylabel("probability density")
-                fig.suptitle(f"PDFs of slice {i}, step {r.step}")
-                fig.tight_layout()
-                path = frames_dir / f"pdf-{r.step:06d}.png"
-                fig.savefig(path, dpi=72)
-                frames.append(path)
-            consumer.pause(args)
-            rows.append(consumer.row(r, stream.digest(r.crcs)))
-    except stream.CorruptStep as e:
-        print(str(e), file=sys.stderr, flush=True)
-        return 4
-    reader.close()
-    anim = consumer.animate(frames, frames_dir / "pdf.gif")
-    consumer.save_result(args, "pdfplot", rows, 1, frames=[str(f) for f in frames], animation=str(anim) if anim else None)
-    return 0
+
+    def draw(r):
+        i = r.arrays["U/pdf"].shape[0] // 2 if args.slice is None else args.slice
+        for ax, name in zip(axes, ("U", "V")):
+            ax.clear()
+            ax.stairs(r.arrays[f"{name}/pdf"][i], r.arrays[f"{name}/bins"], fill=True)
+            ax.set_xlabel(name)
+            ax.set_ylabel("probability density")
+        fig.suptitle(f"PDFs of slice {i}, step {r.step}")
+        fig.tight_layout()
+
+    return consumer.plot_frames(args, reader, "pdfplot", "pdf", fig, draw)
 
 
 if __name__ == "__main__":
