@@ -24,6 +24,10 @@ pub struct Config {
     /// Resize: largest segment on the wire, header included.
     pub max_segment: usize,
     pub initial_rto: Duration,
+    /// Floor of the RTO (RFC 6298 2.4 allows less than its 1 s). 200 ms, as Linux:
+    /// a scheduling stall of a few ms on a shared host must not look like loss, since
+    /// after a timeout NewReno regrows by one SMSS per RTT; fast retransmit, not the
+    /// timer, repairs single losses.
     pub min_rto: Duration,
     pub max_rto: Duration,
     /// Synchronous sends are refused (`Full`) once the unsent or unacknowledged
@@ -49,7 +53,7 @@ impl Config {
             remote_port: 1,
             max_segment: BLOCK_SIZE,
             initial_rto: Duration::from_millis(200),
-            min_rto: Duration::from_millis(2),
+            min_rto: Duration::from_millis(200),
             max_rto: Duration::from_secs(10),
             send_blocks: 1000,
             ack_every: 1,

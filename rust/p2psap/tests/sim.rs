@@ -309,7 +309,24 @@ fn retransmission_timer_backs_off_and_karn_skips_retransmitted_samples() {
     let ack = sim.b.poll_transmit(t2 + Duration::from_millis(4)).unwrap();
     sim.a.handle_segment(t2 + Duration::from_millis(9), &ack);
     assert_eq!(sim.a.rtt().srtt(), Some(Duration::from_millis(9)));
+    // RFC 6298 2.2: RTO = max(min RTO, SRTT + max(G, 4 RTTVAR)) = max(min RTO, 9 + 4 * 4.5 ms).
+    let floor = Config::new(inter_eth(Scheme::Synchronous).compose(), 0).min_rto;
+    assert_eq!(floor, Duration::from_millis(200));
+    assert_eq!(sim.a.rtt().rto(), floor.max(Duration::from_millis(27)));
+}
+
+#[test]
+fn rto_above_the_floor_follows_rfc6298() {
+    // With a floor below the computed value the RFC's formula shows: 9 + 4 * 4.5 = 27 ms.
+    let mut sim = Sim::with(inter_eth(Scheme::Synchronous), 0.0, 1, |c| c.min_rto = Duration::from_millis(2));
+    let t = sim.now;
+    sim.a.send(0, b"y").unwrap();
+    let d = sim.a.poll_transmit(t).unwrap();
+    sim.b.handle_segment(t + Duration::from_millis(4), &d);
+    let ack = sim.b.poll_transmit(t + Duration::from_millis(4)).unwrap();
+    sim.a.handle_segment(t + Duration::from_millis(9), &ack);
     assert_eq!(sim.a.rtt().rto(), Duration::from_millis(27));
+    assert_eq!(sim.a.poll_timeout(), None, "everything acknowledged: timer stopped (RFC 6298 5.2)");
 }
 
 #[test]
