@@ -31,6 +31,8 @@ TESTBED_MPI_ENV = {
     "UCX_TLS": "tcp,self",
     "FI_PROVIDER": "tcp",
     "UCX_WARN_UNUSED_ENV_VARS": "n",
+    # A rank that dies of a signal leaves its Python stack in the job's log.
+    "PYTHONFAULTHANDLER": "1",
 }
 
 
