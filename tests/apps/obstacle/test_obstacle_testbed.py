@@ -1,4 +1,4 @@
-"""The obstacle solver across two testbed sites with a 9 ms link that loses 1 % of
+"""The obstacle solver across two testbed sites with a 9 ms link that loses 3 % of
 its frames: P2PSAP sync, async and hybrid peers started by `geofed run`, and the
 MPI baseline, all agree with sequential projected SOR within the certified bound."""
 
@@ -14,7 +14,8 @@ from geofed.apps.obstacle import problem as P
 
 pytestmark = [pytest.mark.root, pytest.mark.slow, needs_root]
 
-N, TOL, LOSS = 16, 1e-8, 0.01
+# 3 % loss: at 1 % a short sync run could cross the link without losing a data frame.
+N, TOL, LOSS = 16, 1e-8, 0.03
 
 
 @pytest.fixture(scope="module")
