@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from geofed.apps.grayscott import pdf, stream
 from geofed.native import binary
@@ -16,6 +17,12 @@ def start(argv, **kw):
     return subprocess.Popen([PY, "-m", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
+# A reader that dies (ADIOS2's SST reader has crashed in EndStep a few times, see
+# docs/grayscott.md) leaves the writer waiting: repeat such a run once, only then.
+SST_READER_CRASH = pytest.mark.flaky(reruns=1, only_rerun=["TimeoutExpired", "Segmentation fault", "-11"])
+
+
+@SST_READER_CRASH
 def test_every_step_reaches_two_pdf_ranks_and_the_plotters_intact(tmp_path):
     (tmp_path / "s.json").write_text(json.dumps({"L": 20, "steps": 40, "plotgap": 10}))
     gs, pdfs = str(tmp_path / "gs"), str(tmp_path / "pdf")
@@ -49,6 +56,7 @@ def test_every_step_reaches_two_pdf_ranks_and_the_plotters_intact(tmp_path):
     assert len(res["gplot"]["frames"]) == 4 and (tmp_path / "fr" / "cross-section.gif").stat().st_size > 0
 
 
+@SST_READER_CRASH
 def test_a_slow_consumer_makes_the_writer_wait_and_loses_nothing(tmp_path):
     (tmp_path / "s.json").write_text(json.dumps({"L": 12, "steps": 80, "plotgap": 10}))
     gs, delay = str(tmp_path / "gs"), 0.3
