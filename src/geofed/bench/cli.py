@@ -44,12 +44,7 @@ def cmd_mpi(args) -> int:
     suite.parse_sizes(args.sizes)
     suite.check_ranks(benches, placement.node_count * args.ranks_per_node,
                       f"placement {placement.code} with {args.ranks_per_node} rank per node")
-    argv = ["geofed.bench.mpi", *args.benchmarks, "--sizes", args.sizes, "--budget", str(args.budget),
-            "--window", str(args.window), "--min-iterations", str(args.min_iterations)]
-    argv += ["--iterations", str(args.iterations)] if args.iterations else []
-    argv += ["--warmup", str(args.warmup)] if args.warmup is not None else []
-    argv += [flag for flag, on in (("--validate", args.validate), ("--rotate-root", args.rotate_root),
-                                   ("--full", args.full)) if on]
+    argv = ["geofed.bench.mpi", *args.benchmarks, *suite.measure_argv(args)]
     try:
         rec = jobs.run_program(fed, placement, argv, ranks_per_node=args.ranks_per_node, hostfile=args.hostfile,
                                timeout=args.timeout, what=f"bench mpi {' '.join(args.benchmarks)}")
@@ -121,16 +116,7 @@ def register(commands, bench) -> None:
     p.add_argument("benchmarks", nargs="+", metavar="BENCHMARK", help=names)
     _job_args(p)
     p.add_argument("--hostfile", help="real cluster: lines 'HOST SITE' (see geofed run)")
-    p.add_argument("--sizes", default=suite.DEFAULT_SIZES, help="MIN:MAX in powers of two or a list 1,64,1K (default 1:4M)")
-    p.add_argument("--budget", type=float, default=suite.DEFAULT_BUDGET_S,
-                   help="seconds of timed iterations per size, cutting OSU's counts on slow links (default 0.5)")
-    p.add_argument("--min-iterations", type=int, default=suite.MIN_ITERATIONS, help="even over budget (default 3)")
-    p.add_argument("--iterations", type=int, help="instead of OSU's iteration count")
-    p.add_argument("--warmup", type=int, help="instead of OSU's warm-up count")
-    p.add_argument("--window", type=int, default=suite.WINDOW, help="bw/bibw window (default 64)")
-    p.add_argument("--rotate-root", action="store_true", help="collectives: the root rotates over the ranks")
-    p.add_argument("--validate", action="store_true", help="check every byte of every message")
-    p.add_argument("--full", action="store_true", help="print statistics, model and ratio beside OSU's columns")
+    suite.add_measure_options(p)
     p.add_argument("--out", default="geofed-out/bench", help="directory for the bench.mpi record")
     p.set_defaults(func=cmd_mpi)
 

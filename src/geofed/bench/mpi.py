@@ -259,15 +259,7 @@ def run(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m geofed.bench.mpi", description=__doc__.splitlines()[0])
     ap.add_argument("benchmarks", nargs="+", help=f"{', '.join(suite.BENCHMARKS)}; p2p and coll name groups")
-    ap.add_argument("--sizes", default=suite.DEFAULT_SIZES, help="MIN:MAX (powers of two) or a list 1,64,1K (default 1:4M)")
-    ap.add_argument("--budget", type=float, default=suite.DEFAULT_BUDGET_S, help="seconds of timed iterations per size (default 0.5)")
-    ap.add_argument("--min-iterations", type=int, default=suite.MIN_ITERATIONS, help="timed iterations even over budget (default 3)")
-    ap.add_argument("--iterations", type=int, help="instead of OSU's count (still cut by the budget)")
-    ap.add_argument("--warmup", type=int, help="instead of OSU's warm-up count (still cut by the budget)")
-    ap.add_argument("--window", type=int, default=suite.WINDOW, help="messages per window in bw and bibw (default 64)")
-    ap.add_argument("--rotate-root", action="store_true", help="collectives: root = iteration mod ranks")
-    ap.add_argument("--validate", action="store_true", help="check every byte of every message (outside timing)")
-    ap.add_argument("--full", action="store_true", help="also print min, percentiles, std, iterations, model, ratio")
+    suite.add_measure_options(ap)
     ap.add_argument("--record", help="rank 0 writes the bench.mpi record (JSON) here")
     return ap
 

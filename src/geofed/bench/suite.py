@@ -12,6 +12,7 @@ budget per message size, as IMB does, so a 9 ms or 50 ms link ends in bounded ti
 
 from __future__ import annotations
 
+import argparse
 import re
 from dataclasses import dataclass
 
@@ -121,3 +122,28 @@ def plan(per_iteration_s: float, budget_s: float, cap: int, minimum: int) -> int
     if per_iteration_s <= 0:
         return cap
     return max(min(minimum, cap), min(cap, int(budget_s / per_iteration_s)))
+
+
+def add_measure_options(p: argparse.ArgumentParser) -> None:
+    """How to measure: the same options for `geofed bench mpi` and the ranks' program."""
+    p.add_argument("--sizes", default=DEFAULT_SIZES, help="MIN:MAX in powers of two or a list 1,64,1K (default 1:4M)")
+    p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S,
+                   help="seconds of timed iterations per size, cutting OSU's counts on slow links (default 0.5)")
+    p.add_argument("--min-iterations", type=int, default=MIN_ITERATIONS, help="timed iterations even over budget (default 3)")
+    p.add_argument("--iterations", type=int, help="instead of OSU's iteration count (still cut by the budget)")
+    p.add_argument("--warmup", type=int, help="instead of OSU's warm-up count (still cut by the budget)")
+    p.add_argument("--window", type=int, default=WINDOW, help="messages per window in bw and bibw (default 64)")
+    p.add_argument("--rotate-root", action="store_true", help="collectives: the root rotates over the ranks")
+    p.add_argument("--validate", action="store_true", help="check every byte of every message (outside timing)")
+    p.add_argument("--full", action="store_true", help="print min, percentiles, std, iterations, model and ratio too")
+
+
+def measure_argv(args) -> list[str]:
+    """The options of add_measure_options as given, to pass on to the ranks' program."""
+    argv = ["--sizes", args.sizes, "--budget", str(args.budget), "--window", str(args.window),
+            "--min-iterations", str(args.min_iterations)]
+    argv += ["--iterations", str(args.iterations)] if args.iterations else []
+    argv += ["--warmup", str(args.warmup)] if args.warmup is not None else []
+    argv += [flag for flag, on in (("--validate", args.validate), ("--rotate-root", args.rotate_root),
+                                   ("--full", args.full)) if on]
+    return argv
