@@ -25,6 +25,25 @@ def write_fed(tmp_path):
     return write
 
 
+def two_site_federation(name: str, rtt_ms: float, gbps: float = 1.0) -> str:
+    """A small test federation: site A with 2 nodes, site B with 1, one link."""
+    return f"""
+name = "{name}"
+[local]
+latency_us = 2
+[[site]]
+code = "A"
+nodes = 2
+[[site]]
+code = "B"
+nodes = 1
+[[link]]
+sites = ["A", "B"]
+rtt_ms = {rtt_ms}
+bandwidth_gbps = {gbps}
+"""
+
+
 def have_testbed() -> bool:
     return os.geteuid() == 0 and shutil.which("ip") is not None
 

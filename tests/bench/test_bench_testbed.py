@@ -7,27 +7,13 @@ import sqlite3
 
 import pytest
 
-from conftest import needs_root, run_geofed
+from conftest import needs_root, run_geofed, two_site_federation
 from geofed.testbed import core, host
 
 pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow]
 
 NAME = f"gftest-bench-{os.getpid() % 100000}"
-TWO_SITES = f"""
-name = "{NAME}"
-[local]
-latency_us = 2
-[[site]]
-code = "A"
-nodes = 2
-[[site]]
-code = "B"
-nodes = 1
-[[link]]
-sites = ["A", "B"]
-rtt_ms = 2
-bandwidth_gbps = 1
-"""
+TWO_SITES = two_site_federation(NAME, rtt_ms=2)
 
 
 @pytest.fixture(scope="module")

@@ -12,28 +12,14 @@ import sys
 
 import pytest
 
-from conftest import GEOFED, needs_root, run_geofed
+from conftest import GEOFED, needs_root, run_geofed, two_site_federation
 from geofed import federation
 from geofed.testbed import core, host
 from geofed.testbed.plan import make_plan
 
 pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow]
 
-SMALL = """
-name = "gftest-small"
-[local]
-latency_us = 2
-[[site]]
-code = "A"
-nodes = 2
-[[site]]
-code = "B"
-nodes = 1
-[[link]]
-sites = ["A", "B"]
-rtt_ms = 4
-bandwidth_gbps = 1
-"""
+SMALL = two_site_federation("gftest-small", rtt_ms=4)
 
 
 def no_leftovers(fed_name: str) -> list[str]:
