@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::cc::{Ack, Ccid2, Controller, NewReno, Response};
 use crate::context::{MicroProtocol as M, Scheme, Stack};
 use crate::rtt::RttEstimator;
-use crate::segment::{Header, Kind, Segment, BLOCK_SIZE, HEADER_LEN};
+use crate::segment::{self, Header, Kind, BLOCK_SIZE, HEADER_LEN};
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -121,8 +121,9 @@ pub struct Connection {
     cfg: Config,
     stats: Stats,
     msg_seq: HashMap<u32, u64>,
-    // --- sending, synchronous
-    unsent: VecDeque<Segment>,
+    // --- sending, synchronous; segments are encoded once, at `send`, and numbered
+    // when they first leave
+    unsent: VecDeque<Vec<u8>>,
     next_seq: u64,
     snd_una: u64,
     in_flight: BTreeMap<u64, Sent>,
@@ -134,19 +135,20 @@ pub struct Connection {
     rtt: RttEstimator,
     cc: Option<Box<dyn Controller>>,
     // --- sending, asynchronous: one slot per tag, newest message only
-    async_out: BTreeMap<u32, VecDeque<Segment>>,
+    async_out: BTreeMap<u32, VecDeque<Vec<u8>>>,
     async_rr: VecDeque<u32>,
     /// DCCP: sequence -> (bytes, sent at) awaiting the ack vector.
     dccp_flight: BTreeMap<u64, (u64, Instant)>,
     /// Payload bytes of synchronous messages not yet acknowledged (reliable) or sent.
     buffered: usize,
     // --- receiving
-    pending_acks: VecDeque<Vec<u8>>,
+    /// ACK headers, encoded straight into the transmission buffer.
+    pending_acks: VecDeque<Header>,
     /// In-order segments received since the last ACK, and when the owed ACK is due.
     unacked: u32,
     ack_at: Option<Instant>,
     rcv_nxt: u64,
-    out_of_order: BTreeMap<u64, Segment>,
+    out_of_order: BTreeMap<u64, (Header, Vec<u8>)>,
     assembling: HashMap<u32, (u64, Vec<u8>)>,
     delivered: HashMap<u32, VecDeque<(u64, Vec<u8>)>>,
     async_in: HashMap<u32, AsyncSlot>,
@@ -228,7 +230,7 @@ impl Connection {
     }
 
     /// Resize: cut a message into segments that fit `max_segment`.
-    fn fragments(&self, tag: u32, msg: u64, data: &[u8]) -> Vec<Segment> {
+    fn fragments(&self, tag: u32, msg: u64, data: &[u8]) -> Vec<Vec<u8>> {
         let room = self.cfg.max_segment - HEADER_LEN;
         let n = data.len().div_ceil(room).max(1);
         assert!(n <= u16::MAX as usize, "message too large for one Resize sequence");
@@ -237,8 +239,10 @@ impl Connection {
                 let mut h = self.header(tag, msg);
                 h.frag = i as u16;
                 h.nfrags = n as u16;
-                let end = ((i + 1) * room).min(data.len());
-                Segment { kind: Kind::Data, header: h, payload: data[i * room..end].to_vec() }
+                let payload = &data[i * room..((i + 1) * room).min(data.len())];
+                let mut b = Vec::with_capacity(HEADER_LEN + payload.len());
+                segment::encode_into(Kind::Data, &h, payload, &mut b);
+                b
             })
             .collect()
     }
@@ -275,42 +279,42 @@ impl Connection {
     // ------------------------------------------------------------ receiving
 
     pub fn handle_segment(&mut self, now: Instant, bytes: &[u8]) {
-        let seg = match Segment::decode(bytes) {
+        let (kind, header, payload) = match segment::parse(bytes) {
             Ok(s) => s,
             Err(_) => {
                 self.stats.malformed += 1;
                 return;
             }
         };
-        if seg.header.session != self.cfg.session {
+        if header.session != self.cfg.session {
             self.stats.unknown_session += 1;
             return;
         }
-        if seg.header.dst_port != self.cfg.local_port {
+        if header.dst_port != self.cfg.local_port {
             self.stats.wrong_port += 1;
             return;
         }
         self.stats.segments_received += 1;
-        match seg.kind {
-            Kind::Ack if self.cfg.stack.has(M::DccpAck) => self.on_dccp_ack(now, &seg.header),
-            Kind::Ack => self.on_ack(now, seg.header.ack),
-            Kind::Data => self.on_data(now, seg),
+        match kind {
+            Kind::Ack if self.cfg.stack.has(M::DccpAck) => self.on_dccp_ack(now, &header),
+            Kind::Ack => self.on_ack(now, header.ack),
+            Kind::Data => self.on_data(now, header, payload),
         }
     }
 
-    fn on_data(&mut self, now: Instant, seg: Segment) {
+    fn on_data(&mut self, now: Instant, h: Header, payload: &[u8]) {
         if self.cfg.stack.has(M::DccpAck) {
-            self.note_dccp_seq(seg.header.seq);
+            self.note_dccp_seq(h.seq);
         }
         let stack = &self.cfg.stack;
         if stack.scheme() == Scheme::Asynchronous {
-            return self.assemble_async(seg);
+            return self.assemble_async(h, payload);
         }
         if !stack.has(M::SequencedSegment) {
             // Reliable fabric: the transport already delivers in order, exactly once.
-            return self.assemble_in_order(seg);
+            return self.assemble_in_order(&h, payload);
         }
-        let seq = seg.header.seq;
+        let seq = h.seq;
         let mut in_order = false;
         if seq < self.rcv_nxt || self.out_of_order.contains_key(&seq) {
             self.stats.duplicates += 1;
@@ -318,13 +322,13 @@ impl Connection {
             // Filling a hole is acknowledged at once: the sender is in recovery.
             in_order = self.out_of_order.is_empty();
             self.rcv_nxt += 1;
-            self.assemble_in_order(seg);
-            while let Some(next) = self.out_of_order.remove(&self.rcv_nxt) {
+            self.assemble_in_order(&h, payload);
+            while let Some((h, payload)) = self.out_of_order.remove(&self.rcv_nxt) {
                 self.rcv_nxt += 1;
-                self.assemble_in_order(next);
+                self.assemble_in_order(&h, &payload);
             }
         } else {
-            self.out_of_order.insert(seq, seg);
+            self.out_of_order.insert(seq, (h, payload.to_vec()));
         }
         // PositiveAck: cumulative; anything unexpected is acknowledged at once so the
         // sender can count duplicates, in-order data every `ack_every` segments.
@@ -341,7 +345,7 @@ impl Connection {
         self.ack_at = None;
         let mut h = self.header(0, 0);
         h.ack = self.rcv_nxt;
-        self.queue_ack(Segment { kind: Kind::Ack, header: h, payload: Vec::new() });
+        self.queue_ack(h);
     }
 
     /// Send a delayed ACK now: the I/O layer calls this once it has handled every
@@ -352,28 +356,28 @@ impl Connection {
         }
     }
 
-    fn queue_ack(&mut self, ack: Segment) {
+    fn queue_ack(&mut self, ack: Header) {
         if self.pending_acks.len() >= MAX_PENDING_ACKS {
             self.pending_acks.pop_front();
         }
-        self.pending_acks.push_back(ack.encode());
+        self.pending_acks.push_back(ack);
     }
 
-    fn assemble_in_order(&mut self, seg: Segment) {
-        let h = seg.header;
+    fn assemble_in_order(&mut self, h: &Header, payload: &[u8]) {
         let entry = self.assembling.entry(h.tag).or_insert_with(|| (h.msg, Vec::new()));
         if entry.0 != h.msg || h.frag == 0 {
-            *entry = (h.msg, Vec::new());
+            // Every fragment but the last is as long as the first: one allocation
+            // per message instead of a reallocation (and copy) per doubling.
+            *entry = (h.msg, Vec::with_capacity(payload.len() * h.nfrags as usize));
         }
-        entry.1.extend_from_slice(&seg.payload);
+        entry.1.extend_from_slice(payload);
         if h.frag + 1 == h.nfrags {
             let (msg, data) = self.assembling.remove(&h.tag).unwrap();
             self.delivered.entry(h.tag).or_default().push_back((msg, data));
         }
     }
 
-    fn assemble_async(&mut self, seg: Segment) {
-        let h = seg.header;
+    fn assemble_async(&mut self, h: Header, payload: &[u8]) {
         let slot = self.async_in.entry(h.tag).or_default();
         let newest = slot.complete.as_ref().map_or(slot.consumed, |c| c.0).max(slot.consumed);
         if h.msg <= newest || h.frag >= h.nfrags {
@@ -389,7 +393,7 @@ impl Connection {
             self.stats.duplicates += 1;
             return;
         }
-        p.frags[h.frag as usize] = Some(seg.payload);
+        p.frags[h.frag as usize] = Some(payload.to_vec());
         p.have += 1;
         if p.have == p.frags.len() {
             let p = slot.partial.remove(&h.msg).unwrap();
@@ -497,7 +501,7 @@ impl Connection {
         let mut h = self.header(0, 0);
         h.ack = self.dccp_high;
         h.ack_vector = self.dccp_vector;
-        self.queue_ack(Segment { kind: Kind::Ack, header: h, payload: Vec::new() });
+        self.queue_ack(h);
     }
 
     fn on_dccp_ack(&mut self, now: Instant, h: &Header) {
@@ -537,22 +541,31 @@ impl Connection {
 
     /// The next datagram to put on the wire, if any may leave now.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        self.transmit_into(now, &mut out).map(|_| out)
+    }
+
+    /// `poll_transmit` appending to `out`, so the I/O layer builds a GSO run in
+    /// one buffer without a datagram's allocation; returns the datagram's length.
+    pub fn transmit_into(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<usize> {
+        let start = out.len();
         if let Some(a) = self.pending_acks.pop_front() {
-            return Some(a);
+            segment::encode_into(Kind::Ack, &a, &[], out);
+            return Some(out.len() - start);
         }
-        let out = match self.cfg.stack.scheme() {
-            Scheme::Synchronous if self.cfg.stack.reliable() => self.transmit_reliable(now),
-            Scheme::Synchronous => self.unsent.pop_front().map(|s| {
-                self.buffered -= s.payload.len();
-                s.encode()
-            }),
-            Scheme::Asynchronous => self.transmit_async(now),
-        };
-        if let Some(b) = &out {
-            self.stats.segments_sent += 1;
-            self.stats.bytes_sent += b.len() as u64;
+        match self.cfg.stack.scheme() {
+            Scheme::Synchronous if self.cfg.stack.reliable() => self.transmit_reliable(now, out)?,
+            Scheme::Synchronous => {
+                let s = self.unsent.pop_front()?;
+                self.buffered -= s.len() - HEADER_LEN;
+                out.extend_from_slice(&s);
+            }
+            Scheme::Asynchronous => self.transmit_async(now, out)?,
         }
-        out
+        let len = out.len() - start;
+        self.stats.segments_sent += 1;
+        self.stats.bytes_sent += len as u64;
+        Some(len)
     }
 
     fn window(&self) -> u64 {
@@ -562,14 +575,15 @@ impl Connection {
         }
     }
 
-    fn transmit_reliable(&mut self, now: Instant) -> Option<Vec<u8>> {
+    fn transmit_reliable(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<()> {
         // Fast retransmit and partial-ACK retransmissions ignore the window (RFC 5681 3.2).
         if let Some(seq) = self.fast_rtx.take() {
             if let Some(s) = self.in_flight.get_mut(&seq) {
                 s.retransmitted = true;
                 s.sent_at = now;
                 self.stats.retransmissions += 1;
-                return Some(s.bytes.clone());
+                out.extend_from_slice(&s.bytes);
+                return Some(());
             }
         }
         let room = |this: &Self, len: usize| this.flight_bytes == 0 || this.flight_bytes + len as u64 <= this.window();
@@ -584,24 +598,26 @@ impl Connection {
             s.retransmitted = true;
             s.sent_at = now;
             self.stats.retransmissions += 1;
-            return Some(s.bytes.clone());
+            out.extend_from_slice(&s.bytes);
+            return Some(());
         }
-        let len = self.unsent.front()?.encoded_len();
+        let len = self.unsent.front()?.len();
         if !room(self, len) {
             return None;
         }
-        let mut seg = self.unsent.pop_front().unwrap();
-        seg.header.seq = self.next_seq;
+        let mut bytes = self.unsent.pop_front().unwrap();
+        let seq = self.next_seq;
         self.next_seq += 1;
-        let bytes = seg.encode();
-        self.flight_bytes += bytes.len() as u64;
-        self.in_flight.insert(seg.header.seq, Sent { bytes: bytes.clone(), sent_at: now, retransmitted: false });
+        segment::set_seq(&mut bytes, seq);
+        self.flight_bytes += len as u64;
+        out.extend_from_slice(&bytes);
+        self.in_flight.insert(seq, Sent { bytes, sent_at: now, retransmitted: false });
         // RFC 6298 5.1: start the timer if it is not running.
         self.rto_at.get_or_insert(now + self.rtt.rto());
-        Some(bytes)
+        Some(())
     }
 
-    fn transmit_async(&mut self, now: Instant) -> Option<Vec<u8>> {
+    fn transmit_async(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<()> {
         let dccp = self.cfg.stack.has(M::DccpAck);
         if dccp {
             let flight: u64 = self.dccp_flight.values().map(|v| v.0).sum();
@@ -618,19 +634,21 @@ impl Connection {
             self.async_out.remove(&tag);
         };
         let q = self.async_out.get_mut(&tag).unwrap();
-        let mut seg = q.pop_front().unwrap();
+        let mut bytes = q.pop_front().unwrap();
         if q.is_empty() {
             self.async_out.remove(&tag);
         } else {
             self.async_rr.push_back(tag);
         }
         if dccp {
-            seg.header.seq = self.next_seq;
+            let seq = self.next_seq;
             self.next_seq += 1;
-            self.dccp_flight.insert(seg.header.seq, (seg.encoded_len() as u64, now));
+            segment::set_seq(&mut bytes, seq);
+            self.dccp_flight.insert(seq, (bytes.len() as u64, now));
             self.rto_at.get_or_insert(now + self.rtt.rto());
         }
-        Some(seg.encode())
+        out.extend_from_slice(&bytes);
+        Some(())
     }
 
     // ------------------------------------------------------------ timers

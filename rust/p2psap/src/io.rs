@@ -93,6 +93,8 @@ struct Peer {
     conn: Connection,
     path: Path,
     ip: std::net::IpAddr,
+    /// Outgoing GSO run, reused by every flush (Ethernet stacks).
+    run: Vec<u8>,
 }
 
 #[derive(Default)]
@@ -230,7 +232,7 @@ impl Endpoint {
         let conn = new_conn(inner, &est, 0, context, true, ip);
         inner.state.lock().unwrap().peers.insert(
             peer,
-            Peer { control: stream.try_clone()?, est, client: true, generation: 0, context, conn, path: Path::FabricPending, ip },
+            Peer { control: stream.try_clone()?, est, client: true, generation: 0, context, conn, path: Path::FabricPending, ip, run: Vec::new() },
         );
         spawn_control_reader(inner.clone(), peer, stream);
         self.open_data(peer, 0, context)
@@ -507,37 +509,24 @@ fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     (ss, len as libc::socklen_t)
 }
 
-/// Send `datagrams` to `addr`: each run of equal sizes (the last may be shorter)
-/// in one sendmsg with UDP_SEGMENT, which the kernel cuts into datagrams as late
-/// as possible (veth and the link emulator pass the run as one GSO frame).
-fn send_datagrams(inner: &Inner, addr: &SocketAddr, datagrams: &[Vec<u8>]) {
+/// Send one run of datagrams, `size` bytes each but the last (which may be
+/// shorter), laid out back to back in `run`: one sendmsg with UDP_SEGMENT, which
+/// the kernel cuts into datagrams as late as possible (veth and the link emulator
+/// pass the run as one GSO frame).
+fn send_run(inner: &Inner, addr: &SocketAddr, run: &[u8], size: usize) {
     use std::os::fd::AsRawFd;
-    let (mut sa, sa_len) = sockaddr(addr);
-    let mut i = 0;
-    while i < datagrams.len() {
-        let size = datagrams[i].len();
-        let mut j = i + 1;
-        let mut total = size;
-        if inner.gso.load(Ordering::Relaxed) {
-            while j < datagrams.len() && j - i < GSO_SEGMENTS && datagrams[j].len() <= size && total + datagrams[j].len() <= MAX_DATAGRAM {
-                total += datagrams[j].len();
-                j += 1;
-                if datagrams[j - 1].len() < size {
-                    break; // only the last segment of a run may be short
-                }
-            }
-        }
-        let mut iov: Vec<libc::iovec> =
-            datagrams[i..j].iter().map(|d| libc::iovec { iov_base: d.as_ptr() as *mut libc::c_void, iov_len: d.len() }).collect();
+    let (sa, sa_len) = sockaddr(addr);
+    let send = |bytes: &[u8], segment: Option<u16>| {
+        let mut iov = libc::iovec { iov_base: bytes.as_ptr() as *mut libc::c_void, iov_len: bytes.len() };
         // Room for one cmsghdr carrying a u16 (CMSG_SPACE(2) on every Linux ABI).
         let mut control = [0u64; 4];
         // SAFETY: msghdr is plain data; every pointer set below outlives the call.
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_name = &mut sa as *mut _ as *mut libc::c_void;
+        msg.msg_name = &sa as *const _ as *mut libc::c_void;
         msg.msg_namelen = sa_len;
-        msg.msg_iov = iov.as_mut_ptr();
-        msg.msg_iovlen = iov.len() as _;
-        if j - i > 1 {
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        if let Some(size) = segment {
             // SAFETY: CMSG_SPACE(2) bytes fit `control`; CMSG_FIRSTHDR is then non-null.
             unsafe {
                 msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
@@ -546,21 +535,26 @@ fn send_datagrams(inner: &Inner, addr: &SocketAddr, datagrams: &[Vec<u8>]) {
                 (*c).cmsg_level = libc::SOL_UDP;
                 (*c).cmsg_type = libc::UDP_SEGMENT;
                 (*c).cmsg_len = libc::CMSG_LEN(2) as _;
-                std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut u16, size as u16);
+                std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut u16, size);
             }
         }
         // SAFETY: a valid socket and a msghdr built above.
-        let rc = unsafe { libc::sendmsg(inner.udp.as_raw_fd(), &msg, 0) };
-        if rc < 0 && j - i > 1 {
-            let e = io::Error::last_os_error().raw_os_error();
-            if matches!(e, Some(libc::EIO) | Some(libc::EINVAL) | Some(libc::ENOPROTOOPT) | Some(libc::EOPNOTSUPP)) {
-                // No segmentation offload on this path: resend this run one by one.
-                inner.gso.store(false, Ordering::Relaxed);
-                continue;
-            }
+        unsafe { libc::sendmsg(inner.udp.as_raw_fd(), &msg, 0) }
+    };
+    if run.len() > size {
+        if send(run, Some(size as u16)) >= 0 {
+            return;
         }
-        // Otherwise a failed send is loss to the protocol above, as on a wire.
-        i = j;
+        let e = io::Error::last_os_error().raw_os_error();
+        if !matches!(e, Some(libc::EIO) | Some(libc::EINVAL) | Some(libc::ENOPROTOOPT) | Some(libc::EOPNOTSUPP)) {
+            return; // loss to the protocol above, as on a wire
+        }
+        // No segmentation offload on this path: resend this run one by one.
+        inner.gso.store(false, Ordering::Relaxed);
+    }
+    // A failed send is loss to the protocol above, as on a wire.
+    for d in run.chunks(size) {
+        send(d, None);
     }
 }
 
@@ -602,15 +596,31 @@ fn flush(inner: &Inner, p: &mut Peer) {
     let now = Instant::now();
     match &p.path {
         Path::Udp(addr) => {
-            let mut batch = Vec::with_capacity(GSO_SEGMENTS);
-            while let Some(d) = p.conn.poll_transmit(now) {
-                batch.push(d);
-                if batch.len() == GSO_SEGMENTS {
-                    send_datagrams(inner, addr, &batch);
-                    batch.clear();
+            // The run is built in the peer's reusable buffer: datagrams of one size
+            // (only the last may be shorter), at most GSO_SEGMENTS and MAX_DATAGRAM.
+            let run = &mut p.run;
+            run.clear();
+            let (mut size, mut count, mut open) = (0, 0, false);
+            loop {
+                let start = run.len();
+                let Some(len) = p.conn.transmit_into(now, run) else { break };
+                let joins = open && len <= size && run.len() <= MAX_DATAGRAM && count < GSO_SEGMENTS;
+                if count > 0 && !joins {
+                    send_run(inner, addr, &run[..start], size);
+                    run.drain(..start);
+                    count = 0;
                 }
+                if count == 0 {
+                    size = len;
+                    open = inner.gso.load(Ordering::Relaxed);
+                } else if len < size {
+                    open = false;
+                }
+                count += 1;
             }
-            send_datagrams(inner, addr, &batch);
+            if count > 0 {
+                send_run(inner, addr, run, size);
+            }
         }
         Path::Fabric(tx, pool) => {
             while pool.free_send_blocks() > 0 {
@@ -701,7 +711,7 @@ fn serve(inner: Arc<Inner>, stream: TcpStream) -> Result<()> {
     let conn = new_conn(&inner, &est, u32::MAX, placeholder, false, ip);
     inner.state.lock().unwrap().peers.insert(
         est.peer,
-        Peer { control: stream.try_clone()?, est, client: false, generation: 0, context: placeholder, conn, path: Path::FabricPending, ip },
+        Peer { control: stream.try_clone()?, est, client: false, generation: 0, context: placeholder, conn, path: Path::FabricPending, ip, run: Vec::new() },
     );
     control_reader(inner, est.peer, stream);
     Ok(())

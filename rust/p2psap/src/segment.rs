@@ -56,60 +56,78 @@ impl Segment {
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        let h = &self.header;
         let mut b = Vec::with_capacity(self.encoded_len());
-        b.extend_from_slice(&MAGIC.to_be_bytes());
-        b.push(self.kind as u8);
-        b.push(0);
-        b.extend_from_slice(&h.session.to_be_bytes());
-        b.extend_from_slice(&h.src_port.to_be_bytes());
-        b.extend_from_slice(&h.dst_port.to_be_bytes());
-        b.extend_from_slice(&h.seq.to_be_bytes());
-        b.extend_from_slice(&h.ack.to_be_bytes());
-        b.extend_from_slice(&h.ack_vector.to_be_bytes());
-        b.extend_from_slice(&h.tag.to_be_bytes());
-        b.extend_from_slice(&h.msg.to_be_bytes());
-        b.extend_from_slice(&h.frag.to_be_bytes());
-        b.extend_from_slice(&h.nfrags.to_be_bytes());
-        b.extend_from_slice(&(self.payload.len() as u16).to_be_bytes());
-        debug_assert_eq!(b.len(), HEADER_LEN);
-        b.extend_from_slice(&self.payload);
+        encode_into(self.kind, &self.header, &self.payload, &mut b);
         b
     }
 
     pub fn decode(b: &[u8]) -> Result<Segment, DecodeError> {
-        if b.len() < HEADER_LEN {
-            return Err(DecodeError::Short);
-        }
-        let u16_at = |i: usize| u16::from_be_bytes([b[i], b[i + 1]]);
-        let u32_at = |i: usize| u32::from_be_bytes(b[i..i + 4].try_into().unwrap());
-        let u64_at = |i: usize| u64::from_be_bytes(b[i..i + 8].try_into().unwrap());
-        if u16_at(0) != MAGIC {
-            return Err(DecodeError::BadMagic);
-        }
-        let kind = match b[2] {
-            1 => Kind::Data,
-            2 => Kind::Ack,
-            _ => return Err(DecodeError::BadKind),
-        };
-        let header = Header {
-            session: u64_at(4),
-            src_port: u16_at(12),
-            dst_port: u16_at(14),
-            seq: u64_at(16),
-            ack: u64_at(24),
-            ack_vector: u32_at(32),
-            tag: u32_at(36),
-            msg: u64_at(40),
-            frag: u16_at(48),
-            nfrags: u16_at(50),
-        };
-        if payload_len(b) != Some(b.len() - HEADER_LEN) || (kind == Kind::Data && header.nfrags == 0) {
-            return Err(DecodeError::BadLength);
-        }
-        let payload = b[HEADER_LEN..].to_vec();
-        Ok(Segment { kind, header, payload })
+        let (kind, header, payload) = parse(b)?;
+        Ok(Segment { kind, header, payload: payload.to_vec() })
     }
+}
+
+/// Append a segment's wire form to `out`: the sender builds its segments and GSO
+/// runs in place, with one copy of the payload and no intermediate buffer.
+pub fn encode_into(kind: Kind, h: &Header, payload: &[u8], out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&MAGIC.to_be_bytes());
+    out.push(kind as u8);
+    out.push(0);
+    out.extend_from_slice(&h.session.to_be_bytes());
+    out.extend_from_slice(&h.src_port.to_be_bytes());
+    out.extend_from_slice(&h.dst_port.to_be_bytes());
+    out.extend_from_slice(&h.seq.to_be_bytes());
+    out.extend_from_slice(&h.ack.to_be_bytes());
+    out.extend_from_slice(&h.ack_vector.to_be_bytes());
+    out.extend_from_slice(&h.tag.to_be_bytes());
+    out.extend_from_slice(&h.msg.to_be_bytes());
+    out.extend_from_slice(&h.frag.to_be_bytes());
+    out.extend_from_slice(&h.nfrags.to_be_bytes());
+    out.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+    debug_assert_eq!(out.len() - start, HEADER_LEN);
+    out.extend_from_slice(payload);
+}
+
+/// Number an encoded segment: sequence numbers are given at (re)transmission
+/// time, after the segment was built.
+pub fn set_seq(encoded: &mut [u8], seq: u64) {
+    encoded[16..24].copy_from_slice(&seq.to_be_bytes());
+}
+
+/// The segment in `b`, its payload borrowed: the receiver copies a payload once,
+/// into the message it belongs to.
+pub fn parse(b: &[u8]) -> Result<(Kind, Header, &[u8]), DecodeError> {
+    if b.len() < HEADER_LEN {
+        return Err(DecodeError::Short);
+    }
+    let u16_at = |i: usize| u16::from_be_bytes([b[i], b[i + 1]]);
+    let u32_at = |i: usize| u32::from_be_bytes(b[i..i + 4].try_into().unwrap());
+    let u64_at = |i: usize| u64::from_be_bytes(b[i..i + 8].try_into().unwrap());
+    if u16_at(0) != MAGIC {
+        return Err(DecodeError::BadMagic);
+    }
+    let kind = match b[2] {
+        1 => Kind::Data,
+        2 => Kind::Ack,
+        _ => return Err(DecodeError::BadKind),
+    };
+    let header = Header {
+        session: u64_at(4),
+        src_port: u16_at(12),
+        dst_port: u16_at(14),
+        seq: u64_at(16),
+        ack: u64_at(24),
+        ack_vector: u32_at(32),
+        tag: u32_at(36),
+        msg: u64_at(40),
+        frag: u16_at(48),
+        nfrags: u16_at(50),
+    };
+    if payload_len(b) != Some(b.len() - HEADER_LEN) || (kind == Kind::Data && header.nfrags == 0) {
+        return Err(DecodeError::BadLength);
+    }
+    Ok((kind, header, &b[HEADER_LEN..]))
 }
 
 /// The payload length a header announces; the fabric path frames its byte stream with it.
