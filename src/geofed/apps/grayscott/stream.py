@@ -26,8 +26,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import select
-import signal
+import subprocess
+import sys
 import time
 import zlib
 from dataclasses import dataclass
@@ -152,25 +152,29 @@ class Writer:
 def watchdog(seconds: float, message: str):
     """Stop this process with `message` unless the block finishes within `seconds`.
 
-    A forked child waits on a pipe: ADIOS2's Open holds the GIL, so neither a
-    Python thread nor a signal handler would run before it returns. The child
-    writes the message and sends SIGTERM; the block's end closes the pipe.
+    A separate process waits on a pipe: ADIOS2's Open holds the GIL, so neither a
+    Python thread nor a signal handler would run before it returns. It is started
+    with subprocess (vfork and exec), not os.fork: forking this MPI process with
+    ADIOS2's threads running crashed it with SIGSEGV in fork (seen in CI). On
+    timeout it prints the message and sends SIGTERM; the block's end closes the pipe.
     """
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(w)
-        ready, _, _ = select.select([r], [], [], seconds)
-        if not ready:
-            os.write(2, (message + "\n").encode())
-            os.kill(os.getppid(), signal.SIGTERM)
-        os._exit(0)
-    os.close(r)
+    guard = subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(seconds), message],
+                             stdin=subprocess.PIPE)
     try:
         yield
     finally:
-        os.close(w)
-        os.waitpid(pid, 0)
+        guard.stdin.close()
+        guard.wait()
+
+
+_WATCHDOG = """
+import os, select, signal, sys
+ready, _, _ = select.select([sys.stdin], [], [], float(sys.argv[2]))
+if not ready:
+    sys.stderr.write(sys.argv[3] + "\\n")
+    sys.stderr.flush()
+    os.kill(int(sys.argv[1]), signal.SIGTERM)
+"""
 
 
 @dataclass
