@@ -27,21 +27,8 @@ def write_fed(tmp_path):
 
 def two_site_federation(name: str, rtt_ms: float, gbps: float = 1.0) -> str:
     """A small test federation: site A with 2 nodes, site B with 1, one link."""
-    return f"""
-name = "{name}"
-[local]
-latency_us = 2
-[[site]]
-code = "A"
-nodes = 2
-[[site]]
-code = "B"
-nodes = 1
-[[link]]
-sites = ["A", "B"]
-rtt_ms = {rtt_ms}
-bandwidth_gbps = {gbps}
-"""
+    from geofed.bench.link import two_site_toml
+    return two_site_toml(rtt_ms, gbps, name=name, a_nodes=2, local_latency_us=2.0)
 
 
 def have_testbed() -> bool:

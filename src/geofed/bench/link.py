@@ -20,16 +20,18 @@ from geofed.testbed import core, probe
 BENCH_NAME = "bench-link"
 
 
-def two_site_toml(rtt_ms: float, gbps: float) -> str:
-    # No local latency or local shaping: what is measured is the link alone.
+def two_site_toml(rtt_ms: float, gbps: float, name: str = BENCH_NAME, a_nodes: int = 1,
+                  local_latency_us: float = 0.0) -> str:
+    """Sites A and B joined by one link. The benchmark's own default has no local
+    latency or local shaping: what is measured is the link alone."""
     return f"""
-name = "{BENCH_NAME}"
-description = "two nodes joined by one emulated link, for geofed bench link"
+name = "{name}"
+description = "two sites joined by one emulated link"
 [local]
-latency_us = 0.0
+latency_us = {local_latency_us}
 [[site]]
 code = "A"
-nodes = 1
+nodes = {a_nodes}
 [[site]]
 code = "B"
 nodes = 1
