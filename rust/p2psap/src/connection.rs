@@ -470,7 +470,8 @@ impl Connection {
             if self.fast_rtx.is_some_and(|s| s < cumulative) {
                 self.fast_rtx = None;
             }
-            let ack = Ack { newly_acked: newly, cumulative, duplicate: false, flight: flight_before, high_seq };
+            let cwnd_limited = self.window_limited(flight_before, !self.unsent.is_empty() || !self.lost.is_empty());
+            let ack = Ack { newly_acked: newly, cumulative, duplicate: false, flight: flight_before, high_seq, cwnd_limited };
             if let Some(cc) = self.cc.as_mut() {
                 if cc.on_ack(&ack) == Response::RetransmitFirstUnacked && self.in_flight.contains_key(&cumulative) {
                     self.fast_rtx = Some(cumulative);
@@ -479,7 +480,7 @@ impl Connection {
             // RFC 6298 5.2 and 5.3: stop the timer when all is acknowledged, else restart it.
             self.rto_at = (!self.in_flight.is_empty()).then(|| now + self.rtt.rto());
         } else if cumulative == self.snd_una && !self.in_flight.is_empty() && self.cfg.stack.has(M::DuplicateAck) {
-            let ack = Ack { newly_acked: 0, cumulative, duplicate: true, flight: flight_before, high_seq };
+            let ack = Ack { newly_acked: 0, cumulative, duplicate: true, flight: flight_before, high_seq, cwnd_limited: false };
             if let Some(cc) = self.cc.as_mut() {
                 if cc.on_ack(&ack) == Response::RetransmitFirstUnacked {
                     self.stats.fast_retransmits += 1;
@@ -487,6 +488,11 @@ impl Connection {
                 }
             }
         }
+    }
+
+    /// Whether the window limited sending: data was waiting, or the flight filled it.
+    fn window_limited(&self, flight: u64, waiting: bool) -> bool {
+        waiting || flight + self.cfg.max_segment as u64 > self.window()
     }
 
     fn note_dccp_seq(&mut self, seq: u64) {
@@ -528,12 +534,13 @@ impl Connection {
         if let Some(r) = sample {
             self.rtt.on_sample(r);
         }
+        let cwnd_limited = self.window_limited(flight_before, self.async_out.values().any(|q| !q.is_empty()));
         let cc = self.cc.as_mut().expect("DCCP stacks carry a congestion controller");
         for seq in lost {
             self.stats.lost += 1;
             cc.on_loss(seq, high_seq);
         }
-        cc.on_ack(&Ack { newly_acked: newly, cumulative: h.ack + 1, duplicate: false, flight: flight_before, high_seq });
+        cc.on_ack(&Ack { newly_acked: newly, cumulative: h.ack + 1, duplicate: false, flight: flight_before, high_seq, cwnd_limited });
         self.rto_at = (!self.dccp_flight.is_empty()).then(|| now + self.rtt.rto());
     }
 

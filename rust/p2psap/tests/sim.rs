@@ -253,9 +253,9 @@ fn never_deliver_older_after_newer(tune: fn(&mut Config)) {
 fn delayed_acks_cover_two_segments_and_gaps_are_acknowledged_at_once() {
     let mut sim = Sim::with(inter_eth(Scheme::Synchronous), 0.0, 1, mtu_segments_delayed_acks);
     let t0 = sim.now;
-    sim.a.send(0, &vec![7u8; 5 * 1418]).unwrap(); // five full segments
+    sim.a.send(0, &vec![7u8; 12 * 1418]).unwrap(); // twelve full segments
     let segs: Vec<_> = std::iter::from_fn(|| sim.a.poll_transmit(t0)).collect();
-    assert_eq!(segs.len(), 3, "initial window: 3 segments of 1472 bytes (RFC 5681)");
+    assert_eq!(segs.len(), 9, "initial window: 14600 bytes, 9 segments of 1472 (RFC 6928)");
     let ack_of = |d: &[u8]| Segment::decode(d).unwrap().header.ack;
     sim.b.handle_segment(t0, &segs[0]);
     assert_eq!(sim.b.poll_transmit(t0), None, "the first in-order segment waits for a second");
@@ -338,7 +338,7 @@ fn three_duplicate_acks_trigger_one_fast_retransmit_and_halve_the_window() {
     for i in 0..2 {
         sim.a.send(0, &vec![i; smss]).unwrap();
     }
-    assert_eq!(sim.a.congestion_window(), Some(2 * seg)); // RFC 5681 IW for a large SMSS
+    assert_eq!(sim.a.congestion_window(), Some(2 * seg)); // RFC 6928: two segments when 14600 bytes hold fewer
     // Grow the window in slow start with clean round trips.
     let mut now = t;
     for round in 0..3 {

@@ -24,6 +24,10 @@ pub struct Ack {
     pub flight: u64,
     /// Highest sequence number transmitted so far.
     pub high_seq: u64,
+    /// The window, not the application, limited sending when this ACK arrived
+    /// (data was waiting for room). RFC 7661 / RFC 9002 7.8: a window that is not
+    /// being used must not grow, or it would license a burst it was never tested at.
+    pub cwnd_limited: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,23 +48,44 @@ pub trait Controller: Send + std::fmt::Debug {
     fn name(&self) -> &'static str;
 }
 
-/// RFC 5681 section 3.1: the initial window from the sender's maximum segment size.
+/// RFC 6928: ten segments, at most 14600 bytes unless that is under two segments.
+/// (RFC 5681's 2-4 segments cost a long link several round trips of slow start.)
 pub fn initial_window(smss: u64) -> u64 {
-    if smss > 2190 {
-        2 * smss
-    } else if smss > 1095 {
-        3 * smss
-    } else {
-        4 * smss
-    }
+    (10 * smss).min((2 * smss).max(14_600))
 }
 
-/// RFC 5681's growth per ACK outside recovery: slow start below ssthresh,
-/// congestion avoidance (about one SMSS per window) above.
-fn grow(cwnd: u64, ssthresh: u64, newly_acked: u64, smss: u64) -> u64 {
-    if cwnd < ssthresh {
-        cwnd + newly_acked.min(smss)
-    } else {
-        cwnd + (smss * smss / cwnd).max(1)
+/// RFC 3465's limit L on slow-start growth per ACK, in SMSS.
+const ABC_LIMIT: u64 = 2;
+
+/// Window growth outside recovery by Appropriate Byte Counting (RFC 3465): the
+/// bytes an ACK covers count, not the ACK, so delayed and stretch ACKs (one per
+/// two segments, one per receive batch) grow the window as per-segment ACKs would.
+#[derive(Debug, Clone, Default)]
+struct Growth {
+    /// Congestion avoidance: bytes acknowledged towards the next SMSS of window.
+    bytes_acked: u64,
+}
+
+impl Growth {
+    /// The window after `ack`: slow start adds the bytes acknowledged (at most
+    /// L SMSS per ACK), congestion avoidance one SMSS per window of bytes acknowledged.
+    fn grow(&mut self, cwnd: u64, ssthresh: u64, ack: &Ack, smss: u64) -> u64 {
+        if !ack.cwnd_limited {
+            return cwnd;
+        }
+        if cwnd < ssthresh {
+            return cwnd + ack.newly_acked.min(ABC_LIMIT * smss);
+        }
+        self.bytes_acked += ack.newly_acked;
+        if self.bytes_acked >= cwnd {
+            self.bytes_acked -= cwnd;
+            return cwnd + smss;
+        }
+        cwnd
+    }
+
+    /// A loss or timeout starts a fresh count (RFC 3465 2.1).
+    fn reset(&mut self) {
+        self.bytes_acked = 0;
     }
 }

@@ -1,7 +1,7 @@
 //! TCP NewReno: RFC 5681 (slow start, congestion avoidance, fast retransmit and
 //! recovery) with RFC 6582's handling of partial acknowledgements.
 
-use super::{grow, initial_window, Ack, Controller, Response};
+use super::{initial_window, Ack, Controller, Growth, Response};
 
 #[derive(Debug, Clone)]
 pub struct NewReno {
@@ -12,11 +12,12 @@ pub struct NewReno {
     /// RFC 6582 `recover`: highest sequence sent when the last recovery began.
     recover: u64,
     in_recovery: bool,
+    growth: Growth,
 }
 
 impl NewReno {
     pub fn new(smss: u64) -> Self {
-        NewReno { smss, cwnd: initial_window(smss), ssthresh: u64::MAX, dupacks: 0, recover: 0, in_recovery: false }
+        NewReno { smss, cwnd: initial_window(smss), ssthresh: u64::MAX, dupacks: 0, recover: 0, in_recovery: false, growth: Growth::default() }
     }
 
     pub fn ssthresh(&self) -> u64 {
@@ -51,6 +52,7 @@ impl Controller for NewReno {
                 self.ssthresh = self.halve(ack.flight);
                 self.cwnd = self.ssthresh + 3 * self.smss;
                 self.in_recovery = true;
+                self.growth.reset();
                 return Response::RetransmitFirstUnacked;
             }
             return Response::Nothing;
@@ -76,7 +78,7 @@ impl Controller for NewReno {
             return Response::RetransmitFirstUnacked;
         }
         self.dupacks = 0;
-        self.cwnd = grow(self.cwnd, self.ssthresh, ack.newly_acked, self.smss);
+        self.cwnd = self.growth.grow(self.cwnd, self.ssthresh, ack, self.smss);
         Response::Nothing
     }
 
@@ -88,6 +90,7 @@ impl Controller for NewReno {
         self.recover = high_seq;
         self.in_recovery = false;
         self.dupacks = 0;
+        self.growth.reset();
     }
 
     fn name(&self) -> &'static str {
@@ -102,45 +105,75 @@ mod tests {
     const MSS: u64 = 1000;
 
     fn ack(newly: u64, cum: u64, flight: u64, high: u64) -> Ack {
-        Ack { newly_acked: newly, cumulative: cum, duplicate: false, flight, high_seq: high }
+        Ack { newly_acked: newly, cumulative: cum, duplicate: false, flight, high_seq: high, cwnd_limited: true }
     }
 
     fn dup(cum: u64, flight: u64, high: u64) -> Ack {
-        Ack { newly_acked: 0, cumulative: cum, duplicate: true, flight, high_seq: high }
+        Ack { newly_acked: 0, cumulative: cum, duplicate: true, flight, high_seq: high, cwnd_limited: false }
     }
 
     #[test]
-    fn initial_window_follows_rfc5681() {
-        assert_eq!(NewReno::new(1000).window(), 4000);
-        assert_eq!(NewReno::new(1460).window(), 4380);
-        assert_eq!(NewReno::new(8074).window(), 16148);
+    fn initial_window_follows_rfc6928() {
+        assert_eq!(NewReno::new(1000).window(), 10_000); // 10 segments
+        assert_eq!(NewReno::new(1472).window(), 14_600); // capped at 14600 bytes
+        assert_eq!(NewReno::new(8128).window(), 16_256); // but never under 2 segments
     }
 
     #[test]
-    fn slow_start_then_congestion_avoidance() {
+    fn slow_start_counts_bytes_up_to_two_segments_per_ack() {
         let mut c = NewReno::new(MSS);
-        // Slow start: one SMSS per ACK of a full segment, even for a stretch ACK.
-        c.on_ack(&ack(MSS, 2, 4 * MSS, 4));
-        assert_eq!(c.window(), 5 * MSS);
-        c.on_ack(&ack(3 * MSS, 5, 4 * MSS, 8));
-        assert_eq!(c.window(), 6 * MSS);
-        // A timeout sets ssthresh = flight / 2 and cwnd = 1 SMSS.
+        c.on_ack(&ack(MSS, 2, 10 * MSS, 11));
+        assert_eq!(c.window(), 11 * MSS);
+        // A delayed ACK of two segments grows as two ACKs would (RFC 3465, L = 2) ...
+        c.on_ack(&ack(2 * MSS, 4, 10 * MSS, 13));
+        assert_eq!(c.window(), 13 * MSS);
+        // ... a stretch ACK of five by at most two.
+        c.on_ack(&ack(5 * MSS, 9, 12 * MSS, 17));
+        assert_eq!(c.window(), 15 * MSS);
+    }
+
+    #[test]
+    fn an_unused_window_does_not_grow() {
+        let mut c = NewReno::new(MSS);
+        // RFC 7661 / RFC 9002 7.8: the application sent less than the window allowed.
+        let idle = Ack { cwnd_limited: false, ..ack(2 * MSS, 3, 2 * MSS, 2) };
+        for _ in 0..5 {
+            c.on_ack(&idle);
+        }
+        assert_eq!(c.window(), 10 * MSS);
+        c.on_timeout(8 * MSS, 20);
+        c.on_ack(&Ack { cwnd_limited: false, ..ack(MSS, 21, MSS, 21) });
+        assert_eq!(c.window(), MSS);
+    }
+
+    #[test]
+    fn congestion_avoidance_adds_one_segment_per_window_acknowledged() {
+        let mut c = NewReno::new(MSS);
+        // A timeout sets ssthresh = flight / 2 and cwnd = 1 SMSS (RFC 5681 (4)).
         c.on_timeout(8 * MSS, 20);
         assert_eq!((c.window(), c.ssthresh()), (MSS, 4 * MSS));
         for i in 0..3 {
             c.on_ack(&ack(MSS, 21 + i, MSS, 21));
         }
-        assert_eq!(c.window(), 4 * MSS); // reached ssthresh
-        c.on_ack(&ack(MSS, 24, 4 * MSS, 28));
-        assert_eq!(c.window(), 4 * MSS + MSS * MSS / (4 * MSS)); // + SMSS^2/cwnd
+        assert_eq!(c.window(), 4 * MSS); // slow start reached ssthresh
+        // RFC 3465 2.1: + 1 SMSS once a window's worth (4 SMSS) is acknowledged,
+        // whether by four ACKs or by two delayed ones.
+        for i in 0..3 {
+            c.on_ack(&ack(MSS, 24 + i, 4 * MSS, 28));
+            assert_eq!(c.window(), 4 * MSS);
+        }
+        c.on_ack(&ack(MSS, 27, 4 * MSS, 28));
+        assert_eq!(c.window(), 5 * MSS);
+        c.on_ack(&ack(2 * MSS, 29, 5 * MSS, 32));
+        c.on_ack(&ack(2 * MSS, 31, 5 * MSS, 32));
+        assert_eq!(c.window(), 5 * MSS);
+        c.on_ack(&ack(2 * MSS, 33, 5 * MSS, 36));
+        assert_eq!(c.window(), 6 * MSS); // 6 SMSS acknowledged; 1 carries over
     }
 
     #[test]
     fn fast_retransmit_partial_and_full_ack_follow_rfc6582() {
         let mut c = NewReno::new(MSS);
-        for i in 0..6 {
-            c.on_ack(&ack(MSS, 2 + i, 4 * MSS, 10));
-        }
         assert_eq!(c.window(), 10 * MSS);
         // Segment 10 is lost; 10 segments (10..=19) are in flight.
         let flight = 10 * MSS;
