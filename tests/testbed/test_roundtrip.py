@@ -71,6 +71,18 @@ def test_mpi_job_across_two_sites_sees_the_configured_rtt(icm, tmp_path):
     assert nodes == ["W1", "W2", "G1"]
 
 
+def test_tcp_bulk_transfer_is_timed_to_its_last_acknowledgement(icm):
+    from geofed.testbed import probe
+    plan = make_plan(icm)
+    nbytes = 8 << 20
+    mbps = probe.throughput_mbps(plan.node("G1"), plan.node("W1"), streams=1, nbytes=nbytes)
+    # Nothing is acknowledged before a round trip, and the link serialises at its rate:
+    # a figure above this bound counted written bytes, not acknowledged ones.
+    link = icm.links[0]
+    bound = nbytes * 8 / 1e6 / (link.rtt_ms / 1e3 + nbytes * 8 / (link.bandwidth_gbps * 1e9))
+    assert 0 < mbps < bound
+
+
 def test_up_twice_is_harmless(icm):
     before = emulator_pids(icm)
     res = run_geofed("testbed", "up", "icm-task")

@@ -19,7 +19,8 @@ const USAGE: &str = "usage:
   geofed-probe udp-echo --bind IP:PORT [--max-seconds S=60]
   geofed-probe rtt --to IP:PORT [--count N=200] [--size B=64] [--interval-us U=1000] [--timeout-ms T=2000]
   geofed-probe tcp-sink --bind IP:PORT [--max-seconds S=60]
-  geofed-probe tcp-send --to IP:PORT [--streams N=1] [--seconds T=3] [--warmup S=1]";
+  geofed-probe tcp-send --to IP:PORT [--streams N=1] [--seconds T=3] [--warmup S=1]
+  geofed-probe tcp-send --to IP:PORT --bytes B [--streams N=1]   (B per stream, timed until acknowledged)";
 
 /// Sequence number + send timestamp.
 const RTT_HDR: usize = 16;
@@ -115,6 +116,10 @@ enum Cmd {
         streams: usize,
         seconds: f64,
         warmup: f64,
+        /// Bulk mode when > 0: this many bytes per stream, timed from the first
+        /// write to the last byte acknowledged (slow start included), as a
+        /// transfer of a file would be.
+        bytes: u64,
     },
 }
 
@@ -149,12 +154,13 @@ fn parse_cmd(argv: &[String]) -> Result<Cmd, String> {
             })
         }
         "tcp-send" => {
-            let f = Flags::parse(rest, &["--to", "--streams", "--seconds", "--warmup"])?;
+            let f = Flags::parse(rest, &["--to", "--streams", "--seconds", "--warmup", "--bytes"])?;
             Ok(Cmd::TcpSend {
                 to: f.addr("--to")?,
                 streams: f.uint("--streams", 1, 1, 1024)? as usize,
                 seconds: f.secs("--seconds", 3.0, 0.01, 1e6)?,
                 warmup: f.secs("--warmup", 1.0, 0.0, 1e6)?,
+                bytes: f.uint("--bytes", 0, 0, 1 << 40)?,
             })
         }
         "-h" | "--help" | "help" => Err("help".into()),
@@ -354,7 +360,53 @@ fn sum_acked(fds: &[RawFd]) -> (u64, u64) {
     })
 }
 
-fn tcp_send(to: SocketAddr, streams: usize, seconds: f64, warmup: f64) {
+fn tcp_send(to: SocketAddr, streams: usize, seconds: f64, warmup: f64, bytes: u64) {
+    let conns = tcp_connect(to, streams);
+    let fds: Vec<RawFd> = conns.iter().map(|s| s.as_raw_fd()).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let t_start = Instant::now();
+    for s in &conns {
+        let mut s = s
+            .try_clone()
+            .unwrap_or_else(|e| fail(format!("dup socket: {e}")));
+        let stop = stop.clone();
+        thread::spawn(move || {
+            let buf = vec![0x5Au8; TCP_BUF];
+            let mut left = if bytes > 0 { bytes } else { u64::MAX };
+            while left > 0 && !stop.load(Ordering::Relaxed) {
+                let n = left.min(TCP_BUF as u64) as usize;
+                if s.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+                left -= n as u64;
+            }
+        });
+    }
+    let (moved, dt, retrans) = if bytes > 0 {
+        bulk(&fds, bytes * streams as u64, t_start)
+    } else {
+        timed(&fds, seconds, warmup, t_start)
+    };
+    stop.store(true, Ordering::Relaxed);
+    let mbps = moved as f64 * 8.0 / dt / 1e6;
+    println!(
+        "{{\"bytes\": {moved}, \"seconds\": {dt:.6}, \"mbps\": {mbps:.3}, \"streams\": {streams}, \"retrans\": {retrans}, \"cc\": \"{}\"}}",
+        tcp_cc(fds[0])
+    );
+    let _ = io::stdout().flush();
+    // Abortive close: otherwise the kernel keeps draining up to 64 MiB per
+    // socket after we exit, polluting whatever is measured next.
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    for &fd in &fds {
+        let _ = setsockopt(fd, libc::SOL_SOCKET, libc::SO_LINGER, &linger);
+    }
+    exit(0)
+}
+
+fn tcp_connect(to: SocketAddr, streams: usize) -> Vec<TcpStream> {
     let mut conns = Vec::with_capacity(streams);
     for i in 0..streams {
         let s = TcpStream::connect_timeout(&to, Duration::from_secs(10))
@@ -371,53 +423,31 @@ fn tcp_send(to: SocketAddr, streams: usize, seconds: f64, warmup: f64) {
         }
         conns.push(s);
     }
-    let fds: Vec<RawFd> = conns.iter().map(|s| s.as_raw_fd()).collect();
+    conns
+}
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let t_start = Instant::now();
-    for s in &conns {
-        let mut s = s
-            .try_clone()
-            .unwrap_or_else(|e| fail(format!("dup socket: {e}")));
-        let stop = stop.clone();
-        thread::spawn(move || {
-            let buf = vec![0x5Au8; TCP_BUF];
-            while !stop.load(Ordering::Relaxed) {
-                if s.write_all(&buf).is_err() {
-                    break;
-                }
-            }
-        });
-    }
-
-    // Sampling acked bytes from here (not counting writes in the workers)
-    // makes the window edges exact even though writes block for long.
+/// Steady state: acknowledged bytes over `seconds` after `warmup`. Sampling acked
+/// bytes here (not counting writes in the workers) makes the window edges exact
+/// even though writes block for long. -> (bytes, seconds, retransmissions)
+fn timed(fds: &[RawFd], seconds: f64, warmup: f64, t_start: Instant) -> (u64, f64, u64) {
     thread::sleep(Duration::from_secs_f64(warmup).saturating_sub(t_start.elapsed()));
     let t1 = Instant::now();
-    let (a1, r1) = sum_acked(&fds);
+    let (a1, r1) = sum_acked(fds);
     thread::sleep(Duration::from_secs_f64(seconds));
-    let (a2, r2) = sum_acked(&fds);
-    let dt = t1.elapsed().as_secs_f64();
-    stop.store(true, Ordering::Relaxed);
+    let (a2, r2) = sum_acked(fds);
+    (a2.saturating_sub(a1), t1.elapsed().as_secs_f64(), r2.saturating_sub(r1))
+}
 
-    let bytes = a2.saturating_sub(a1);
-    let mbps = bytes as f64 * 8.0 / dt / 1e6;
-    println!(
-        "{{\"bytes\": {bytes}, \"seconds\": {dt:.6}, \"mbps\": {mbps:.3}, \"streams\": {streams}, \"retrans\": {}, \"cc\": \"{}\"}}",
-        r2.saturating_sub(r1),
-        tcp_cc(fds[0])
-    );
-    let _ = io::stdout().flush();
-    // Abortive close: otherwise the kernel keeps draining up to 64 MiB per
-    // socket after we exit, polluting whatever is measured next.
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    for &fd in &fds {
-        let _ = setsockopt(fd, libc::SOL_SOCKET, libc::SO_LINGER, &linger);
+/// Bulk: from the first write until `total` bytes are acknowledged, polled every
+/// 100 us (under 0.1 % of a transfer that crosses a long link).
+fn bulk(fds: &[RawFd], total: u64, t_start: Instant) -> (u64, f64, u64) {
+    loop {
+        let (acked, retrans) = sum_acked(fds);
+        if acked >= total {
+            return (acked, t_start.elapsed().as_secs_f64(), retrans);
+        }
+        thread::sleep(Duration::from_micros(100));
     }
-    exit(0)
 }
 
 fn main() {
@@ -448,7 +478,8 @@ fn main() {
             streams,
             seconds,
             warmup,
-        } => tcp_send(to, streams, seconds, warmup),
+            bytes,
+        } => tcp_send(to, streams, seconds, warmup, bytes),
     }
 }
 
@@ -478,7 +509,8 @@ mod tests {
                 to: "10.99.0.2:5001".parse().unwrap(),
                 streams: 4,
                 seconds: 2.5,
-                warmup: 1.0
+                warmup: 1.0,
+                bytes: 0
             }
         );
         assert_eq!(
@@ -499,6 +531,7 @@ mod tests {
             ("rtt --to 10.0.0.1:1 --count x", "--count"),
             ("tcp-send --to 10.0.0.1:1 --streams 0", "--streams"),
             ("tcp-send --to 10.0.0.1:1 --seconds", "--seconds"),
+            ("tcp-send --to 10.0.0.1:1 --bytes -5", "--bytes"),
             ("tcp-sink --bind 1.2.3.4:5 --bind 1.2.3.4:6", "--bind"),
             ("udp-echo --bind 1.2.3.4:5 --nope 1", "--nope"),
             ("frobnicate", "frobnicate"),

@@ -32,15 +32,18 @@ def rtt_samples_ms(src: NodePlan, dst: NodePlan, count: int = 200, interval_us: 
 
 
 def throughput_mbps(src: NodePlan, dst: NodePlan, streams: int = 4, seconds: float = 3.0,
-                    warmup: float = 1.0) -> float:
-    """TCP goodput from src to dst over `streams` parallel connections, in Mbit/s."""
+                    warmup: float = 1.0, nbytes: int = 0) -> float:
+    """TCP goodput from src to dst over `streams` parallel connections, in Mbit/s: the
+    steady state over `seconds` after `warmup`, or with `nbytes` a transfer of that many
+    bytes per stream, from the first write to the last byte acknowledged."""
     probe = binary("geofed-probe")
+    mode = ["--bytes", str(nbytes)] if nbytes else ["--seconds", str(seconds), "--warmup", str(warmup)]
     sink = host.spawn_ready(host.in_netns(dst.netns, [
         probe, "tcp-sink", "--bind", f"{dst.address}:{SINK_PORT}", "--max-seconds", "600"]))
     try:
         res = host.run_in(src.netns, [
-            probe, "tcp-send", "--to", f"{dst.address}:{SINK_PORT}", "--streams", str(streams),
-            "--seconds", str(seconds), "--warmup", str(warmup)], timeout=seconds + warmup + 60)
+            probe, "tcp-send", "--to", f"{dst.address}:{SINK_PORT}", "--streams", str(streams), *mode],
+            timeout=seconds + warmup + 600)
     finally:
         host.terminate([sink.pid])
         sink.wait()

@@ -82,20 +82,38 @@ def link_pair(fed) -> tuple[str, str]:
     return fed.sites[1].node_list()[0].name, fed.sites[0].node_list()[0].name
 
 
+THROUGHPUT_ROWS = (("p2psap_eth", "P2PSAP sync/inter/Eth"), ("p2psap_fabric", "P2PSAP sync/inter/fabric"),
+                   ("tcp", "TCP, one stream (cubic)"))
+
+
 def throughput(fed, mbytes: float, repeat: int, progress) -> dict:
+    """Each P2PSAP stack and one TCP stream over the same path, two ways: the transfer of
+    the same bytes from a standing start (slow start and the last acknowledgement count)
+    and the steady state after it (P2PSAP: the last three quarters of the messages on the
+    receiver's clock; TCP: 5 s after 2 s of warm-up)."""
     from geofed.testbed import probe
     from geofed.testbed.plan import make_plan
     plan = make_plan(fed)
     b, a = link_pair(fed)
-    runs = {"p2psap_eth": [], "p2psap_fabric": [], "tcp": []}
+    runs = {k: [] for k, _ in THROUGHPUT_ROWS}
     for r in range(repeat):
         progress(f"bench obstacle: throughput run {r + 1}/{repeat} ({b} -> {a})")
-        runs["p2psap_eth"].append(stream(fed, b + a, mbytes, "eth"))
-        runs["p2psap_fabric"].append(stream(fed, b + a, mbytes, "fabric"))
-        runs["tcp"].append({"mbps": probe.throughput_mbps(plan.node(b), plan.node(a), streams=1, seconds=5, warmup=2)})
-    med = {k: statistics.median(x["mbps"] for x in v) for k, v in runs.items()}
-    return {"pair": [b, a], "mbytes": mbytes, "runs": runs, "median_mbps": med,
-            "eth_of_tcp": med["p2psap_eth"] / med["tcp"], "fabric_of_tcp": med["p2psap_fabric"] / med["tcp"]}
+        for network in ("eth", "fabric"):
+            x = stream(fed, b + a, mbytes, network)
+            runs[f"p2psap_{network}"].append({**x, "transfer_mbps": x.pop("mbps")})
+        transfer = probe.throughput_mbps(plan.node(b), plan.node(a), streams=1, nbytes=runs["p2psap_eth"][-1]["bytes"])
+        steady = probe.throughput_mbps(plan.node(b), plan.node(a), streams=1, seconds=5, warmup=2)
+        runs["tcp"].append({"transfer_mbps": transfer, "steady_mbps": steady})
+    rows = []
+    for key, what in THROUGHPUT_ROWS:
+        row = {"key": key, "what": what}
+        for m in ("transfer", "steady"):
+            row[f"{m}_mbps"] = statistics.median(x[f"{m}_mbps"] for x in runs[key])
+        rows.append(row)
+    for row in rows:
+        for m in ("transfer", "steady"):
+            row[f"{m}_of_tcp"] = row[f"{m}_mbps"] / rows[-1][f"{m}_mbps"]
+    return {"pair": [b, a], "mbytes": mbytes, "runs": runs, "rows": rows}
 
 
 def main(args, progress) -> int:
@@ -146,12 +164,12 @@ def format_table(d: dict) -> str:
                        f"{cell('async'):>16} {cell('mpi'):>16} {r['async_speedup_vs_mpi']:>11.1f}x")
     if "throughput" in d:
         t = d["throughput"]
-        m = t["median_mbps"]
-        out.append(f"one session {t['pair'][0]} -> {t['pair'][1]} across the {d['link_rtt_ms']:.3g} ms link, "
-                   f"{t['mbytes']:g} MB (medians of {d['repeat']})")
-        out.append(f"  P2PSAP sync/inter/Eth    {m['p2psap_eth']:8.0f} Mb/s  {100 * t['eth_of_tcp']:5.1f} % of TCP")
-        out.append(f"  P2PSAP sync/inter/fabric {m['p2psap_fabric']:8.0f} Mb/s  {100 * t['fabric_of_tcp']:5.1f} % of TCP")
-        out.append(f"  TCP, one stream          {m['tcp']:8.0f} Mb/s")
+        out.append(f"one session {t['pair'][0]} -> {t['pair'][1]} across the {d['link_rtt_ms']:.3g} ms link "
+                   f"(medians of {d['repeat']}; of TCP: of the same measure of one TCP stream)")
+        out.append(f"{'':<26} {'transfer of ' + format(t['mbytes'], 'g') + ' MB':>22} {'steady state':>22}")
+        for r in t["rows"]:
+            cell = lambda m: f"{r[m + '_mbps']:6.0f} Mb/s {100 * r[m + '_of_tcp']:6.1f} %"  # noqa: E731
+            out.append(f"  {r['what']:<24} {cell('transfer'):>22} {cell('steady'):>22}")
     if "lossy" in d:
         l = d["lossy"]
         out.append(f"  at {100 * l['loss']:g} % link loss: P2PSAP sync/inter/Eth {l['mbps']:.0f} Mb/s, delivered "
