@@ -142,11 +142,13 @@ def test_up_over_leftovers_rebuilds(small):
     assert core.is_up(make_plan(fed))
 
 
-def test_ctrl_c_during_up_leaves_nothing(small):
+@pytest.mark.parametrize("stage", ["creating", "starting the link emulator"])
+def test_ctrl_c_during_up_leaves_nothing(small, stage):
     proc = subprocess.Popen([GEOFED, "testbed", "up", str(small)], stderr=subprocess.PIPE, text=True)
-    # Wait until up is past creating namespaces, then interrupt it like a user would.
+    # Wait until up reports the stage (namespaces being made; the emulator starting
+    # and its delay being calibrated), then interrupt it like a user would.
     for line in proc.stderr:
-        if "creating" in line:
+        if stage in line:
             break
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=60)

@@ -6,7 +6,9 @@ import os
 import select
 import signal
 import subprocess
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 CGROUP_FS = Path("/sys/fs/cgroup")
@@ -16,9 +18,37 @@ class HostError(RuntimeError):
     """A host operation failed although the input was valid (not the user's mistake)."""
 
 
+@contextmanager
+def interrupt_after():
+    """Hold a Ctrl-C (SIGINT) until the block ends, then deliver it.
+
+    Interrupted while it starts a child, subprocess loses the child, which runs on
+    unseen: an `ip netns add` that finished after the cleanup had looked left a
+    namespace behind. Held here, the interrupt lands once the child is ours (or done).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    old = signal.signal(signal.SIGINT, lambda *_: caught.append(True))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+        if caught:
+            signal.raise_signal(signal.SIGINT)
+
+
+def _run(argv: list[str], timeout: float | None = None) -> subprocess.CompletedProcess:
+    # A command is whole or not run: one still running when Ctrl-C comes runs to its
+    # end (a probe: its few seconds; a terminal's Ctrl-C stops it sooner, directly).
+    with interrupt_after():
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+
+
 def ip(*args: str, netns: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
     argv = ["ip"] + (["-n", netns] if netns else []) + list(args)
-    res = subprocess.run(argv, capture_output=True, text=True)
+    res = _run(argv)
     if check and res.returncode != 0:
         raise HostError(f"{' '.join(argv)}: {res.stderr.strip()}")
     return res
@@ -35,7 +65,7 @@ def in_netns_keep_mounts(netns: str, argv: list[str]) -> list[str]:
 
 
 def run_in(netns: str, argv: list[str], check: bool = True, timeout: float | None = None) -> subprocess.CompletedProcess:
-    res = subprocess.run(in_netns(netns, argv), capture_output=True, text=True, timeout=timeout)
+    res = _run(in_netns(netns, argv), timeout=timeout)
     if check and res.returncode != 0:
         raise HostError(f"in {netns}: {' '.join(argv)}: {res.stderr.strip()}")
     return res
@@ -111,22 +141,18 @@ def spawn_ready(argv: list[str], log_path: str | None = None, timeout: float = 1
     """
     log = open(log_path, "ab") if log_path else subprocess.DEVNULL
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+        with interrupt_after():
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
     finally:
         if log_path:
             log.close()
-    deadline = time.monotonic() + timeout
-    line = b""
-    while time.monotonic() < deadline:
-        r, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
-        if not r:
-            break
-        chunk = os.read(proc.stdout.fileno(), 64)
-        if not chunk:
-            break
-        line += chunk
-        if b"ready" in line:
+    try:
+        if _wait_ready(proc, timeout):
             return proc
+    except BaseException:
+        proc.kill()  # interrupted before it was ready: the caller never learns of it
+        proc.wait()
+        raise
     proc.kill()
     proc.wait()
     tail = ""
@@ -134,6 +160,22 @@ def spawn_ready(argv: list[str], log_path: str | None = None, timeout: float = 1
         tail = Path(log_path).read_text(errors="replace").strip().splitlines()[-1:] or [""]
         tail = f": {tail[0]}"
     raise HostError(f"{argv[-1] if len(argv) < 5 else ' '.join(argv[:6])}... did not become ready{tail}")
+
+
+def _wait_ready(proc: subprocess.Popen, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    line = b""
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        if not r:
+            return False
+        chunk = os.read(proc.stdout.fileno(), 64)
+        if not chunk:
+            return False
+        line += chunk
+        if b"ready" in line:
+            return True
+    return False
 
 
 # ---------------------------------------------------------------- cgroups
