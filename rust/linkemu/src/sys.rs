@@ -4,6 +4,22 @@
 use std::io;
 use std::os::fd::RawFd;
 
+/// The parsed command line, or the program's end: usage on stdout for help
+/// (status 0), the one-line error on stderr for anything else (status 2).
+pub fn args_or_exit<T>(prog: &str, usage: &str, parsed: Result<T, String>) -> T {
+    match parsed {
+        Ok(a) => a,
+        Err(e) if e == "help" => {
+            println!("{usage}");
+            std::process::exit(0)
+        }
+        Err(e) => {
+            eprintln!("{prog}: {e}");
+            std::process::exit(2)
+        }
+    }
+}
+
 /// CLOCK_MONOTONIC in nanoseconds: the one clock every delay is measured on.
 pub fn mono_ns() -> u64 {
     let mut ts = libc::timespec {

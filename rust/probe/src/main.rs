@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use geofed_linkemu::sys::{mono_ns, setsockopt};
+use geofed_linkemu::sys::{args_or_exit, mono_ns, setsockopt};
 
 const PROG: &str = "geofed-probe";
 const USAGE: &str = "usage:
@@ -452,17 +452,7 @@ fn bulk(fds: &[RawFd], total: u64, t_start: Instant) -> (u64, f64, u64) {
 
 fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
-    let cmd = match parse_cmd(&argv) {
-        Ok(c) => c,
-        Err(e) if e == "help" => {
-            println!("{USAGE}");
-            exit(0)
-        }
-        Err(e) => {
-            eprintln!("{PROG}: {e}");
-            exit(2)
-        }
-    };
+    let cmd = args_or_exit(PROG, USAGE, parse_cmd(&argv));
     match cmd {
         Cmd::UdpEcho { bind, max_seconds } => udp_echo(bind, max_seconds),
         Cmd::Rtt {

@@ -15,7 +15,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
 
-use geofed_linkemu::sys::{mono_ns, setsockopt};
+use geofed_linkemu::sys::{args_or_exit, mono_ns, setsockopt};
 use geofed_linkemu::{Counters, LinkConfig, LinkModel, Verdict};
 
 const PROG: &str = "geofed-linkemu";
@@ -509,17 +509,7 @@ fn dir_json(c: &Counters, t: &TxStats) -> String {
 
 fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
-    let args = match parse_args(&argv) {
-        Ok(a) => a,
-        Err(e) if e == "help" => {
-            println!("{USAGE}");
-            exit(0)
-        }
-        Err(e) => {
-            eprintln!("{PROG}: {e}");
-            exit(2)
-        }
-    };
+    let args = args_or_exit(PROG, USAGE, parse_args(&argv));
     // Distinct PRNG streams per direction, both derived from the one seed.
     let model_ab = LinkModel::new(args.link_config(args.seed));
     let model_ba = LinkModel::new(args.link_config(args.seed ^ 0x5DEE_CE66_D1CE_F00D));
