@@ -165,6 +165,32 @@ fn read_msg(s: &mut &TcpStream) -> Result<Message> {
     Ok(Message::decode(&b)?)
 }
 
+/// Answer the peer's handshake frames until the session is established. A frame
+/// `admit` refuses, or one that fails the handshake, is answered with a Reject.
+fn handshake(s: &mut &TcpStream, hs: &mut Handshake, admit: impl Fn(&Message) -> std::result::Result<(), String>) -> Result<Established> {
+    loop {
+        let m = read_msg(s)?;
+        if let Err(reason) = admit(&m) {
+            let _ = write_msg(s, &Message::Reject { reason: reason.clone() });
+            return Err(Error::Control(ControlError::Rejected(reason)));
+        }
+        match hs.handle(&m) {
+            Ok(reply) => {
+                if let Some(reply) = reply {
+                    write_msg(s, &reply)?;
+                }
+                if let Some(est) = hs.established() {
+                    return Ok(est);
+                }
+            }
+            Err(e) => {
+                let _ = write_msg(s, &Message::Reject { reason: e.to_string() });
+                return Err(e.into());
+            }
+        }
+    }
+}
+
 impl Endpoint {
     /// Open peer `me` of a job of `npeers` peers, listening on `host` (ephemeral ports).
     pub fn open(me: u32, npeers: u32, secret: &[u8], host: &str) -> Result<Endpoint> {
@@ -215,19 +241,8 @@ impl Endpoint {
         s.write_all(b"C")?;
         let (mut hs, hello) = Handshake::client(&inner.secret, inner.me, peer, nonce());
         write_msg(&mut s, &hello)?;
-        loop {
-            let m = read_msg(&mut s)?;
-            match hs.handle(&m) {
-                Ok(Some(reply)) => write_msg(&mut s, &reply)?,
-                Ok(None) => break,
-                Err(e) => {
-                    let _ = write_msg(&mut s, &Message::Reject { reason: e.to_string() });
-                    return Err(e.into());
-                }
-            }
-        }
+        let est = handshake(&mut s, &mut hs, |_| Ok(()))?;
         stream.set_read_timeout(None)?;
-        let est = hs.established().unwrap();
         let ip = sa.ip();
         let conn = new_conn(inner, &est, 0, context, true, ip);
         inner.state.lock().unwrap().peers.insert(
@@ -680,31 +695,13 @@ fn serve(inner: Arc<Inner>, stream: TcpStream) -> Result<()> {
         return Ok(());
     }
     let mut hs = Handshake::server(&inner.secret, inner.me, nonce());
-    loop {
-        let m = read_msg(&mut s)?;
-        if let Message::Hello { peer, .. } = m {
-            if peer >= inner.npeers || peer == inner.me {
-                let reason = format!("unknown peer {peer} (job has peers 0..{})", inner.npeers - 1);
-                let _ = write_msg(&mut s, &Message::Reject { reason: reason.clone() });
-                return Err(Error::Control(ControlError::Rejected(reason)));
-            }
+    let est = handshake(&mut s, &mut hs, |m| match m {
+        Message::Hello { peer, .. } if *peer >= inner.npeers || *peer == inner.me => {
+            Err(format!("unknown peer {peer} (job has peers 0..{})", inner.npeers - 1))
         }
-        match hs.handle(&m) {
-            Ok(Some(reply)) => {
-                write_msg(&mut s, &reply)?;
-                if hs.established().is_some() {
-                    break;
-                }
-            }
-            Ok(None) => break,
-            Err(e) => {
-                let _ = write_msg(&mut s, &Message::Reject { reason: e.to_string() });
-                return Err(e.into());
-            }
-        }
-    }
+        _ => Ok(()),
+    })?;
     stream.set_read_timeout(None)?;
-    let est = hs.established().unwrap();
     let ip = stream.peer_addr()?.ip();
     // The data channel exists once the client's Open names the context.
     let placeholder = Context { scheme: crate::Scheme::Asynchronous, location: crate::Location::IntraSite, network: Network::Ethernet };
