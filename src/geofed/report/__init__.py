@@ -60,6 +60,15 @@ def table(header: list[str], rows: list[list], classes: list[str] | None = None)
     return "\n".join(out) + "</table>"
 
 
+def figure(fig, outdir: Path, name: str, alt: str) -> str:
+    """Save a matplotlib figure as outdir/name (PNG), close it, and return its <img> tag."""
+    import matplotlib.pyplot as plt
+    fig.tight_layout()
+    fig.savefig(outdir / name, dpi=100)
+    plt.close(fig)
+    return f"<img src='{esc(name)}' alt='{esc(alt)}'>"
+
+
 STYLE = """
 body { font-family: sans-serif; max-width: 1100px; margin: 2em auto; color: #222; }
 table { border-collapse: collapse; margin: 1em 0; }

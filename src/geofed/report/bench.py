@@ -8,16 +8,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from geofed.report import esc, section, table
+from geofed.report import esc, figure, section, table
 
 CLASS_COLOURS = {"intra-node": "tab:green", "intra-site": "tab:blue", "inter-site": "tab:red"}
-
-
-def _save(fig, outdir: Path, name: str, alt: str) -> str:
-    fig.tight_layout()
-    fig.savefig(outdir / name, dpi=100)
-    plt.close(fig)
-    return f"<img src='{esc(name)}' alt='{esc(alt)}'>"
 
 
 def _size_axis(ax) -> None:
@@ -55,7 +48,7 @@ def mpi_runs(recs: list[dict], outdir: Path) -> str:
             _size_axis(ax)
             ax.set_ylabel("latency, median [us]" if unit == "us" else "bandwidth [MB/s]")
             ax.legend(fontsize=7)
-            out.append(_save(fig, outdir, f"bench-mpi-{i}-{'lat' if unit == 'us' else 'bw'}.png", unit))
+            out.append(figure(fig, outdir, f"bench-mpi-{i}-{'lat' if unit == 'us' else 'bw'}.png", unit))
         for res in d["results"]:
             if not res["sizes"]:
                 continue
@@ -96,7 +89,7 @@ def compare_runs(recs: list[dict], outdir: Path) -> str:
             _size_axis(ax)
             ax.set_ylabel(f"{bench} [{xs[0]['unit']}]")
             ax.legend(fontsize=8)
-            out.append(_save(fig, outdir, f"bench-compare-{i}-{bench}.png", bench))
+            out.append(figure(fig, outdir, f"bench-compare-{i}-{bench}.png", bench))
     return "\n".join(out)
 
 
@@ -127,7 +120,7 @@ def matrix_runs(recs: list[dict], outdir: Path) -> str:
                                 bbox={"facecolor": "white", "alpha": 0.7, "lw": 0, "pad": 1})
             ax.set_title(title, fontsize=9)
             fig.colorbar(im, ax=ax, shrink=0.7)
-        out.append(_save(fig, outdir, f"bench-matrix-{i}.png", "pair matrix heat map"))
+        out.append(figure(fig, outdir, f"bench-matrix-{i}.png", "pair matrix heat map"))
         rows = [[p["a"], p["b"], p["class"], f"{p['latency_us']:.2f}", f"{p['latency_min_us']:.2f}",
                  "-" if p["model_latency_us"] is None else f"{p['model_latency_us']:.2f}",
                  _ratio(p["latency_us"], p["model_latency_us"]), f"{p['bw_MBps']:.1f}",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from geofed.report import esc, section, table
+from geofed.report import esc, figure, section, table
 
 CLASS_COLOURS = {"intra-node": "tab:green", "intra-site": "tab:blue", "inter-site": "tab:red"}
 
@@ -31,9 +31,5 @@ def pingpong(records: list[dict], outdir: Path) -> str:
         ax.set_ylabel("median RTT [ms]")
         handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in CLASS_COLOURS.values()]
         ax.legend(handles, CLASS_COLOURS.keys(), fontsize=8)
-        fig.tight_layout()
-        name = f"pingpong-{i}.png"
-        fig.savefig(outdir / name, dpi=100)
-        plt.close(fig)
-        out.append(f"<img src='{name}' alt='round trips by pair class'>")
+        out.append(figure(fig, outdir, f"pingpong-{i}.png", "round trips by pair class"))
     return "\n".join(out)

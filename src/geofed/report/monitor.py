@@ -8,7 +8,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from geofed.ops.monitor import METRICS
-from geofed.report import esc, section, table
+from geofed.report import esc, figure, section, table
 
 
 @section("monitor.series", "Link monitoring: series and sustained level shifts", order=45)
@@ -32,11 +32,7 @@ def monitor(recs: list[dict], outdir: Path) -> str:
                 ax.set_ylabel(label, fontsize=8)
                 ax.tick_params(axis="x", labelsize=7, rotation=30)
             axes[0].set_title(f"{s['a']}-{s['b']} ({s['class']}), {len(s['errors'])} failed rounds", fontsize=9)
-            fig.tight_layout()
-            name = f"monitor-{i}-{j}.png"
-            fig.savefig(outdir / name, dpi=100)
-            plt.close(fig)
-            out.append(f"<img src='{name}' alt='series {esc(s['a'])}-{esc(s['b'])}'>")
+            out.append(figure(fig, outdir, f"monitor-{i}-{j}.png", f"series {s['a']}-{s['b']}"))
         out.append(table(["pair", "metric", "start", "before", "after", "change"], rows) if rows
                    else "<p>No sustained level shift.</p>")
     return "\n".join(out)

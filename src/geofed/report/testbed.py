@@ -6,7 +6,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from geofed.report import esc, section, table
+from geofed.report import esc, figure, section, table
 
 
 def _meta(r: dict) -> str:
@@ -52,8 +52,5 @@ def link_accuracy(records: list[dict], outdir: Path) -> str:
         ax.set_xlabel("configured RTT [ms]")
         ax.set_ylabel("measured RTT [ms]")
         ax.legend()
-        fig.tight_layout()
-        fig.savefig(outdir / "link-rtt.png", dpi=100)
-        plt.close(fig)
-        out.append("<img src='link-rtt.png' alt='measured against configured RTT'>")
+        out.append(figure(fig, outdir, "link-rtt.png", "measured against configured RTT"))
     return "\n".join(out)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from geofed.report import esc, section, table
+from geofed.report import esc, figure, section, table
 
 
 @section("mdfs.run", "MDFS feature selection runs", order=60)
@@ -62,9 +62,5 @@ def sweep(records: list[dict], outdir: Path) -> str:
         ax.set_xticks(range(len(d["rows"])), [x["placement"] for x in d["rows"]], rotation=30, fontsize=8)
         ax.set_ylabel("analysis time [s]")
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        name = f"mdfs-sweep-{i}.png"
-        fig.savefig(outdir / name, dpi=100)
-        plt.close(fig)
-        out.append(f"<img src='{name}' alt='MDFS time per placement'>")
+        out.append(figure(fig, outdir, f"mdfs-sweep-{i}.png", "MDFS time per placement"))
     return "\n".join(out)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from geofed.report import esc, section, table
+from geofed.report import esc, figure, section, table
 
 
 @section("obstacle.run", "Obstacle problem over P2PSAP (seed 003)", order=70)
@@ -24,12 +24,9 @@ def runs(records: list[dict], outdir: Path) -> str:
     ax.set_xlabel("seconds")
     ax.set_ylabel("global residual seen by peer 0")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(outdir / "obstacle-history.png", dpi=100)
-    plt.close(fig)
     return (table(["placement", "scheme", "network", "n", "tol", "peers", "iterations per peer", "time [s]",
                    "certified residual", "max error <="], rows)
-            + "<img src='obstacle-history.png' alt='certified residual against time'>")
+            + figure(fig, outdir, "obstacle-history.png", "certified residual against time"))
 
 
 @section("bench.obstacle", "Obstacle problem: seed 003's Table III and the reliable stack against TCP", order=71)
