@@ -35,4 +35,17 @@ def have_testbed() -> bool:
     return os.geteuid() == 0 and shutil.which("ip") is not None
 
 
+def no_leftovers(fed_name: str) -> list[str]:
+    """Everything of this federation's testbed that still exists on the host."""
+    from geofed.testbed import host
+    found = [ns for ns in host.netns_list() if ns.startswith(f"geofed-{fed_name}.")]
+    if host.cpu_cgroup_dir(f"geofed/{fed_name}").exists():
+        found.append("cgroup")
+    if os.path.isdir("/etc/netns"):
+        found += [d for d in os.listdir("/etc/netns") if d.startswith(f"geofed-{fed_name}.")]
+    if os.path.exists(f"/run/geofed/{fed_name}"):
+        found.append("state dir")
+    return found
+
+
 needs_root = pytest.mark.skipif(not have_testbed(), reason="needs root and iproute2 (network namespaces)")

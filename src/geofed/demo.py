@@ -4,8 +4,10 @@ Testbed up, verify it against the federation file, run an MPI job placed across
 both sites (W2G1: rank 0 at W1 meets an intra-site and an inter-site peer), run a
 short Gray-Scott workflow (simulation at G staged through SST to analysis and plots
 at W, every step checksummed), seed 000's MDFS Table 1/2 on the scaled nodes (one run
-per placement and split), render the report, and take the testbed down again,
-also on failure. One rank per node: the scaled nodes have one core each.
+per placement and split), seed 003's Table III analogue (the obstacle problem by
+P2PSAP sync and async peers and by MPI Jacobi, inside a site and across the link),
+render the report, and take the testbed down again, also on failure. One rank per
+node: the scaled nodes have one core each.
 """
 
 from __future__ import annotations
@@ -27,27 +29,31 @@ DEMO_PLACEMENT = "W2G1"
 DEMO_GRAYSCOTT = {"L": 32, "steps": 60, "plotgap": 10}
 # Seed 000's placements; one run each keeps the demo short (the sweep command repeats).
 DEMO_MDFS_PLACEMENTS = ["G1W0", "G0W1", "G2W0", "G1W1", "G0W2", "G2W2", "G0W4"]
+# Table III analogue, one run per cell: one site, then across the 9 ms link.
+DEMO_OBSTACLE = {"placements": ["W2", "G1W1"], "n": 32, "tol": 1e-8}
 
 
 def run(out: Path, progress: Callable[[str], None]) -> int:
     core.require_root("up (geofed demo)")
     fed = federation.load(DEMO_FEDERATION)
     out.mkdir(parents=True, exist_ok=True)
-    progress(f"[1/6] bringing up testbed {fed.name}")
+    progress(f"[1/7] bringing up testbed {fed.name}")
     core.up(fed, progress)
     try:
-        progress("[2/6] verifying the testbed against its federation file")
+        progress("[2/7] verifying the testbed against its federation file")
         data = verify.verify(fed, progress=progress)
         print(verify.format_table(data))
         records.save(records.make("testbed.verify", data, **records.federation_meta(fed)), out)
-        progress(f"[3/6] MPI ping-pong across placement {DEMO_PLACEMENT}")
+        progress(f"[3/7] MPI ping-pong across placement {DEMO_PLACEMENT}")
         job_ok = _pingpong(fed, out)
-        progress("[4/6] Gray-Scott: simulation at G, SST staging across the link, analysis and plots at W")
+        progress("[4/7] Gray-Scott: simulation at G, SST staging across the link, analysis and plots at W")
         workflow_ok = _grayscott(fed, out, progress)
-        progress("[5/6] MDFS 2D on the Madelon-like data across seed 000's placements")
+        progress("[5/7] MDFS 2D on the Madelon-like data across seed 000's placements")
         _mdfs(fed, out, progress)
+        progress("[6/7] obstacle problem: P2PSAP sync and async peers and MPI Jacobi, in one site and across the link")
+        _obstacle(fed, out, progress)
     finally:
-        progress("[6/6] taking the testbed down")
+        progress("[7/7] taking the testbed down")
         core.down(fed.name)
     page = report.render(records.load_dir(out), out, title=f"geofed demo: {fed.description}")
     print(f"report: {page}")
@@ -91,3 +97,12 @@ def _mdfs(fed, out: Path, progress: Callable[[str], None]) -> None:
                       data.madelon_like(), progress)
     print(sweep.format_table(rec))
     records.save(rec, out)
+
+
+def _obstacle(fed, out: Path, progress: Callable[[str], None]) -> None:
+    from geofed.apps.obstacle import bench
+    d = DEMO_OBSTACLE
+    data = {"n": d["n"], "tol": d["tol"], "repeat": 1, "link_rtt_ms": fed.links[0].rtt_ms,
+            "solver": bench.solver_rows(fed, d["placements"], d["n"], d["tol"], 1, progress)}
+    print(bench.format_table(data))
+    records.save(records.make("bench.obstacle", data, **records.federation_meta(fed)), out)

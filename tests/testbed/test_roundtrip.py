@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import GEOFED, needs_root, run_geofed, two_site_federation
+from conftest import GEOFED, needs_root, no_leftovers, run_geofed, two_site_federation
 from geofed import federation
 from geofed.testbed import core, host
 from geofed.testbed.plan import make_plan
@@ -20,18 +20,6 @@ from geofed.testbed.plan import make_plan
 pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow]
 
 SMALL = two_site_federation("gftest-small", rtt_ms=4)
-
-
-def no_leftovers(fed_name: str) -> list[str]:
-    """Everything of this federation's testbed that still exists on the host."""
-    found = [ns for ns in host.netns_list() if ns.startswith(f"geofed-{fed_name}.")]
-    if host.cpu_cgroup_dir(f"geofed/{fed_name}").exists():
-        found.append("cgroup")
-    if os.path.isdir("/etc/netns"):
-        found += [d for d in os.listdir("/etc/netns") if d.startswith(f"geofed-{fed_name}.")]
-    if os.path.exists(f"/run/geofed/{fed_name}"):
-        found.append("state dir")
-    return found
 
 
 def emulator_pids(fed) -> list[int]:

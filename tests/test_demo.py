@@ -1,0 +1,30 @@
+"""`geofed demo`, the main job, end to end: every step ran, the report has a section
+for each, and the testbed is gone afterwards."""
+
+import json
+
+import pytest
+
+from conftest import needs_root, no_leftovers, run_geofed
+
+pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow]
+
+SECTIONS = ["Testbed verification", "MPI job across a placement", "Gray-Scott across sites", "MDFS across sites",
+            "Obstacle problem"]
+
+
+def test_demo_runs_every_step_and_leaves_nothing(tmp_path):
+    res = run_geofed("demo", "--out", str(tmp_path), timeout=900)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "[7/7] taking the testbed down" in res.stderr
+    page = (tmp_path / "report.html").read_text()
+    for title in SECTIONS:
+        assert f"<h2>{title}" in page, title
+    kinds = {json.loads(p.read_text())["kind"] for p in tmp_path.glob("*.json")}
+    assert {"testbed.verify", "job.pingpong", "workflow.grayscott", "mdfs.sweep", "bench.obstacle"} <= kinds
+    obstacle = next(json.loads(p.read_text())["data"] for p in tmp_path.glob("bench.obstacle-*.json"))
+    rows = {r["placement"]: r for r in obstacle["solver"]}
+    assert set(rows) == {"W2", "G1W1"} and rows["G1W1"]["across_link"]
+    assert all(x["certified_residual"] <= obstacle["tol"] for r in rows.values() for s in ("sync", "async", "mpi")
+               for x in r["runs"][s])
+    assert no_leftovers("icm-task") == []
