@@ -74,3 +74,21 @@ def test_pair_classes():
     assert runtime.pair_class("W1", "W1") == "intra-node"
     assert runtime.pair_class("W1", "W2") == "intra-site"
     assert runtime.pair_class("W1", "G1") == "inter-site"
+
+
+def test_hostfile_job_runs_for_real_on_this_host(icm, tmp_path):
+    # The real-cluster path end to end, with this machine as the one host of site W
+    # (Hydra starts a proxy on a host it recognises as local without ssh).
+    import json
+    import socket
+    import sys
+
+    from conftest import run_geofed
+    hf = tmp_path / "hosts"
+    hf.write_text(f"{socket.gethostname()} W\n")
+    out = tmp_path / "pp.json"
+    res = run_geofed("run", "-f", "icm-task", "--hostfile", str(hf), "-p", "W1", "--ranks-per-node", "2",
+                     "--timeout", "120", "--", sys.executable, "-m", "geofed.bench.pingpong", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    ranks = json.loads(out.read_text())["data"]["ranks"]
+    assert [(r["node"], r["site"]) for r in ranks] == [("W1", "W"), ("W1", "W")]
