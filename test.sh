@@ -4,5 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 export PATH="$HOME/.cargo/bin:$PATH"
+if cargo fmt --version >/dev/null 2>&1; then
+  (cd rust && cargo fmt --check)
+else
+  echo "test.sh: rustfmt is not installed; Rust formatting not checked" >&2
+fi
 cargo test -q --manifest-path rust/Cargo.toml
 .venv/bin/python -m pytest -q "$@"

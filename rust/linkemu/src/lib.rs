@@ -136,14 +136,7 @@ impl LinkModel {
             return Err(ConfigError::BadLoss);
         }
         let rng = SplitMix64::new(cfg.seed);
-        Ok(LinkModel {
-            cfg,
-            rng,
-            busy_until_ns: 0,
-            carry: 0,
-            last_release_ns: 0,
-            counters: Counters::default(),
-        })
+        Ok(LinkModel { cfg, rng, busy_until_ns: 0, carry: 0, last_release_ns: 0, counters: Counters::default() })
     }
 
     pub fn config(&self) -> &LinkConfig {
@@ -194,15 +187,8 @@ impl LinkModel {
             return Verdict::Drop(Reason::Loss);
         }
 
-        let jitter = if self.cfg.jitter_ns > 0 {
-            self.rng.below_inclusive(self.cfg.jitter_ns)
-        } else {
-            0
-        };
-        let mut release = self
-            .busy_until_ns
-            .saturating_add(self.cfg.delay_ns)
-            .saturating_add(jitter);
+        let jitter = if self.cfg.jitter_ns > 0 { self.rng.below_inclusive(self.cfg.jitter_ns) } else { 0 };
+        let mut release = self.busy_until_ns.saturating_add(self.cfg.delay_ns).saturating_add(jitter);
         // Fibre is FIFO: jitter may stretch gaps but must never reorder.
         if release < self.last_release_ns {
             release = self.last_release_ns;
@@ -210,9 +196,7 @@ impl LinkModel {
         self.last_release_ns = release;
         self.counters.delivered += 1;
         self.counters.bytes += bytes64;
-        Verdict::Deliver {
-            release_ns: release,
-        }
+        Verdict::Deliver { release_ns: release }
     }
 }
 
@@ -221,14 +205,7 @@ mod tests {
     use super::*;
 
     fn cfg(delay_ns: u64, rate_bps: u64, queue: u64) -> LinkConfig {
-        LinkConfig {
-            delay_ns,
-            rate_bps,
-            queue_limit_bytes: queue,
-            jitter_ns: 0,
-            loss: 0.0,
-            seed: 1,
-        }
+        LinkConfig { delay_ns, rate_bps, queue_limit_bytes: queue, jitter_ns: 0, loss: 0.0, seed: 1 }
     }
 
     fn release(v: Verdict) -> u64 {
@@ -243,10 +220,7 @@ mod tests {
         // 1 Tbit/s: serialisation of 100 bytes is < 1 ns, so only delay shows.
         let mut m = LinkModel::new(cfg(4_500_000, 1_000_000_000_000, 1 << 30)).unwrap();
         assert_eq!(release(m.on_packet(1_000, 100)), 1_000 + 4_500_000);
-        assert_eq!(
-            release(m.on_packet(10_000_000, 100)),
-            10_000_000 + 4_500_000
-        );
+        assert_eq!(release(m.on_packet(10_000_000, 100)), 10_000_000 + 4_500_000);
     }
 
     #[test]
@@ -294,10 +268,7 @@ mod tests {
         for i in 0..2000 {
             match m.on_packet(0, 1500) {
                 Verdict::Deliver { .. } => {
-                    assert!(
-                        first_drop.is_none(),
-                        "accepted after tail drop in one burst"
-                    );
+                    assert!(first_drop.is_none(), "accepted after tail drop in one burst");
                     accepted += 1;
                 }
                 Verdict::Drop(Reason::Queue) => {
@@ -315,10 +286,7 @@ mod tests {
         // exactly one packet's worth of room appears after 12 us.
         assert_eq!(m.backlog_bytes(0), accepted * 1500);
         assert!(matches!(m.on_packet(12_000, 1500), Verdict::Deliver { .. }));
-        assert!(matches!(
-            m.on_packet(12_000, 1500),
-            Verdict::Drop(Reason::Queue)
-        ));
+        assert!(matches!(m.on_packet(12_000, 1500), Verdict::Drop(Reason::Queue)));
     }
 
     #[test]
@@ -362,9 +330,7 @@ mod tests {
         c.loss = 0.1;
         let run = |c: LinkConfig| {
             let mut m = LinkModel::new(c).unwrap();
-            (0..1000u64)
-                .map(|i| m.on_packet(i * 100_000, 100))
-                .collect::<Vec<_>>()
+            (0..1000u64).map(|i| m.on_packet(i * 100_000, 100)).collect::<Vec<_>>()
         };
         assert_eq!(run(c.clone()), run(c.clone()));
         let mut c2 = c.clone();
@@ -401,14 +367,8 @@ mod tests {
 
     #[test]
     fn invalid_config_rejected() {
-        assert_eq!(
-            LinkModel::new(cfg(0, 0, 1000)).unwrap_err(),
-            ConfigError::ZeroRate
-        );
-        assert_eq!(
-            LinkModel::new(cfg(0, 1000, 0)).unwrap_err(),
-            ConfigError::ZeroQueue
-        );
+        assert_eq!(LinkModel::new(cfg(0, 0, 1000)).unwrap_err(), ConfigError::ZeroRate);
+        assert_eq!(LinkModel::new(cfg(0, 1000, 0)).unwrap_err(), ConfigError::ZeroQueue);
         for bad in [-0.1, 1.5, f64::NAN, f64::INFINITY] {
             let mut c = cfg(0, 1000, 1000);
             c.loss = bad;

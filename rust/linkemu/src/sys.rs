@@ -22,10 +22,7 @@ pub fn args_or_exit<T>(prog: &str, usage: &str, parsed: Result<T, String>) -> T 
 
 /// CLOCK_MONOTONIC in nanoseconds: the one clock every delay is measured on.
 pub fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }

@@ -188,8 +188,17 @@ struct Scratch {
 
 impl Analysis {
     /// `columns`: real then contrast variables, each n values; `y` in {0, 1}.
+    /// The other arguments are the reference library's parameters, one for one.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
-        columns: Vec<Vec<f64>>, p: usize, y: &[u8], k: usize, divisions: usize, pc_xi: f64, seed: u32, range: f64,
+        columns: Vec<Vec<f64>>,
+        p: usize,
+        y: &[u8],
+        k: usize,
+        divisions: usize,
+        pc_xi: f64,
+        seed: u32,
+        range: f64,
     ) -> Result<Self, String> {
         let n = y.len();
         if !(1..=MAX_K).contains(&k) {
@@ -233,11 +242,24 @@ impl Analysis {
         let sorted = columns.iter().map(|c| sorted_copy(c)).collect();
         let cols = columns.into_iter().map(|c| order.iter().map(|&o| c[o]).collect()).collect();
         Ok(Analysis {
-            n: counts, p, nc, k, m, seed, range, strategy, words, cols, sorted,
+            n: counts,
+            p,
+            nc,
+            k,
+            m,
+            seed,
+            range,
+            strategy,
+            words,
+            cols,
+            sorted,
             full: Tables::new(n, pc),
             reduced: Tables::new(n, pc.map(|x| x * m as f64)),
             exact1d: Exact1d::new(counts, pc32, m),
-            current: None, bins: Vec::new(), bits: Vec::new(), mask,
+            current: None,
+            bins: Vec::new(),
+            bits: Vec::new(),
+            mask,
             results: Results::new(p, nc),
         })
     }
@@ -479,7 +501,15 @@ impl Analysis {
     }
 }
 
-fn count_last_bits(prefix: &[u64], prefix_counts: &[[u32; 2]], vb: &[u64], full: &mut [[u32; 2]], m: usize, w: usize, w0: usize) {
+fn count_last_bits(
+    prefix: &[u64],
+    prefix_counts: &[[u32; 2]],
+    vb: &[u64],
+    full: &mut [[u32; 2]],
+    m: usize,
+    w: usize,
+    w0: usize,
+) {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("popcnt") {
         // SAFETY: the CPU has popcnt (checked just above).
@@ -490,14 +520,30 @@ fn count_last_bits(prefix: &[u64], prefix_counts: &[[u32; 2]], vb: &[u64], full:
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "popcnt")]
-unsafe fn count_last_bits_popcnt(prefix: &[u64], prefix_counts: &[[u32; 2]], vb: &[u64], full: &mut [[u32; 2]], m: usize, w: usize, w0: usize) {
+unsafe fn count_last_bits_popcnt(
+    prefix: &[u64],
+    prefix_counts: &[[u32; 2]],
+    vb: &[u64],
+    full: &mut [[u32; 2]],
+    m: usize,
+    w: usize,
+    w0: usize,
+) {
     count_last_bits_body(prefix, prefix_counts, vb, full, m, w, w0)
 }
 
 /// Per prefix cell: bins 0..m-2 of the last member by AND + popcount, the last bin by
 /// subtraction from the prefix count; empty prefix cells stay empty without work.
 #[inline(always)]
-fn count_last_bits_body(prefix: &[u64], prefix_counts: &[[u32; 2]], vb: &[u64], full: &mut [[u32; 2]], m: usize, w: usize, w0: usize) {
+fn count_last_bits_body(
+    prefix: &[u64],
+    prefix_counts: &[[u32; 2]],
+    vb: &[u64],
+    full: &mut [[u32; 2]],
+    m: usize,
+    w: usize,
+    w0: usize,
+) {
     let below = prefix_counts.len();
     for (q, &pc) in prefix_counts.iter().enumerate() {
         if pc == [0, 0] {
@@ -609,8 +655,8 @@ mod tests {
                 let want = brute(&a, 1);
                 // 1D rounds to f32 as the reference does: ~3e-5 per step at H ~ 300 bits x objects
                 let tol = if k == 1 { 1e-3 } else { 1e-9 };
-                for v in 0..9 {
-                    assert!((a.results.best[v].ig - want[v]).abs() < tol, "k={k} d={d} v={v}");
+                for (v, w) in want.iter().enumerate().take(9) {
+                    assert!((a.results.best[v].ig - w).abs() < tol, "k={k} d={d} v={v}");
                 }
             }
         }

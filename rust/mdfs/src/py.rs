@@ -15,7 +15,13 @@ fn columns(x: &PyReadonlyArray2<f64>) -> Vec<Vec<f64>> {
 #[pyfunction]
 #[pyo3(signature = (column, var_id, divisions, t, seed, range_))]
 fn discretize<'py>(
-    py: Python<'py>, column: PyReadonlyArray1<f64>, var_id: u32, divisions: usize, t: u32, seed: u32, range_: f64,
+    py: Python<'py>,
+    column: PyReadonlyArray1<f64>,
+    var_id: u32,
+    divisions: usize,
+    t: u32,
+    seed: u32,
+    range_: f64,
 ) -> PyResult<Bound<'py, PyArray1<u8>>> {
     let col = column.as_array().to_vec();
     if col.is_empty() {
@@ -28,7 +34,10 @@ fn discretize<'py>(
 /// Contrast variables of `x` (n x p): (source column per contrast, n x n_contrast data).
 #[pyfunction]
 fn contrast_variables<'py>(
-    py: Python<'py>, x: PyReadonlyArray2<f64>, n_contrast: usize, seed: u32,
+    py: Python<'py>,
+    x: PyReadonlyArray2<f64>,
+    n_contrast: usize,
+    seed: u32,
 ) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray2<f64>>)> {
     let a = x.as_array();
     let (n, p) = (a.nrows(), a.ncols());
@@ -70,8 +79,14 @@ impl PyAnalysis {
     #[new]
     #[pyo3(signature = (x, y, contrast, dimensions, divisions, pc_xi, seed, range_))]
     fn new(
-        x: PyReadonlyArray2<f64>, y: PyReadonlyArray1<u8>, contrast: Option<PyReadonlyArray2<f64>>, dimensions: usize,
-        divisions: usize, pc_xi: f64, seed: u32, range_: f64,
+        x: PyReadonlyArray2<f64>,
+        y: PyReadonlyArray1<u8>,
+        contrast: Option<PyReadonlyArray2<f64>>,
+        dimensions: usize,
+        divisions: usize,
+        pc_xi: f64,
+        seed: u32,
+        range_: f64,
     ) -> PyResult<Self> {
         let mut cols = columns(&x);
         let p = cols.len();
@@ -79,7 +94,8 @@ impl PyAnalysis {
             cols.extend(columns(&c));
         }
         let y = y.as_array().to_vec();
-        let inner = Analysis::new(cols, p, &y, dimensions, divisions, pc_xi, seed, range_).map_err(PyValueError::new_err)?;
+        let inner =
+            Analysis::new(cols, p, &y, dimensions, divisions, pc_xi, seed, range_).map_err(PyValueError::new_err)?;
         Ok(PyAnalysis { inner, k: dimensions })
     }
 
@@ -100,8 +116,10 @@ impl PyAnalysis {
     /// -inf and -1 where no tuple was scored here.
     #[allow(clippy::type_complexity)]
     fn results<'py>(
-        &self, py: Python<'py>,
-    ) -> (Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray2<i64>>, Bound<'py, PyArray1<f64>>) {
+        &self,
+        py: Python<'py>,
+    ) -> (Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray2<i64>>, Bound<'py, PyArray1<f64>>)
+    {
         let r = &self.inner.results;
         let ig: Vec<f64> = r.best.iter().map(|b| b.ig).collect();
         let t: Vec<i64> = r.best.iter().map(|b| if b.t == u32::MAX { -1 } else { b.t as i64 }).collect();

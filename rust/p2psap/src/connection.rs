@@ -226,7 +226,14 @@ impl Connection {
     }
 
     fn header(&self, tag: u32, msg: u64) -> Header {
-        Header { session: self.cfg.session, src_port: self.cfg.local_port, dst_port: self.cfg.remote_port, tag, msg, ..Header::default() }
+        Header {
+            session: self.cfg.session,
+            src_port: self.cfg.local_port,
+            dst_port: self.cfg.remote_port,
+            tag,
+            msg,
+            ..Header::default()
+        }
     }
 
     /// Resize: cut a message into segments that fit `max_segment`.
@@ -251,7 +258,9 @@ impl Connection {
     /// while the send blocks are used up. Asynchronous: replaces any part of an
     /// older message of the same tag that has not left yet.
     pub fn send(&mut self, tag: u32, data: &[u8]) -> Result<u64, SendError> {
-        if self.cfg.stack.scheme() == Scheme::Synchronous && self.buffered >= self.cfg.send_blocks * (BLOCK_SIZE - HEADER_LEN) {
+        if self.cfg.stack.scheme() == Scheme::Synchronous
+            && self.buffered >= self.cfg.send_blocks * (BLOCK_SIZE - HEADER_LEN)
+        {
             return Err(SendError::Full);
         }
         let msg = {
@@ -471,7 +480,8 @@ impl Connection {
                 self.fast_rtx = None;
             }
             let cwnd_limited = self.window_limited(flight_before, !self.unsent.is_empty() || !self.lost.is_empty());
-            let ack = Ack { newly_acked: newly, cumulative, duplicate: false, flight: flight_before, high_seq, cwnd_limited };
+            let ack =
+                Ack { newly_acked: newly, cumulative, duplicate: false, flight: flight_before, high_seq, cwnd_limited };
             if let Some(cc) = self.cc.as_mut() {
                 if cc.on_ack(&ack) == Response::RetransmitFirstUnacked && self.in_flight.contains_key(&cumulative) {
                     self.fast_rtx = Some(cumulative);
@@ -480,7 +490,14 @@ impl Connection {
             // RFC 6298 5.2 and 5.3: stop the timer when all is acknowledged, else restart it.
             self.rto_at = (!self.in_flight.is_empty()).then(|| now + self.rtt.rto());
         } else if cumulative == self.snd_una && !self.in_flight.is_empty() && self.cfg.stack.has(M::DuplicateAck) {
-            let ack = Ack { newly_acked: 0, cumulative, duplicate: true, flight: flight_before, high_seq, cwnd_limited: false };
+            let ack = Ack {
+                newly_acked: 0,
+                cumulative,
+                duplicate: true,
+                flight: flight_before,
+                high_seq,
+                cwnd_limited: false,
+            };
             if let Some(cc) = self.cc.as_mut() {
                 if cc.on_ack(&ack) == Response::RetransmitFirstUnacked {
                     self.stats.fast_retransmits += 1;
@@ -499,7 +516,8 @@ impl Connection {
         if seq > self.dccp_high {
             let shift = seq - self.dccp_high;
             // Bit i stands for `high - 1 - i`; the old high becomes bit shift - 1.
-            self.dccp_vector = if shift > 32 { 0 } else { ((self.dccp_vector as u64) << shift | 1 << (shift - 1)) as u32 };
+            self.dccp_vector =
+                if shift > 32 { 0 } else { ((self.dccp_vector as u64) << shift | 1 << (shift - 1)) as u32 };
             self.dccp_high = seq;
         } else if seq < self.dccp_high && self.dccp_high - seq <= 32 {
             self.dccp_vector |= 1 << (self.dccp_high - seq - 1);
@@ -511,7 +529,8 @@ impl Connection {
     }
 
     fn on_dccp_ack(&mut self, now: Instant, h: &Header) {
-        let acked = |seq: u64| seq == h.ack || (seq < h.ack && h.ack - seq <= 32 && h.ack_vector >> (h.ack - seq - 1) & 1 == 1);
+        let acked =
+            |seq: u64| seq == h.ack || (seq < h.ack && h.ack - seq <= 32 && h.ack_vector >> (h.ack - seq - 1) & 1 == 1);
         let flight_before: u64 = self.dccp_flight.values().map(|v| v.0).sum();
         let high_seq = self.next_seq - 1;
         let mut newly = 0;
@@ -540,7 +559,14 @@ impl Connection {
             self.stats.lost += 1;
             cc.on_loss(seq, high_seq);
         }
-        cc.on_ack(&Ack { newly_acked: newly, cumulative: h.ack + 1, duplicate: false, flight: flight_before, high_seq, cwnd_limited });
+        cc.on_ack(&Ack {
+            newly_acked: newly,
+            cumulative: h.ack + 1,
+            duplicate: false,
+            flight: flight_before,
+            high_seq,
+            cwnd_limited,
+        });
         self.rto_at = (!self.dccp_flight.is_empty()).then(|| now + self.rtt.rto());
     }
 

@@ -138,7 +138,7 @@ mod tests {
         use Location::*;
         use Network::*;
         use Scheme::{Asynchronous as Async, Synchronous as Sync};
-        let base = vec![TransportDriver, Resize];
+        let base = [TransportDriver, Resize];
         let with = |extra: &[MicroProtocol]| Stack(base.iter().chain(extra).copied().collect());
         let reliable = [Synchronous, SequencedSegment, PositiveAck, Retransmit, RttEstimation, ReliableFifo];
         assert_eq!(ctx(Sync, IntraSite, ReliableFabric).compose(), with(&[Synchronous]));

@@ -21,16 +21,36 @@ pub const MAX_FRAME: usize = 64 << 20;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Message {
-    Hello { peer: u32, nonce: [u8; NONCE_LEN] },
-    Challenge { peer: u32, nonce: [u8; NONCE_LEN], mac: [u8; MAC_LEN] },
-    Auth { mac: [u8; MAC_LEN] },
+    Hello {
+        peer: u32,
+        nonce: [u8; NONCE_LEN],
+    },
+    Challenge {
+        peer: u32,
+        nonce: [u8; NONCE_LEN],
+        mac: [u8; MAC_LEN],
+    },
+    Auth {
+        mac: [u8; MAC_LEN],
+    },
     Welcome,
-    Reject { reason: String },
+    Reject {
+        reason: String,
+    },
     /// Open (generation 0) or re-compose (generation > 0) the data channel for a context.
-    Open { generation: u32, context: u8, data_port: u16 },
-    Opened { generation: u32, data_port: u16 },
+    Open {
+        generation: u32,
+        context: u8,
+        data_port: u16,
+    },
+    Opened {
+        generation: u32,
+        data_port: u16,
+    },
     /// Application control (termination votes, snapshots, stop): opaque bytes.
-    App { body: Vec<u8> },
+    App {
+        body: Vec<u8>,
+    },
     Close,
 }
 
@@ -40,7 +60,10 @@ pub enum ControlError {
     /// The other side does not know the job's secret.
     BadSecret,
     /// The server answered as another peer than the one we dialled.
-    UnexpectedPeer { expected: u32, got: u32 },
+    UnexpectedPeer {
+        expected: u32,
+        got: u32,
+    },
     Rejected(String),
     OutOfOrder,
 }
@@ -50,7 +73,9 @@ impl std::fmt::Display for ControlError {
         match self {
             ControlError::Malformed => write!(f, "malformed control message"),
             ControlError::BadSecret => write!(f, "peer failed authentication (wrong job secret)"),
-            ControlError::UnexpectedPeer { expected, got } => write!(f, "expected peer {expected}, peer {got} answered"),
+            ControlError::UnexpectedPeer { expected, got } => {
+                write!(f, "expected peer {expected}, peer {got} answered")
+            }
             ControlError::Rejected(r) => write!(f, "rejected by peer: {r}"),
             ControlError::OutOfOrder => write!(f, "control message out of order"),
         }
@@ -160,7 +185,9 @@ fn mac(secret: &[u8], label: &[u8], parts: &[&[u8]]) -> HmacSha256 {
 
 /// The data channel's session identifier for one generation of a pair's session.
 pub fn session_id(secret: &[u8], client_nonce: &[u8], server_nonce: &[u8], generation: u32) -> u64 {
-    let tag = mac(secret, b"p2psap session", &[client_nonce, server_nonce, &generation.to_be_bytes()]).finalize().into_bytes();
+    let tag = mac(secret, b"p2psap session", &[client_nonce, server_nonce, &generation.to_be_bytes()])
+        .finalize()
+        .into_bytes();
     // Zero marks "no session" nowhere, but keep it out anyway.
     u64::from_be_bytes(tag[..8].try_into().unwrap()) | 1
 }
@@ -196,7 +223,14 @@ pub struct Established {
 impl Handshake {
     /// The connecting side; returns the first message to send.
     pub fn client(secret: &[u8], me: u32, expected_peer: u32, nonce: [u8; NONCE_LEN]) -> (Self, Message) {
-        let h = Handshake { secret: secret.to_vec(), me, nonce, expected_peer: Some(expected_peer), peer: None, state: State::ClientSentHello };
+        let h = Handshake {
+            secret: secret.to_vec(),
+            me,
+            nonce,
+            expected_peer: Some(expected_peer),
+            peer: None,
+            state: State::ClientSentHello,
+        };
         (h, Message::Hello { peer: me, nonce })
     }
 
@@ -213,7 +247,8 @@ impl Handshake {
         match (self.state, msg) {
             (State::ServerWaitHello, Message::Hello { peer, nonce }) => {
                 self.peer = Some((*peer, *nonce));
-                let m = self.transcript(b"p2psap server", (*peer, nonce), (self.me, &self.nonce)).finalize().into_bytes();
+                let m =
+                    self.transcript(b"p2psap server", (*peer, nonce), (self.me, &self.nonce)).finalize().into_bytes();
                 self.state = State::ServerSentChallenge;
                 Ok(Some(Message::Challenge { peer: self.me, nonce: self.nonce, mac: m.into() }))
             }
@@ -226,7 +261,8 @@ impl Handshake {
                     .verify_slice(mac)
                     .map_err(|_| ControlError::BadSecret)?;
                 self.peer = Some((*peer, *nonce));
-                let m = self.transcript(b"p2psap client", (self.me, &self.nonce), (*peer, nonce)).finalize().into_bytes();
+                let m =
+                    self.transcript(b"p2psap client", (self.me, &self.nonce), (*peer, nonce)).finalize().into_bytes();
                 self.state = State::ClientSentAuth;
                 Ok(Some(Message::Auth { mac: m.into() }))
             }

@@ -10,6 +10,7 @@
 //! - Fabric data go through the block pool: a writer thread per stream sends
 //!   filled blocks and releases them on completion; a reader thread fills
 //!   receive blocks and recycles each once the protocol has copied it out.
+//!
 //! The caller's send/receive/wait run on its own thread under one lock.
 
 use std::collections::{HashMap, VecDeque};
@@ -125,6 +126,17 @@ pub struct Endpoint {
     inner: Arc<Inner>,
 }
 
+/// The state of one session, for reports.
+pub struct PeerStats {
+    pub counters: Stats,
+    /// The micro-protocols composed, in order.
+    pub stack: String,
+    /// Congestion window in bytes, on stacks that have one.
+    pub cwnd: Option<u64>,
+    pub srtt: Option<Duration>,
+    pub session: u64,
+}
+
 /// A window of a long link is megabytes; the default 208 KiB socket buffers would
 /// drop bursts before the protocol sees them. Root may exceed rmem_max (FORCE).
 fn grow_buffers(udp: &UdpSocket) {
@@ -167,7 +179,11 @@ fn read_msg(s: &mut &TcpStream) -> Result<Message> {
 
 /// Answer the peer's handshake frames until the session is established. A frame
 /// `admit` refuses, or one that fails the handshake, is answered with a Reject.
-fn handshake(s: &mut &TcpStream, hs: &mut Handshake, admit: impl Fn(&Message) -> std::result::Result<(), String>) -> Result<Established> {
+fn handshake(
+    s: &mut &TcpStream,
+    hs: &mut Handshake,
+    admit: impl Fn(&Message) -> std::result::Result<(), String>,
+) -> Result<Established> {
     loop {
         let m = read_msg(s)?;
         if let Err(reason) = admit(&m) {
@@ -247,7 +263,17 @@ impl Endpoint {
         let conn = new_conn(inner, &est, 0, context, true, ip);
         inner.state.lock().unwrap().peers.insert(
             peer,
-            Peer { control: stream.try_clone()?, est, client: true, generation: 0, context, conn, path: Path::FabricPending, ip, run: Vec::new() },
+            Peer {
+                control: stream.try_clone()?,
+                est,
+                client: true,
+                generation: 0,
+                context,
+                conn,
+                path: Path::FabricPending,
+                ip,
+                run: Vec::new(),
+            },
         );
         spawn_control_reader(inner.clone(), peer, stream);
         self.open_data(peer, 0, context)
@@ -265,9 +291,12 @@ impl Endpoint {
         let st = inner.state.lock().unwrap();
         let (mut st, _) = inner
             .changed
-            .wait_timeout_while(st, HANDSHAKE_TIMEOUT, |s| !s.opened.contains_key(&(peer, generation)) && !inner.closed.load(Ordering::SeqCst))
+            .wait_timeout_while(st, HANDSHAKE_TIMEOUT, |s| {
+                !s.opened.contains_key(&(peer, generation)) && !inner.closed.load(Ordering::SeqCst)
+            })
             .unwrap();
-        let their_port = st.opened.remove(&(peer, generation)).ok_or(Error::Timeout("the peer to open the data channel"))?;
+        let their_port =
+            st.opened.remove(&(peer, generation)).ok_or(Error::Timeout("the peer to open the data channel"))?;
         let p = st.peers.get_mut(&peer).unwrap();
         match context.network {
             Network::Ethernet => p.path = Path::Udp(SocketAddr::new(p.ip, their_port)),
@@ -309,7 +338,9 @@ impl Endpoint {
         let (st, _) = self
             .inner
             .changed
-            .wait_timeout_while(st, timeout, |s| !s.peers.get(&peer).is_some_and(|p| !matches!(p.path, Path::FabricPending)))
+            .wait_timeout_while(st, timeout, |s| {
+                !s.peers.get(&peer).is_some_and(|p| !matches!(p.path, Path::FabricPending))
+            })
             .unwrap();
         if st.peers.get(&peer).is_some_and(|p| !matches!(p.path, Path::FabricPending)) {
             Ok(())
@@ -372,7 +403,9 @@ impl Endpoint {
         let (st, _) = self
             .inner
             .changed
-            .wait_timeout_while(st, timeout, |s| !s.peers[&peer].conn.has_message(tag) && !self.inner.closed.load(Ordering::SeqCst))
+            .wait_timeout_while(st, timeout, |s| {
+                !s.peers[&peer].conn.has_message(tag) && !self.inner.closed.load(Ordering::SeqCst)
+            })
             .unwrap();
         Ok(st.peers[&peer].conn.has_message(tag))
     }
@@ -383,7 +416,8 @@ impl Endpoint {
         if !st.peers.contains_key(&peer) {
             return Err(Error::UnknownPeer(peer));
         }
-        let (st, _) = self.inner.changed.wait_timeout_while(st, timeout, |s| s.peers[&peer].conn.outstanding() > 0).unwrap();
+        let (st, _) =
+            self.inner.changed.wait_timeout_while(st, timeout, |s| s.peers[&peer].conn.outstanding() > 0).unwrap();
         Ok(st.peers[&peer].conn.outstanding() == 0)
     }
 
@@ -400,15 +434,23 @@ impl Endpoint {
         let (mut st, _) = self
             .inner
             .changed
-            .wait_timeout_while(st, timeout.unwrap_or(Duration::ZERO), |s| s.app.is_empty() && !self.inner.closed.load(Ordering::SeqCst))
+            .wait_timeout_while(st, timeout.unwrap_or(Duration::ZERO), |s| {
+                s.app.is_empty() && !self.inner.closed.load(Ordering::SeqCst)
+            })
             .unwrap();
         st.app.pop_front()
     }
 
-    pub fn stats(&self, peer: u32) -> Result<(Stats, String, Option<u64>, Option<Duration>, u64)> {
+    pub fn stats(&self, peer: u32) -> Result<PeerStats> {
         let st = self.lock();
         let p = st.peers.get(&peer).ok_or(Error::UnknownPeer(peer))?;
-        Ok((p.conn.stats(), p.conn.stack().to_string(), p.conn.congestion_window(), p.conn.rtt().srtt(), p.conn.session()))
+        Ok(PeerStats {
+            counters: p.conn.stats(),
+            stack: p.conn.stack().to_string(),
+            cwnd: p.conn.congestion_window(),
+            srtt: p.conn.rtt().srtt(),
+            session: p.conn.session(),
+        })
     }
 
     pub fn unknown_session(&self) -> u64 {
@@ -453,7 +495,14 @@ impl Inner {
     }
 }
 
-fn new_conn(inner: &Inner, est: &Established, generation: u32, context: Context, client: bool, ip: IpAddr) -> Connection {
+fn new_conn(
+    inner: &Inner,
+    est: &Established,
+    generation: u32,
+    context: Context,
+    client: bool,
+    ip: IpAddr,
+) -> Connection {
     let mut cfg = Config::new(context.compose(), est.session(&inner.secret, generation));
     // Ports of TransportDriver: the client is 1, the server 2, in every session.
     (cfg.local_port, cfg.remote_port) = if client { (1, 2) } else { (2, 1) };
@@ -480,11 +529,13 @@ fn path_mtu(ip: IpAddr) -> usize {
         IpAddr::V6(_) => UdpSocket::bind(("::", 0)),
     };
     let Ok(sock) = probe.and_then(|s| s.connect((ip, 9)).map(|_| s)) else { return 1500 };
-    let (level, name) = if ip.is_ipv4() { (libc::IPPROTO_IP, libc::IP_MTU) } else { (libc::IPPROTO_IPV6, libc::IPV6_MTU) };
+    let (level, name) =
+        if ip.is_ipv4() { (libc::IPPROTO_IP, libc::IP_MTU) } else { (libc::IPPROTO_IPV6, libc::IPV6_MTU) };
     let mut mtu: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: a valid socket and a c_int out-parameter of the stated size.
-    let rc = unsafe { libc::getsockopt(sock.as_raw_fd(), level, name, &mut mtu as *mut _ as *mut libc::c_void, &mut len) };
+    let rc =
+        unsafe { libc::getsockopt(sock.as_raw_fd(), level, name, &mut mtu as *mut _ as *mut libc::c_void, &mut len) };
     if rc == 0 && mtu > 0 {
         mtu as usize
     } else {
@@ -498,7 +549,9 @@ fn enable_gro(udp: &UdpSocket) {
     use std::os::fd::AsRawFd;
     let on: libc::c_int = 1;
     // SAFETY: a valid socket and a c_int option of the right size.
-    unsafe { libc::setsockopt(udp.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, &on as *const _ as *const libc::c_void, 4) };
+    unsafe {
+        libc::setsockopt(udp.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, &on as *const _ as *const libc::c_void, 4)
+    };
 }
 
 fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
@@ -682,7 +735,8 @@ fn serve(inner: Arc<Inner>, stream: TcpStream) -> Result<()> {
         let mut sid = [0u8; 8];
         s.read_exact(&mut sid)?;
         let session = u64::from_be_bytes(sid);
-        let peer = inner.state.lock().unwrap().peers.iter().find(|(_, p)| p.conn.session() == session).map(|(&id, _)| id);
+        let peer =
+            inner.state.lock().unwrap().peers.iter().find(|(_, p)| p.conn.session() == session).map(|(&id, _)| id);
         match peer {
             Some(id) => {
                 stream.set_read_timeout(None)?;
@@ -704,11 +758,25 @@ fn serve(inner: Arc<Inner>, stream: TcpStream) -> Result<()> {
     stream.set_read_timeout(None)?;
     let ip = stream.peer_addr()?.ip();
     // The data channel exists once the client's Open names the context.
-    let placeholder = Context { scheme: crate::Scheme::Asynchronous, location: crate::Location::IntraSite, network: Network::Ethernet };
+    let placeholder = Context {
+        scheme: crate::Scheme::Asynchronous,
+        location: crate::Location::IntraSite,
+        network: Network::Ethernet,
+    };
     let conn = new_conn(&inner, &est, u32::MAX, placeholder, false, ip);
     inner.state.lock().unwrap().peers.insert(
         est.peer,
-        Peer { control: stream.try_clone()?, est, client: false, generation: 0, context: placeholder, conn, path: Path::FabricPending, ip, run: Vec::new() },
+        Peer {
+            control: stream.try_clone()?,
+            est,
+            client: false,
+            generation: 0,
+            context: placeholder,
+            conn,
+            path: Path::FabricPending,
+            ip,
+            run: Vec::new(),
+        },
     );
     control_reader(inner, est.peer, stream);
     Ok(())

@@ -20,9 +20,13 @@ create_exception!(geofed_p2psap, UnknownPeerError, ProtocolError, "No session wi
 fn to_py(e: Error) -> PyErr {
     match e {
         Error::Control(ControlError::BadSecret) => AuthenticationError::new_err(e.to_string()),
-        Error::Control(ControlError::Rejected(ref r)) if r.contains("authentication") => AuthenticationError::new_err(e.to_string()),
+        Error::Control(ControlError::Rejected(ref r)) if r.contains("authentication") => {
+            AuthenticationError::new_err(e.to_string())
+        }
         Error::UnknownPeer(_) => UnknownPeerError::new_err(e.to_string()),
-        Error::Control(ControlError::Rejected(ref r)) if r.contains("unknown peer") => UnknownPeerError::new_err(e.to_string()),
+        Error::Control(ControlError::Rejected(ref r)) if r.contains("unknown peer") => {
+            UnknownPeerError::new_err(e.to_string())
+        }
         _ => ProtocolError::new_err(e.to_string()),
     }
 }
@@ -47,7 +51,8 @@ fn context(scheme: &str, location: &str, network: &str) -> PyResult<Context> {
 }
 
 fn secs(t: f64) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(t).map_err(|_| PyValueError::new_err(format!("timeout: expected seconds >= 0, got {t}")))
+    Duration::try_from_secs_f64(t)
+        .map_err(|_| PyValueError::new_err(format!("timeout: expected seconds >= 0, got {t}")))
 }
 
 /// The micro-protocols Table I composes for a context.
@@ -83,7 +88,15 @@ impl Endpoint {
     }
 
     #[pyo3(signature = (peer, addr, scheme, location, network = "eth"))]
-    fn connect(&self, py: Python<'_>, peer: u32, addr: &str, scheme: &str, location: &str, network: &str) -> PyResult<()> {
+    fn connect(
+        &self,
+        py: Python<'_>,
+        peer: u32,
+        addr: &str,
+        scheme: &str,
+        location: &str,
+        network: &str,
+    ) -> PyResult<()> {
         let ctx = context(scheme, location, network)?;
         py.allow_threads(|| self.inner.connect(peer, addr, ctx)).map_err(to_py)
     }
@@ -108,7 +121,13 @@ impl Endpoint {
     /// (number, bytes) or None: synchronous waits up to `timeout` (None: forever);
     /// asynchronous returns at once.
     #[pyo3(signature = (peer, tag, timeout = None))]
-    fn receive<'py>(&self, py: Python<'py>, peer: u32, tag: u32, timeout: Option<f64>) -> PyResult<Option<(u64, Bound<'py, PyBytes>)>> {
+    fn receive<'py>(
+        &self,
+        py: Python<'py>,
+        peer: u32,
+        tag: u32,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<(u64, Bound<'py, PyBytes>)>> {
         let t = timeout.map(secs).transpose()?;
         let got = py.allow_threads(|| self.inner.receive(peer, tag, t)).map_err(to_py)?;
         Ok(got.map(|(n, d)| (n, PyBytes::new(py, &d))))
@@ -130,19 +149,24 @@ impl Endpoint {
     }
 
     #[pyo3(signature = (timeout = None))]
-    fn control_receive<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Option<(u32, Bound<'py, PyBytes>)>> {
+    fn control_receive<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<(u32, Bound<'py, PyBytes>)>> {
         let t = timeout.map(secs).transpose()?;
         let got = py.allow_threads(|| self.inner.control_receive(t));
         Ok(got.map(|(p, d)| (p, PyBytes::new(py, &d))))
     }
 
     fn stats<'py>(&self, py: Python<'py>, peer: u32) -> PyResult<Bound<'py, PyDict>> {
-        let (s, stack, cwnd, srtt, session) = self.inner.stats(peer).map_err(to_py)?;
+        let ps = self.inner.stats(peer).map_err(to_py)?;
+        let s = ps.counters;
         let d = PyDict::new(py);
-        d.set_item("stack", stack)?;
-        d.set_item("session", format!("{session:016x}"))?;
-        d.set_item("cwnd", cwnd)?;
-        d.set_item("srtt_ms", srtt.map(|x| x.as_secs_f64() * 1e3))?;
+        d.set_item("stack", ps.stack)?;
+        d.set_item("session", format!("{:016x}", ps.session))?;
+        d.set_item("cwnd", ps.cwnd)?;
+        d.set_item("srtt_ms", ps.srtt.map(|x| x.as_secs_f64() * 1e3))?;
         for (k, v) in [
             ("segments_sent", s.segments_sent),
             ("bytes_sent", s.bytes_sent),

@@ -49,7 +49,7 @@ impl RttEstimator {
             }
             Some(srtt) => {
                 // RTTVAR first, with the old SRTT: beta = 1/4, alpha = 1/8.
-                let err = if srtt > r { srtt - r } else { r - srtt };
+                let err = srtt.abs_diff(r);
                 self.rttvar = self.rttvar * 3 / 4 + err / 4;
                 self.srtt = Some(srtt * 7 / 8 + r / 8);
             }

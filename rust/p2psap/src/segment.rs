@@ -143,7 +143,18 @@ mod tests {
     fn round_trip_and_rejects() {
         let s = Segment {
             kind: Kind::Data,
-            header: Header { session: 7, src_port: 1, dst_port: 2, seq: 9, ack: 3, ack_vector: 5, tag: 4, msg: 11, frag: 1, nfrags: 2 },
+            header: Header {
+                session: 7,
+                src_port: 1,
+                dst_port: 2,
+                seq: 9,
+                ack: 3,
+                ack_vector: 5,
+                tag: 4,
+                msg: 11,
+                frag: 1,
+                nfrags: 2,
+            },
             payload: vec![1, 2, 3],
         };
         let b = s.encode();

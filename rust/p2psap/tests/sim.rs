@@ -92,7 +92,13 @@ impl Sim {
         tune(&mut cb);
         cb.local_port = 20;
         cb.remote_port = 10;
-        Sim { now, a: Connection::new(ca), b: Connection::new(cb), ab: Wire::new(p, seed, now), ba: Wire::new(p, seed ^ 0x55, now) }
+        Sim {
+            now,
+            a: Connection::new(ca),
+            b: Connection::new(cb),
+            ab: Wire::new(p, seed, now),
+            ba: Wire::new(p, seed ^ 0x55, now),
+        }
     }
 
     fn flush(&mut self) {
@@ -107,7 +113,8 @@ impl Sim {
     /// Advance to the next event no later than `limit`; false when nothing is left before it.
     fn step(&mut self, limit: Instant) -> bool {
         self.flush();
-        let next = [self.ab.next(), self.ba.next(), self.a.poll_timeout(), self.b.poll_timeout()].into_iter().flatten().min();
+        let next =
+            [self.ab.next(), self.ba.next(), self.a.poll_timeout(), self.b.poll_timeout()].into_iter().flatten().min();
         let Some(t) = next.filter(|&t| t <= limit) else {
             self.now = limit.max(self.now);
             return false;
@@ -188,8 +195,11 @@ fn deliver_everything_in_order_exactly_once(tune: fn(&mut Config)) {
             while sim.step(end) {}
             for tag in 0..2u32 {
                 assert_eq!(sim.b.recv(tag), None, "{ctx:?} at {p}: extra message");
-                let expect: Vec<(u64, Vec<u8>)> =
-                    (0..N).filter(|i| i % 2 == tag as u64).enumerate().map(|(k, i)| (k as u64 + 1, payload(tag, i))).collect();
+                let expect: Vec<(u64, Vec<u8>)> = (0..N)
+                    .filter(|i| i % 2 == tag as u64)
+                    .enumerate()
+                    .map(|(k, i)| (k as u64 + 1, payload(tag, i)))
+                    .collect();
                 assert!(got[tag as usize] == expect, "{ctx:?} at {p}: tag {tag} out of order, lost or duplicated");
             }
             if p > 0.0 {
@@ -339,7 +349,7 @@ fn three_duplicate_acks_trigger_one_fast_retransmit_and_halve_the_window() {
         sim.a.send(0, &vec![i; smss]).unwrap();
     }
     assert_eq!(sim.a.congestion_window(), Some(2 * seg)); // RFC 6928: two segments when 14600 bytes hold fewer
-    // Grow the window in slow start with clean round trips.
+                                                          // Grow the window in slow start with clean round trips.
     let mut now = t;
     for round in 0..3 {
         for _ in 0..(4 << round) {
@@ -396,7 +406,8 @@ fn three_duplicate_acks_trigger_one_fast_retransmit_and_halve_the_window() {
 #[test]
 fn segments_of_unknown_sessions_are_dropped_and_counted() {
     let mut sim = Sim::new(inter_eth(Scheme::Asynchronous), 0.0, 1);
-    let h = Header { session: 0xbad, src_port: 10, dst_port: 20, tag: 0, msg: 1, nfrags: 1, seq: 1, ..Header::default() };
+    let h =
+        Header { session: 0xbad, src_port: 10, dst_port: 20, tag: 0, msg: 1, nfrags: 1, seq: 1, ..Header::default() };
     let forged = Segment { kind: Kind::Data, header: h, payload: vec![1, 2, 3] }.encode();
     sim.b.handle_segment(sim.now, &forged);
     sim.b.handle_segment(sim.now, b"garbage");

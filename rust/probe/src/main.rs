@@ -45,10 +45,7 @@ impl Flags {
             }
             let v = match inline {
                 Some(v) => v,
-                None => it
-                    .next()
-                    .cloned()
-                    .ok_or_else(|| format!("{flag}: missing value"))?,
+                None => it.next().cloned().ok_or_else(|| format!("{flag}: missing value"))?,
             };
             if m.insert(flag.to_string(), v).is_some() {
                 return Err(format!("{flag}: given twice"));
@@ -58,13 +55,8 @@ impl Flags {
     }
 
     fn addr(&self, flag: &str) -> Result<SocketAddr, String> {
-        let v = self
-            .0
-            .get(flag)
-            .ok_or_else(|| format!("{flag}: required"))?;
-        v.parse().map_err(|_| {
-            format!("{flag}: expected IP:PORT (e.g. 10.0.0.1:9000 or [fd00::1]:9000), got '{v}'")
-        })
+        let v = self.0.get(flag).ok_or_else(|| format!("{flag}: required"))?;
+        v.parse().map_err(|_| format!("{flag}: expected IP:PORT (e.g. 10.0.0.1:9000 or [fd00::1]:9000), got '{v}'"))
     }
 
     /// Integer within [min, max], or `default` if absent.
@@ -73,9 +65,7 @@ impl Flags {
             None => Ok(default),
             Some(v) => match v.parse::<u64>() {
                 Ok(x) if x >= min && x <= max => Ok(x),
-                _ => Err(format!(
-                    "{flag}: expected an integer in [{min}, {max}], got '{v}'"
-                )),
+                _ => Err(format!("{flag}: expected an integer in [{min}, {max}], got '{v}'")),
             },
         }
     }
@@ -86,9 +76,7 @@ impl Flags {
             None => Ok(default),
             Some(v) => match v.parse::<f64>() {
                 Ok(x) if x.is_finite() && x >= min && x <= max => Ok(x),
-                _ => Err(format!(
-                    "{flag}: expected a number in [{min}, {max}], got '{v}'"
-                )),
+                _ => Err(format!("{flag}: expected a number in [{min}, {max}], got '{v}'")),
             },
         }
     }
@@ -124,26 +112,17 @@ enum Cmd {
 }
 
 fn parse_cmd(argv: &[String]) -> Result<Cmd, String> {
-    let sub = argv
-        .first()
-        .ok_or("missing subcommand (udp-echo, rtt, tcp-sink, tcp-send)")?;
+    let sub = argv.first().ok_or("missing subcommand (udp-echo, rtt, tcp-sink, tcp-send)")?;
     let rest = &argv[1..];
     match sub.as_str() {
         "udp-echo" | "tcp-sink" => {
             let f = Flags::parse(rest, &["--bind", "--max-seconds"])?;
             let bind = f.addr("--bind")?;
             let max_seconds = f.secs("--max-seconds", 60.0, 0.0, 1e7)?;
-            Ok(if sub == "udp-echo" {
-                Cmd::UdpEcho { bind, max_seconds }
-            } else {
-                Cmd::TcpSink { bind, max_seconds }
-            })
+            Ok(if sub == "udp-echo" { Cmd::UdpEcho { bind, max_seconds } } else { Cmd::TcpSink { bind, max_seconds } })
         }
         "rtt" => {
-            let f = Flags::parse(
-                rest,
-                &["--to", "--count", "--size", "--interval-us", "--timeout-ms"],
-            )?;
+            let f = Flags::parse(rest, &["--to", "--count", "--size", "--interval-us", "--timeout-ms"])?;
             Ok(Cmd::Rtt {
                 to: f.addr("--to")?,
                 count: f.uint("--count", 200, 1, 10_000_000)?,
@@ -164,9 +143,7 @@ fn parse_cmd(argv: &[String]) -> Result<Cmd, String> {
             })
         }
         "-h" | "--help" | "help" => Err("help".into()),
-        other => Err(format!(
-            "{other}: unknown subcommand (udp-echo, rtt, tcp-sink, tcp-send)"
-        )),
+        other => Err(format!("{other}: unknown subcommand (udp-echo, rtt, tcp-sink, tcp-send)")),
     }
 }
 
@@ -223,13 +200,10 @@ fn udp_echo(bind: SocketAddr, max_seconds: f64) {
 }
 
 fn rtt(to: SocketAddr, count: u64, size: usize, interval_us: u64, timeout_ms: u64) {
-    let local: SocketAddr = if to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }
-        .parse()
-        .unwrap();
+    let local: SocketAddr = if to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().unwrap();
     let sock = UdpSocket::bind(local).unwrap_or_else(|e| fail(format!("bind: {e}")));
     // Connected: the kernel filters out datagrams from anyone but the target.
-    sock.connect(to)
-        .unwrap_or_else(|e| fail(format!("--to {to}: {e}")));
+    sock.connect(to).unwrap_or_else(|e| fail(format!("--to {to}: {e}")));
     try_realtime();
 
     let mut pkt = vec![0u8; size];
@@ -274,11 +248,7 @@ fn rtt(to: SocketAddr, count: u64, size: usize, interval_us: u64, timeout_ms: u6
         }
     }
     let list: Vec<String> = samples.iter().map(|s| s.to_string()).collect();
-    println!(
-        "{{\"samples_ns\": [{}], \"lost\": {}}}",
-        list.join(", "),
-        lost
-    );
+    println!("{{\"samples_ns\": [{}], \"lost\": {}}}", list.join(", "), lost);
 }
 
 // ---------- tcp-sink / tcp-send ----------
@@ -313,13 +283,7 @@ fn tcp_acked(fd: RawFd) -> Option<(u64, u64)> {
     let mut info = [0u8; 512];
     let mut len = info.len() as libc::socklen_t;
     let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            info.as_mut_ptr() as *mut libc::c_void,
-            &mut len,
-        )
+        libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, info.as_mut_ptr() as *mut libc::c_void, &mut len)
     };
     if r != 0 || (len as usize) < BYTES_ACKED + 8 {
         return None;
@@ -334,28 +298,18 @@ fn tcp_cc(fd: RawFd) -> String {
     let mut name = [0u8; 16];
     let mut len = name.len() as libc::socklen_t;
     let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            name.as_mut_ptr() as *mut libc::c_void,
-            &mut len,
-        )
+        libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, name.as_mut_ptr() as *mut libc::c_void, &mut len)
     };
     if r != 0 {
         return "unknown".into();
     }
-    let n = name[..len as usize]
-        .iter()
-        .position(|&b| b == 0)
-        .unwrap_or(len as usize);
+    let n = name[..len as usize].iter().position(|&b| b == 0).unwrap_or(len as usize);
     String::from_utf8_lossy(&name[..n]).into_owned()
 }
 
 fn sum_acked(fds: &[RawFd]) -> (u64, u64) {
     fds.iter().fold((0, 0), |(a, r), &fd| {
-        let (a2, r2) =
-            tcp_acked(fd).unwrap_or_else(|| fail("TCP_INFO bytes_acked unavailable".into()));
+        let (a2, r2) = tcp_acked(fd).unwrap_or_else(|| fail("TCP_INFO bytes_acked unavailable".into()));
         (a + a2, r + r2)
     })
 }
@@ -366,9 +320,7 @@ fn tcp_send(to: SocketAddr, streams: usize, seconds: f64, warmup: f64, bytes: u6
     let stop = Arc::new(AtomicBool::new(false));
     let t_start = Instant::now();
     for s in &conns {
-        let mut s = s
-            .try_clone()
-            .unwrap_or_else(|e| fail(format!("dup socket: {e}")));
+        let mut s = s.try_clone().unwrap_or_else(|e| fail(format!("dup socket: {e}")));
         let stop = stop.clone();
         thread::spawn(move || {
             let buf = vec![0x5Au8; TCP_BUF];
@@ -382,11 +334,8 @@ fn tcp_send(to: SocketAddr, streams: usize, seconds: f64, warmup: f64, bytes: u6
             }
         });
     }
-    let (moved, dt, retrans) = if bytes > 0 {
-        bulk(&fds, bytes * streams as u64, t_start)
-    } else {
-        timed(&fds, seconds, warmup, t_start)
-    };
+    let (moved, dt, retrans) =
+        if bytes > 0 { bulk(&fds, bytes * streams as u64, t_start) } else { timed(&fds, seconds, warmup, t_start) };
     stop.store(true, Ordering::Relaxed);
     let mbps = moved as f64 * 8.0 / dt / 1e6;
     println!(
@@ -396,10 +345,7 @@ fn tcp_send(to: SocketAddr, streams: usize, seconds: f64, warmup: f64, bytes: u6
     let _ = io::stdout().flush();
     // Abortive close: otherwise the kernel keeps draining up to 64 MiB per
     // socket after we exit, polluting whatever is measured next.
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
+    let linger = libc::linger { l_onoff: 1, l_linger: 0 };
     for &fd in &fds {
         let _ = setsockopt(fd, libc::SOL_SOCKET, libc::SO_LINGER, &linger);
     }
@@ -455,21 +401,9 @@ fn main() {
     let cmd = args_or_exit(PROG, USAGE, parse_cmd(&argv));
     match cmd {
         Cmd::UdpEcho { bind, max_seconds } => udp_echo(bind, max_seconds),
-        Cmd::Rtt {
-            to,
-            count,
-            size,
-            interval_us,
-            timeout_ms,
-        } => rtt(to, count, size, interval_us, timeout_ms),
+        Cmd::Rtt { to, count, size, interval_us, timeout_ms } => rtt(to, count, size, interval_us, timeout_ms),
         Cmd::TcpSink { bind, max_seconds } => tcp_sink(bind, max_seconds),
-        Cmd::TcpSend {
-            to,
-            streams,
-            seconds,
-            warmup,
-            bytes,
-        } => tcp_send(to, streams, seconds, warmup, bytes),
+        Cmd::TcpSend { to, streams, seconds, warmup, bytes } => tcp_send(to, streams, seconds, warmup, bytes),
     }
 }
 
@@ -495,20 +429,11 @@ mod tests {
         );
         assert_eq!(
             p("tcp-send --to=10.99.0.2:5001 --streams 4 --seconds 2.5").unwrap(),
-            Cmd::TcpSend {
-                to: "10.99.0.2:5001".parse().unwrap(),
-                streams: 4,
-                seconds: 2.5,
-                warmup: 1.0,
-                bytes: 0
-            }
+            Cmd::TcpSend { to: "10.99.0.2:5001".parse().unwrap(), streams: 4, seconds: 2.5, warmup: 1.0, bytes: 0 }
         );
         assert_eq!(
             p("udp-echo --bind 0.0.0.0:7000 --max-seconds 5").unwrap(),
-            Cmd::UdpEcho {
-                bind: "0.0.0.0:7000".parse().unwrap(),
-                max_seconds: 5.0
-            }
+            Cmd::UdpEcho { bind: "0.0.0.0:7000".parse().unwrap(), max_seconds: 5.0 }
         );
     }
 

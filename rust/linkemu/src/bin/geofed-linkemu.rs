@@ -63,22 +63,17 @@ impl Args {
 }
 
 fn parse_f64(flag: &str, v: &str, min: f64, max: f64, min_exclusive: bool) -> Result<f64, String> {
-    let x: f64 = v
-        .parse()
-        .map_err(|_| format!("{flag}: expected a number, got '{v}'"))?;
+    let x: f64 = v.parse().map_err(|_| format!("{flag}: expected a number, got '{v}'"))?;
     let low_ok = if min_exclusive { x > min } else { x >= min };
     if !x.is_finite() || !low_ok || x > max {
         let lo = if min_exclusive { ">" } else { ">=" };
-        return Err(format!(
-            "{flag}: must be {lo} {min} and <= {max}, got '{v}'"
-        ));
+        return Err(format!("{flag}: must be {lo} {min} and <= {max}, got '{v}'"));
     }
     Ok(x)
 }
 
 fn parse_u64(flag: &str, v: &str) -> Result<u64, String> {
-    v.parse()
-        .map_err(|_| format!("{flag}: expected a non-negative integer, got '{v}'"))
+    v.parse().map_err(|_| format!("{flag}: expected a non-negative integer, got '{v}'"))
 }
 
 /// Accepts `--flag value` and `--flag=value`. Errors name the flag so the
@@ -121,10 +116,7 @@ fn parse_args(argv: &[String]) -> Result<Args, String> {
         }
         let v = match inline {
             Some(v) => v,
-            None => it
-                .next()
-                .cloned()
-                .ok_or_else(|| format!("{flag}: missing value"))?,
+            None => it.next().cloned().ok_or_else(|| format!("{flag}: missing value"))?,
         };
         match flag {
             "--if-a" | "--if-b" => {
@@ -192,10 +184,7 @@ fn errno() -> i32 {
 }
 
 fn realtime_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
@@ -206,14 +195,8 @@ fn sleep_until(t_ns: u64) {
         tv_nsec: (t_ns % 1_000_000_000) as libc::c_long,
     };
     // Absolute deadline: EINTR restarts lose nothing, and there is no drift.
-    while unsafe {
-        libc::clock_nanosleep(
-            libc::CLOCK_MONOTONIC,
-            libc::TIMER_ABSTIME,
-            &ts,
-            std::ptr::null_mut(),
-        )
-    } == libc::EINTR
+    while unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) }
+        == libc::EINTR
     {}
 }
 
@@ -221,9 +204,7 @@ fn open_packet_socket(flag: &str, ifname: &str) -> Result<RawFd, String> {
     let cname = CString::new(ifname).map_err(|_| format!("{flag}: invalid interface name"))?;
     let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
     if ifindex == 0 {
-        return Err(format!(
-            "{flag}: no interface '{ifname}' in this network namespace"
-        ));
+        return Err(format!("{flag}: no interface '{ifname}' in this network namespace"));
     }
     let e = |what: &str| format!("{flag} {ifname}: {what}: {}", io::Error::last_os_error());
     // Protocol 0 at creation: the socket hears nothing until bind names the
@@ -234,16 +215,12 @@ fn open_packet_socket(flag: &str, ifname: &str) -> Result<RawFd, String> {
     }
     // Keep veth's GSO super-frames and checksum-offload state intact end to
     // end; without this every 64 KiB frame would be segmented and checksummed.
-    setsockopt(fd, libc::SOL_PACKET, libc::PACKET_VNET_HDR, &(1 as libc::c_int))
-        .map_err(|_| e("PACKET_VNET_HDR"))?;
+    setsockopt(fd, libc::SOL_PACKET, libc::PACKET_VNET_HDR, &(1 as libc::c_int)).map_err(|_| e("PACKET_VNET_HDR"))?;
     // Our own sends on this interface must not come back as input.
     if setsockopt(fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &(1 as libc::c_int)).is_err() {
         eprintln!("{PROG}: warning: PACKET_IGNORE_OUTGOING unsupported; filtering by pkttype");
     }
-    for (force, plain) in [
-        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
-        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
-    ] {
+    for (force, plain) in [(libc::SO_RCVBUFFORCE, libc::SO_RCVBUF), (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF)] {
         if setsockopt(fd, libc::SOL_SOCKET, force, &(SOCK_BUF as libc::c_int)).is_err() {
             let _ = setsockopt(fd, libc::SOL_SOCKET, plain, &(SOCK_BUF as libc::c_int));
         }
@@ -253,10 +230,7 @@ fn open_packet_socket(flag: &str, ifname: &str) -> Result<RawFd, String> {
         eprintln!("{PROG}: warning: SO_TIMESTAMPNS unsupported; using recv time as arrival");
     }
     // Bounded recv so rx threads notice the stop flag.
-    let tv = libc::timeval {
-        tv_sec: 0,
-        tv_usec: 200_000,
-    };
+    let tv = libc::timeval { tv_sec: 0, tv_usec: 200_000 };
     if setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, &tv).is_err() {
         return Err(e("SO_RCVTIMEO"));
     }
@@ -311,9 +285,7 @@ static RT_WARNED: AtomicBool = AtomicBool::new(false);
 /// SCHED_FIFO, p99 RTT on a 9 ms link reached 13 ms in the feasibility probe.
 fn make_thread_realtime(priority: libc::c_int) {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
-    let p = libc::sched_param {
-        sched_priority: priority,
-    };
+    let p = libc::sched_param { sched_priority: priority };
     let r = unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &p) };
     if r != 0 && !RT_WARNED.swap(true, Ordering::Relaxed) {
         eprintln!(
@@ -342,20 +314,12 @@ type Frame = (u64, Vec<u8>);
 /// time kept across the veth) fall back to the time recv returned.
 fn arrival_ns(kernel_real_ns: Option<u64>, now_mono: u64, now_real: u64) -> u64 {
     match kernel_real_ns {
-        Some(k) if k <= now_real && now_real - k < 1_000_000_000 => {
-            now_mono.saturating_sub(now_real - k)
-        }
+        Some(k) if k <= now_real && now_real - k < 1_000_000_000 => now_mono.saturating_sub(now_real - k),
         _ => now_mono,
     }
 }
 
-fn rx_loop(
-    name: &str,
-    fd: RawFd,
-    mut model: LinkModel,
-    out: mpsc::Sender<Frame>,
-    stop: &AtomicBool,
-) -> Counters {
+fn rx_loop(name: &str, fd: RawFd, mut model: LinkModel, out: mpsc::Sender<Frame>, stop: &AtomicBool) -> Counters {
     make_thread_realtime(RX_PRIORITY);
     let mut buf = vec![0u8; RX_BUF_LEN];
     // u64 array keeps the control buffer aligned for cmsghdr.
@@ -365,10 +329,7 @@ fn rx_loop(
     let mut last_arrival = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        let mut iov = libc::iovec {
-            iov_base: buf.as_mut_ptr() as *mut libc::c_void,
-            iov_len: buf.len(),
-        };
+        let mut iov = libc::iovec { iov_base: buf.as_mut_ptr() as *mut libc::c_void, iov_len: buf.len() };
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_name = &mut sll as *mut _ as *mut libc::c_void;
         msg.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
@@ -387,10 +348,7 @@ fn rx_loop(
             }
             // e.g. ENETDOWN while the interface is being set up: keep going.
             if !warned {
-                eprintln!(
-                    "{PROG}: warning: {name}: recv: {}",
-                    io::Error::from_raw_os_error(en)
-                );
+                eprintln!("{PROG}: warning: {name}: recv: {}", io::Error::from_raw_os_error(en));
                 warned = true;
             }
             thread::sleep(std::time::Duration::from_millis(10));
@@ -471,8 +429,7 @@ fn tx_loop(name: &str, fd: RawFd, input: mpsc::Receiver<Frame>, stats: &TxStats)
         stats.late_ns_max.fetch_max(late, Ordering::Relaxed);
         // The vnet header goes back out verbatim so GSO/csum state survives.
         let r = loop {
-            let r =
-                unsafe { libc::send(fd, frame.as_ptr() as *const libc::c_void, frame.len(), 0) };
+            let r = unsafe { libc::send(fd, frame.as_ptr() as *const libc::c_void, frame.len(), 0) };
             if r < 0 && errno() == libc::EINTR {
                 continue;
             }
@@ -481,10 +438,7 @@ fn tx_loop(name: &str, fd: RawFd, input: mpsc::Receiver<Frame>, stats: &TxStats)
         if r < 0 {
             stats.send_errors.fetch_add(1, Ordering::Relaxed);
             if !warned {
-                eprintln!(
-                    "{PROG}: warning: {name}: send: {}",
-                    io::Error::last_os_error()
-                );
+                eprintln!("{PROG}: warning: {name}: send: {}", io::Error::last_os_error());
                 warned = true;
             }
         } else {
@@ -533,10 +487,7 @@ fn main() {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
     }
 
-    let (fd_a, fd_b) = match (
-        open_packet_socket("--if-a", &args.if_a),
-        open_packet_socket("--if-b", &args.if_b),
-    ) {
+    let (fd_a, fd_b) = match (open_packet_socket("--if-a", &args.if_a), open_packet_socket("--if-b", &args.if_b)) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => {
             eprintln!("{PROG}: {e}");
@@ -549,20 +500,19 @@ fn main() {
     let stop = Arc::new(AtomicBool::new(false));
     let tx_ab = Arc::new(TxStats::default());
     let tx_ba = Arc::new(TxStats::default());
-    let spawn_dir =
-        |name: &'static str, rx_fd: RawFd, tx_fd: RawFd, model: LinkModel, stats: Arc<TxStats>| {
-            let (s, r) = mpsc::channel::<Frame>();
-            let stop = stop.clone();
-            let rx = thread::Builder::new()
-                .name(format!("rx-{name}"))
-                .spawn(move || rx_loop(name, rx_fd, model, s, &stop))
-                .expect("spawn rx thread");
-            thread::Builder::new()
-                .name(format!("tx-{name}"))
-                .spawn(move || tx_loop(name, tx_fd, r, &stats))
-                .expect("spawn tx thread");
-            rx
-        };
+    let spawn_dir = |name: &'static str, rx_fd: RawFd, tx_fd: RawFd, model: LinkModel, stats: Arc<TxStats>| {
+        let (s, r) = mpsc::channel::<Frame>();
+        let stop = stop.clone();
+        let rx = thread::Builder::new()
+            .name(format!("rx-{name}"))
+            .spawn(move || rx_loop(name, rx_fd, model, s, &stop))
+            .expect("spawn rx thread");
+        thread::Builder::new()
+            .name(format!("tx-{name}"))
+            .spawn(move || tx_loop(name, tx_fd, r, &stats))
+            .expect("spawn tx thread");
+        rx
+    };
     let rx_ab = spawn_dir("a_to_b", fd_a, fd_b, model_ab, tx_ab.clone());
     let rx_ba = spawn_dir("b_to_a", fd_b, fd_a, model_ba, tx_ba.clone());
 
@@ -580,11 +530,7 @@ fn main() {
     let c_ab = rx_ab.join().unwrap_or_default();
     let c_ba = rx_ba.join().unwrap_or_default();
     if let Some(path) = &args.stats {
-        let json = format!(
-            "{{\"a_to_b\": {}, \"b_to_a\": {}}}\n",
-            dir_json(&c_ab, &tx_ab),
-            dir_json(&c_ba, &tx_ba)
-        );
+        let json = format!("{{\"a_to_b\": {}, \"b_to_a\": {}}}\n", dir_json(&c_ab, &tx_ab), dir_json(&c_ba, &tx_ba));
         if let Err(e) = std::fs::write(path, json) {
             eprintln!("{PROG}: --stats {path}: {e}");
             exit(1);
@@ -640,10 +586,7 @@ mod tests {
     #[test]
     fn errors_name_the_flag() {
         let cases = [
-            (
-                "--if-a a --if-b b --delay-us 1 --rate-mbps 1",
-                "--queue-bytes",
-            ),
+            ("--if-a a --if-b b --delay-us 1 --rate-mbps 1", "--queue-bytes"),
             (&format!("{BASE} --rate-mbps 0"), "--rate-mbps"),
             (&format!("{BASE} --rate-mbps nan"), "--rate-mbps"),
             (&format!("{BASE} --delay-us -1"), "--delay-us"),
@@ -652,10 +595,7 @@ mod tests {
             (&format!("{BASE} --queue-bytes 1.5"), "--queue-bytes"),
             (&format!("{BASE} --seed"), "--seed"),
             (&format!("{BASE} --bogus 1"), "--bogus"),
-            (
-                "--if-a a --if-b a --delay-us 1 --rate-mbps 1 --queue-bytes 1",
-                "--if-b",
-            ),
+            ("--if-a a --if-b a --delay-us 1 --rate-mbps 1 --queue-bytes 1", "--if-b"),
         ];
         for (argv, flag) in cases {
             let e = parse_args(&a(argv)).unwrap_err();

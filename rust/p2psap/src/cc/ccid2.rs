@@ -65,7 +65,14 @@ mod tests {
     fn halves_once_per_window_and_never_retransmits() {
         let mut c = Ccid2::new(1000);
         for i in 0..8 {
-            let a = Ack { newly_acked: 1000, cumulative: i + 1, duplicate: false, flight: 4000, high_seq: 12, cwnd_limited: true };
+            let a = Ack {
+                newly_acked: 1000,
+                cumulative: i + 1,
+                duplicate: false,
+                flight: 4000,
+                high_seq: 12,
+                cwnd_limited: true,
+            };
             assert_eq!(c.on_ack(&a), Response::Nothing);
         }
         assert_eq!(c.window(), 18_000); // IW 10 segments, then + 1 per segment acknowledged

@@ -17,7 +17,15 @@ pub struct NewReno {
 
 impl NewReno {
     pub fn new(smss: u64) -> Self {
-        NewReno { smss, cwnd: initial_window(smss), ssthresh: u64::MAX, dupacks: 0, recover: 0, in_recovery: false, growth: Growth::default() }
+        NewReno {
+            smss,
+            cwnd: initial_window(smss),
+            ssthresh: u64::MAX,
+            dupacks: 0,
+            recover: 0,
+            in_recovery: false,
+            growth: Growth::default(),
+        }
     }
 
     pub fn ssthresh(&self) -> u64 {
@@ -156,8 +164,8 @@ mod tests {
             c.on_ack(&ack(MSS, 21 + i, MSS, 21));
         }
         assert_eq!(c.window(), 4 * MSS); // slow start reached ssthresh
-        // RFC 3465 2.1: + 1 SMSS once a window's worth (4 SMSS) is acknowledged,
-        // whether by four ACKs or by two delayed ones.
+                                         // RFC 3465 2.1: + 1 SMSS once a window's worth (4 SMSS) is acknowledged,
+                                         // whether by four ACKs or by two delayed ones.
         for i in 0..3 {
             c.on_ack(&ack(MSS, 24 + i, 4 * MSS, 28));
             assert_eq!(c.window(), 4 * MSS);
@@ -185,7 +193,7 @@ mod tests {
         assert_eq!(c.window(), 8 * MSS); // ssthresh + 3 SMSS
         c.on_ack(&dup(10, flight, 19));
         assert_eq!(c.window(), 9 * MSS); // inflation
-        // Partial ACK of 3 segments (10..12; 13 also lost): retransmit, deflate by 3, add 1.
+                                         // Partial ACK of 3 segments (10..12; 13 also lost): retransmit, deflate by 3, add 1.
         assert_eq!(c.on_ack(&ack(3 * MSS, 13, flight, 19)), Response::RetransmitFirstUnacked);
         assert_eq!(c.window(), 7 * MSS);
         assert!(c.in_recovery());
