@@ -66,7 +66,13 @@ def interface() -> str | None:
 def _params(engine: str, extra: dict[str, str]) -> dict[str, str]:
     if engine != "SST":
         return dict(extra)
-    p = {"DataTransport": "WAN"}
+    # Speculative preload off on both sides (it is decided per reader: AUTO turns it on
+    # for every one-rank consumer). It would push the whole step to a reader before it
+    # asks: wasted on readers of a share of the planes, and it hides the transfer inside
+    # the wait for the step. And its message handler crashed our consumers (SIGSEGV in
+    # ADIOS2 2.12's EVPath data plane on "Got a preload message", found from a core
+    # dump; about one testbed run in ten, one in three with a slow consumer).
+    p = {"DataTransport": "WAN", "SpeculativePreloadMode": "OFF"}
     nic = interface()
     if nic:
         p.update(NetworkInterface=nic, ControlInterface=nic)
@@ -104,11 +110,7 @@ class Writer:
         self.io.SetEngine(engine)
         extra = {}
         if engine == "SST":
-            # Speculative preload would push the whole step to every reader before it
-            # asks: wasted on readers of a share of the planes, and it would hide the
-            # transfer inside the wait for the step. Readers pull what they select.
-            extra = {"RendezvousReaderCount": str(readers), "QueueLimit": str(QUEUE_LIMIT), "QueueFullPolicy": "Block",
-                     "SpeculativePreloadMode": "OFF"}
+            extra = {"RendezvousReaderCount": str(readers), "QueueLimit": str(QUEUE_LIMIT), "QueueFullPolicy": "Block"}
         self.io.SetParameters(_params(engine, extra))
         self.names = list(fields)
         self.vars = {}
