@@ -58,7 +58,14 @@ class Part:
 
 
 class WorkflowFailed(RuntimeError):
-    pass
+    def __init__(self, message: str, crashed: bool = False):
+        super().__init__(message)
+        # A part died of SIGSEGV (mpiexec reports 11 or 128 + 11): the known ADIOS2
+        # SST crash (docs/grayscott.md), which a caller may choose to run again.
+        self.crashed = crashed
+
+
+SIGSEGV_STATUSES = (11, 128 + 11, -11)
 
 
 def pick_nodes(fed: Federation, site: str, count: int, taken: dict[str, int], what: str) -> list[str]:
@@ -154,7 +161,8 @@ def run_parts(fed: Federation, parts: list[Part], timeout: float, progress: Call
             if failed:
                 p = failed[0]
                 raise WorkflowFailed(f"{p.describe} on {','.join(p.nodes)} exited with status {p.proc.returncode}; "
-                                     f"the workflow was stopped. It said: {_last_words(p)} (log {p.log})")
+                                     f"the workflow was stopped. It said: {_last_words(p)} (log {p.log})",
+                                     crashed=p.proc.returncode in SIGSEGV_STATUSES)
             if not running:
                 return time.monotonic() - t0
             if time.monotonic() - t0 > timeout:
