@@ -56,7 +56,7 @@ def test_bulk_stream_delivers_everything_across_the_lossy_link(lossy):
     res = bench.stream(lossy, "G1W1", 4, "eth", timeout=300)  # 4 MB in 1 MiB messages
     assert res["messages"] == 3 and res["delivered"] == 3 and res["corrupt_or_missing"] == 0 and not res["extra"]
     assert res["sender"]["retransmissions"] > 0  # the loss was met and repaired
-    assert 0 < res["mbps"] < lossy.links[0].bandwidth_gbps * 1e3
+    assert 0 < res["transfer_mbps"] < lossy.links[0].bandwidth_gbps * 1e3
 
 
 def test_command_writes_solution_history_and_record(lossy, reference, tmp_path):

@@ -69,9 +69,8 @@ def _params(engine: str, extra: dict[str, str]) -> dict[str, str]:
     # Speculative preload off on both sides (it is decided per reader: AUTO turns it on
     # for every one-rank consumer). It would push the whole step to a reader before it
     # asks: wasted on readers of a share of the planes, and it hides the transfer inside
-    # the wait for the step. And its message handler crashed our consumers (SIGSEGV in
-    # ADIOS2 2.12's EVPath data plane on "Got a preload message", found from a core
-    # dump; about one testbed run in ten, one in three with a slow consumer).
+    # the wait for the step. Its message handler was also one of the two places where
+    # ADIOS2 2.12's EVPath data plane crashed our consumers (docs/grayscott.md).
     p = {"DataTransport": "WAN", "SpeculativePreloadMode": "OFF"}
     nic = interface()
     if nic:

@@ -99,20 +99,15 @@ def throughput(fed, mbytes: float, repeat: int, progress) -> dict:
     for r in range(repeat):
         progress(f"bench obstacle: throughput run {r + 1}/{repeat} ({b} -> {a})")
         for network in ("eth", "fabric"):
-            x = stream(fed, b + a, mbytes, network)
-            runs[f"p2psap_{network}"].append({**x, "transfer_mbps": x.pop("mbps")})
+            runs[f"p2psap_{network}"].append(stream(fed, b + a, mbytes, network))
         transfer = probe.throughput_mbps(plan.node(b), plan.node(a), streams=1, nbytes=runs["p2psap_eth"][-1]["bytes"])
         steady = probe.throughput_mbps(plan.node(b), plan.node(a), streams=1, seconds=5, warmup=2)
         runs["tcp"].append({"transfer_mbps": transfer, "steady_mbps": steady})
-    rows = []
-    for key, what in THROUGHPUT_ROWS:
-        row = {"key": key, "what": what}
-        for m in ("transfer", "steady"):
-            row[f"{m}_mbps"] = statistics.median(x[f"{m}_mbps"] for x in runs[key])
-        rows.append(row)
-    for row in rows:
-        for m in ("transfer", "steady"):
-            row[f"{m}_of_tcp"] = row[f"{m}_mbps"] / rows[-1][f"{m}_mbps"]
+    med = {key: {m: statistics.median(x[f"{m}_mbps"] for x in runs[key]) for m in ("transfer", "steady")}
+           for key in runs}
+    rows = [{"key": key, "what": what,
+             **{f"{m}_mbps": v for m, v in med[key].items()},
+             **{f"{m}_of_tcp": v / med["tcp"][m] for m, v in med[key].items()}} for key, what in THROUGHPUT_ROWS]
     return {"pair": [b, a], "mbytes": mbytes, "runs": runs, "rows": rows}
 
 
@@ -172,7 +167,7 @@ def format_table(d: dict) -> str:
             out.append(f"  {r['what']:<24} {cell('transfer'):>22} {cell('steady'):>22}")
     if "lossy" in d:
         l = d["lossy"]
-        out.append(f"  at {100 * l['loss']:g} % link loss: P2PSAP sync/inter/Eth {l['mbps']:.0f} Mb/s, delivered "
+        out.append(f"  at {100 * l['loss']:g} % link loss: P2PSAP sync/inter/Eth {l['transfer_mbps']:.0f} Mb/s, delivered "
                    f"{l['delivered']}/{l['messages']} intact, {l['sender']['retransmissions']} retransmissions, "
                    f"{l['sender']['timeouts']} timeouts")
     return "\n".join(out)

@@ -52,6 +52,6 @@ def bench(records: list[dict], outdir: Path) -> str:
             l = d["lossy"]
             ok = l["delivered"] == l["messages"] and not l["extra"]
             out.append(table(["link loss", "P2PSAP sync/inter/Eth [Mb/s]", "delivered intact", "retransmissions", "timeouts"],
-                             [[f"{100 * l['loss']:g} %", f"{l['mbps']:.0f}", f"{l['delivered']}/{l['messages']}",
+                             [[f"{100 * l['loss']:g} %", f"{l['transfer_mbps']:.0f}", f"{l['delivered']}/{l['messages']}",
                                l["sender"]["retransmissions"], l["sender"]["timeouts"]]], ["" if ok else "fail"]))
     return "\n".join(out)

@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         if rank == 0:
             with open(args.out, "w") as f:
                 json.dump({"messages": count, "message_bytes": args.message, "bytes": count * args.message,
-                           "seconds": seconds, "mbps": count * args.message * 8 / seconds / 1e6,
+                           "seconds": seconds, "transfer_mbps": count * args.message * 8 / seconds / 1e6,
                            "stack": stats.pop("stack"), "sender": stats, **got}, f)
     finally:
         ep.close()
