@@ -1,0 +1,38 @@
+"""Checks for numbers from flags and files, at the edge, before anything starts.
+
+Each is usable as an argparse `type=`: a bad value becomes argparse's one-line error
+naming the flag; from elsewhere, `check(...)` raises UserError naming `where`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+
+def _number(text, kind):
+    try:
+        value = kind(text)
+    except (TypeError, ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def positive_int(text) -> int:
+    value = _number(text, int)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def positive_float(text) -> float:
+    value = _number(text, float)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def finite_float(text) -> float:
+    return _number(text, float)
