@@ -13,10 +13,12 @@ command -v cargo >/dev/null || [ -x "$HOME/.cargo/bin/cargo" ] || apt_missing+=(
 PY=${PYTHON:-python3}
 command -v "$PY" >/dev/null || apt_missing+=(python3)
 if command -v "$PY" >/dev/null && ! "$PY" -c 'import ensurepip, venv' 2>/dev/null; then apt_missing+=(python3-venv); fi
+# SimGrid, the simulation peer of `geofed bench model` (Debian's module, for the system python3)
+/usr/bin/python3 -c 'import simgrid' 2>/dev/null || apt_missing+=(python3-simgrid)
 if [ ${#apt_missing[@]} -gt 0 ]; then
   echo "setup: installing ${apt_missing[*]} with apt"
   apt-get update -q
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${apt_missing[@]}"
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q "${apt_missing[@]}"
 fi
 "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "setup: geofed needs Python 3.11 or newer ($PY is older)" >&2; exit 2; }
 

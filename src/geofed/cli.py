@@ -24,6 +24,7 @@ PLUGINS: list[str] = [
     "geofed.apps.mdfs.cli",
     "geofed.apps.grayscott.cli",
     "geofed.apps.obstacle.cli",
+    "geofed.model.cli",
 ]
 
 

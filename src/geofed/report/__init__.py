@@ -37,6 +37,7 @@ SECTION_MODULES = [
     "geofed.apps.mdfs.report",
     "geofed.report.grayscott",
     "geofed.apps.obstacle.report",
+    "geofed.report.model",
 ]
 
 

@@ -1,0 +1,38 @@
+"""Predict before you run: a performance model of each workload on any placement.
+
+Every model has the same shape. Inputs: the federation (sites, nodes, links: the
+only source of inter-site behaviour), a placement, the workload's parameters and the
+per-node constants of a `Calibration` (fitted from one-site runs). Output: a
+`Prediction`, the time and its parts (compute, local communication, link
+communication, staging/I/O), so a user sees where the time goes before spending an
+allocation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PARTS = ("compute", "local_comm", "link_comm", "staging")
+
+
+@dataclass(frozen=True)
+class Prediction:
+    workload: str
+    placement: str
+    parts: dict[str, float]  # seconds, keys from PARTS
+    link_bytes: float = 0.0  # bytes the link carries in the run (both directions)
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.parts.values())
+
+    def as_dict(self) -> dict:
+        return {"workload": self.workload, "placement": self.placement, "total_s": self.total_s,
+                "parts": dict(self.parts), "link_bytes": self.link_bytes, "notes": list(self.notes)}
+
+
+def prediction(workload: str, placement: str, *, compute=0.0, local_comm=0.0, link_comm=0.0, staging=0.0,
+               link_bytes=0.0, notes=()) -> Prediction:
+    parts = {"compute": compute, "local_comm": local_comm, "link_comm": link_comm, "staging": staging}
+    return Prediction(workload, placement, parts, link_bytes, tuple(notes))

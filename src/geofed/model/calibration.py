@@ -1,0 +1,247 @@
+"""Per-node constants fitted from one-site runs, kept in a small TOML file.
+
+`geofed model calibrate -f F RECORDS...` reads the records geofed already writes
+(bench.mpi, mdfs.sweep, bench.obstacle) and keeps only what was measured inside one
+site: the MPI latency curve and local rate, MDFS's cost per tuple, the obstacle
+solver's cost per iteration. Records of runs that crossed a link are skipped, so the
+inter-site side of every prediction comes from the federation file alone.
+
+The file lives next to the federation file (`<file>.calibration.toml`); for a
+shipped federation named without a path, in the current directory
+(`<name>.calibration.toml`). A constant missing for a site is taken from another
+site of the federation, scaled by the sites' speeds where it is compute; the
+prediction says so.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import statistics
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from geofed.errors import UserError
+from geofed.launch.placement import GROUP_RE
+
+TCP_WMEM = Path("/proc/sys/net/ipv4/tcp_wmem")
+DEFAULT_TCP_WINDOW_BYTES = 4 << 20  # Linux's default net.ipv4.tcp_wmem maximum
+COMPUTE_KEYS = ("mdfs_tuple_us", "mdfs_overhead_s", "obstacle_iter_s")
+
+
+def default_path(spec: str) -> Path:
+    """Where the calibration of the federation named or stored at `spec` lives."""
+    p = Path(spec)
+    if p.suffix == ".toml" or p.exists():
+        return p.with_name(p.stem + ".calibration.toml")
+    return Path(f"{spec}.calibration.toml")
+
+
+@dataclass
+class Calibration:
+    federation: str
+    sites: dict[str, dict] = field(default_factory=dict)
+    tcp_window_bytes: int = DEFAULT_TCP_WINDOW_BYTES  # the host's largest TCP send buffer
+    sources: list[str] = field(default_factory=list)
+    speeds: dict[str, float] = field(default_factory=dict)  # site speed from the federation file
+    notes: list[str] = field(default_factory=list)  # what was borrowed from another site
+
+    # ------------------------------------------------------------ lookup
+    def value(self, site: str, key: str, what: str):
+        """The constant `key` of `site`, or another site's (scaled by speed for compute)."""
+        own = self.sites.get(site, {})
+        if key in own:
+            return own[key]
+        for other, consts in self.sites.items():
+            if key in consts:
+                v = consts[key]
+                if key in COMPUTE_KEYS and self.speeds.get(site) and self.speeds.get(other):
+                    v = v * self.speeds[other] / self.speeds[site]
+                note = f"{what} at site {site} taken from site {other}"
+                if note not in self.notes:
+                    self.notes.append(note)
+                return v
+        raise UserError(f"calibration of {self.federation}: no {what} measured ({key}); "
+                        f"run the one-site measurement and `geofed model calibrate` (docs/model.md)")
+
+    def local_latency_s(self, site: str, nbytes: float) -> float:
+        """One-way MPI time of a message inside `site`, interpolated log-log in size."""
+        sizes = self.value(site, "mpi_sizes", "MPI latency inside a site")
+        us = self.value(site, "mpi_latency_us", "MPI latency inside a site")
+        n = max(nbytes, 1)
+        if n <= sizes[0]:
+            return us[0] / 1e6
+        if n >= sizes[-1]:  # beyond the curve: add serialisation at the local rate
+            return us[-1] / 1e6 + (n - sizes[-1]) / self.local_rate_Bps(site)
+        i = bisect.bisect_left(sizes, n)
+        x0, x1, y0, y1 = math.log(sizes[i - 1]), math.log(sizes[i]), us[i - 1], us[i]
+        return (y0 + (y1 - y0) * (math.log(n) - x0) / (x1 - x0)) / 1e6
+
+    def local_rate_Bps(self, site: str) -> float:
+        return self.value(site, "mpi_bw_MBps", "MPI bandwidth inside a site") * 1e6
+
+    # ------------------------------------------------------------ file
+    def save(self, path: Path) -> Path:
+        lines = [f"# geofed calibration of federation {self.federation}: constants measured inside one site",
+                 f"federation = {_toml(self.federation)}",
+                 f"tcp_window_bytes = {self.tcp_window_bytes}",
+                 f"sources = {_toml(self.sources)}"]
+        for site in sorted(self.sites):
+            lines.append(f"\n[site.{site}]")
+            lines += [f"{k} = {_toml(v)}" for k, v in sorted(self.sites[site].items())]
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+
+def _toml(v) -> str:
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml(x) for x in v) + "]"
+    if isinstance(v, float):
+        return repr(v)
+    return str(int(v))
+
+
+def load(path: Path, fed) -> Calibration:
+    """Read a calibration file for federation `fed`; one-line errors for everything wrong."""
+    if not path.exists():
+        raise UserError(f"{path}: no calibration for federation {fed.name}; "
+                        f"run `geofed model calibrate -f {fed.name} RECORDS...` first")
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise UserError(f"{path}: not a calibration file ({e})") from None
+    if doc.get("federation") != fed.name:
+        raise UserError(f"{path}: calibration of {doc.get('federation')!r}, not of federation {fed.name}")
+    cal = Calibration(fed.name, speeds={s.code: s.speed for s in fed.sites})
+    cal.tcp_window_bytes = int(_number(doc.get("tcp_window_bytes", DEFAULT_TCP_WINDOW_BYTES), path, "tcp_window_bytes"))
+    cal.sources = [str(s) for s in doc.get("sources", [])]
+    for site, consts in doc.get("site", {}).items():
+        if site not in cal.speeds:
+            raise UserError(f"{path}: [site.{site}]: federation {fed.name} has no site {site}")
+        for k, v in consts.items():
+            vals = v if isinstance(v, list) else [v]
+            for x in vals:
+                _number(x, path, f"site.{site}.{k}")
+        cal.sites[site] = dict(consts)
+    return cal
+
+
+def _number(x, path, where):
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0:
+        raise UserError(f"{path}: {where}: expected a positive finite number, got {x!r}")
+    return x
+
+
+# ------------------------------------------------------------ fitting
+
+
+def fit(fed, recs: list[tuple[str, dict]]) -> Calibration:
+    """Constants from records (path, record) of one-site runs; inter-site records are skipped."""
+    cal = Calibration(fed.name, speeds={s.code: s.speed for s in fed.sites}, tcp_window_bytes=host_tcp_window())
+    latency: dict[str, dict[int, list[float]]] = {}
+    bandwidth: dict[str, list[float]] = {}
+    used = set()
+    for where, rec in recs:
+        kind, data = rec.get("kind"), rec.get("data", {})
+        if kind == "bench.mpi":
+            sites = data.get("sites") or []
+            if len(sites) != 1:
+                continue
+            for res in data.get("results", []):
+                if res.get("class") != "intra-site":
+                    continue
+                if res.get("benchmark") == "latency":
+                    for row in res.get("sizes", []):
+                        latency.setdefault(sites[0], {}).setdefault(int(row["size"]), []).append(float(_stat(row)))
+                    used.add(where)
+                elif res.get("benchmark") == "bw":
+                    bandwidth.setdefault(sites[0], []).append(max(float(_stat(r)) for r in res["sizes"]))
+                    used.add(where)
+        elif kind == "mdfs.sweep":
+            if _fit_mdfs(cal, data):
+                used.add(where)
+        elif kind == "bench.obstacle":
+            if _fit_obstacle(cal, data):
+                used.add(where)
+    for site, by_size in latency.items():
+        sizes = sorted(by_size)
+        consts = cal.sites.setdefault(site, {})
+        consts["mpi_sizes"] = sizes
+        consts["mpi_latency_us"] = [round(statistics.median(by_size[s]), 3) for s in sizes]
+    for site, values in bandwidth.items():
+        cal.sites.setdefault(site, {})["mpi_bw_MBps"] = round(max(values), 1)
+    cal.sources = sorted(used)
+    if not cal.sources:
+        raise UserError("no one-site run of a known kind (bench.mpi, mdfs.sweep, bench.obstacle) in the records given")
+    return cal
+
+
+def host_tcp_window() -> int:
+    """This host's largest TCP send buffer: the most a connection keeps in flight."""
+    try:
+        return int(TCP_WMEM.read_text().split()[2])
+    except (OSError, ValueError, IndexError):
+        return DEFAULT_TCP_WINDOW_BYTES
+
+
+def _stat(row: dict) -> float:
+    """The row's median sample (predictions are of medians), else its mean."""
+    stats = row.get("stats") or {}
+    value = stats.get("p50", row.get("value"))
+    if value is None:
+        raise UserError(f"bench.mpi row of size {row.get('size')} has no value")
+    return value
+
+
+def _fit_mdfs(cal: Calibration, data: dict) -> bool:
+    """Cost per counted tuple and the per-run overhead, from one-node rows; staging inside the storage site."""
+    found = False
+    storage = data.get("storage")
+    staging: dict[int, list[float]] = {}
+    for row in data.get("rows", []):
+        sites = row.get("sites") or []
+        if len(sites) != 1:
+            continue
+        site = sites[0]
+        if row["nodes"] == 1:
+            share = row["shares"][0]
+            consts = cal.sites.setdefault(site, {})
+            consts["mdfs_tuple_us"] = round(share["count_s"] / share["tuples"] * 1e6, 6)
+            consts["mdfs_overhead_s"] = round(max(row["compute_s"] - share["count_s"], 1e-6), 6)
+            consts["mdfs_tuples"] = int(sum(s["tuples"] for s in row["shares"]))
+            found = True
+        if site == storage:
+            staging.setdefault(row["nodes"], []).append(row["staging_s"])
+    if staging:
+        consts = cal.sites.setdefault(storage, {})
+        nodes = sorted(staging)
+        consts["mdfs_staging_nodes"] = nodes
+        consts["mdfs_staging_s"] = [round(statistics.median(staging[n]), 6) for n in nodes]
+        consts["mdfs_staging_bytes"] = int(max(r["staging_bytes"] for r in data["rows"]))
+    return found
+
+
+def _fit_obstacle(cal: Calibration, data: dict) -> bool:
+    """Per-iteration compute (async runs never wait) and communication per scheme, inside one site."""
+    found = False
+    for row in data.get("solver", []):
+        if row.get("across_link"):
+            continue
+        codes = [s for s, n in GROUP_RE.findall(row["placement"]) if int(n)]
+        if len(codes) != 1:
+            continue
+        consts = cal.sites.setdefault(codes[0], {})
+        compute = row["async_s"] / row["async_iterations"]
+        consts["obstacle_n"] = int(data["n"])
+        consts["obstacle_iter_s"] = round(compute, 9)
+        consts["obstacle_async_iterations"] = int(row["async_iterations"])
+        for scheme in ("sync", "mpi"):
+            per_iter = row[f"{scheme}_s"] / row[f"{scheme}_iterations"]
+            consts[f"obstacle_{scheme}_iterations"] = int(row[f"{scheme}_iterations"])
+            consts[f"obstacle_{scheme}_comm_s"] = round(max(per_iter - compute, 1e-9), 9)
+        found = True
+    return found
+

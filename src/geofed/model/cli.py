@@ -1,0 +1,185 @@
+"""`geofed predict`, `geofed advise`, `geofed model calibrate`, `geofed bench model`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from geofed.errors import UserError
+from geofed.validate import positive_int
+
+
+def _federation(args):
+    from geofed import federation
+    from geofed.model import whatif
+    fed = federation.load(args.federation)
+    return fed, whatif.apply(fed, args.what_if or [])
+
+
+def _calibration(args, fed):
+    from geofed.model import calibration
+    path = Path(args.calibration) if args.calibration else calibration.default_path(args.federation)
+    return calibration.load(path, fed)
+
+
+def _load_records(paths: list[str]) -> list[tuple[str, dict]]:
+    from geofed import records
+    found = []
+    for spec in paths:
+        p = Path(spec)
+        files = sorted(p.glob("*.json")) if p.is_dir() else [p]
+        if not p.exists():
+            raise UserError(f"{spec}: no such file or directory")
+        for f in files:
+            try:
+                found.append((str(f), records.validate(json.loads(f.read_text(encoding="utf-8")), str(f))))
+            except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as e:
+                if not p.is_dir():
+                    raise UserError(f"{f}: not a geofed record ({str(e).splitlines()[0][:80]})") from None
+    if not found:
+        raise UserError(f"no geofed record in {', '.join(paths)}")
+    return found
+
+
+def _common(p) -> None:
+    p.add_argument("-f", "--federation", required=True, help="federation file or shipped name")
+    p.add_argument("--calibration", help="calibration file (default: next to the federation file)")
+    p.add_argument("--what-if", action="append", metavar="KEY=VALUE",
+                   help="change the federation first: link.bandwidth=10x, link.rtt_ms=1, link.fibre_km=2000, "
+                        "link.loss=0.01, W.speed=2x, W.nodes=8 (repeatable)")
+    p.add_argument("--json", action="store_true", help="print the prediction as JSON")
+
+
+def _parts_line(pred) -> str:
+    return "  ".join(f"{k} {v * 1e3:.3f} ms" for k, v in pred.parts.items() if v)
+
+
+def cmd_predict(args) -> int:
+    from geofed.launch.placement import parse
+    from geofed.model import registry
+    model = registry.get(args.workload)
+    _, fed = _federation(args)
+    cal = _calibration(args, fed)
+    nodes = parse(args.placement, fed).nodes(fed)
+    if args.workload.startswith("mpi-") and args.workload != "mpi-allreduce" and len(nodes) < 2:
+        raise UserError(f"placement {args.placement}: {args.workload} needs two nodes")
+    pred = model.predict(fed, cal, args.placement, nodes, args)
+    if args.json:
+        print(json.dumps(pred.as_dict() | {"calibration_notes": cal.notes}, indent=1))
+        return 0
+    print(f"{args.workload} on {args.placement} ({fed.name}): {pred.total_s * 1e3:.3f} ms predicted")
+    print(f"  {_parts_line(pred)}")
+    if pred.link_bytes:
+        print(f"  the link carries {pred.link_bytes / 1e6:.3f} MB")
+    for note in (*pred.notes, *cal.notes):
+        print(f"  note: {note}")
+    return 0
+
+
+def cmd_advise(args) -> int:
+    from geofed.model import advise, registry
+    model = registry.get(args.workload)
+    _, fed = _federation(args)
+    cal = _calibration(args, fed)
+    options = advise.rank(model, fed, cal, args.nodes, args)
+    bw = advise.flip_factor(model, fed, cal, args.nodes, args, "bandwidth")
+    km = advise.flip_factor(model, fed, cal, args.nodes, args, "fibre_km")
+    if args.json:
+        print(json.dumps({"options": [o.prediction.as_dict() for o in options], "flip_bandwidth_factor": bw,
+                          "flip_distance_factor": km, "advice": advise.reason(options, bw, km)}, indent=1))
+        return 0
+    print(f"{args.workload} on {args.nodes} nodes of {fed.name}, fastest first:")
+    print(f"{'placement':10} {'time [ms]':>11} {'compute':>9} {'local':>9} {'link':>9} {'staging':>9} {'link MB':>9}")
+    for o in options:
+        p = o.prediction.parts
+        print(f"{o.placement:10} {o.prediction.total_s * 1e3:11.3f} {p['compute'] * 1e3:9.3f} "
+              f"{p['local_comm'] * 1e3:9.3f} {p['link_comm'] * 1e3:9.3f} {p['staging'] * 1e3:9.3f} "
+              f"{o.prediction.link_bytes / 1e6:9.3f}")
+    print(f"advice: {advise.reason(options, bw, km)}")
+    for note in cal.notes:
+        print(f"note: {note}")
+    return 0
+
+
+def cmd_calibrate(args) -> int:
+    from geofed import federation
+    from geofed.model import calibration
+    fed = federation.load(args.federation)
+    recs = _load_records(args.records)
+    cal = calibration.fit(fed, recs)
+    out = Path(args.output) if args.output else calibration.default_path(args.federation)
+    cal.save(out)
+    for site, consts in sorted(cal.sites.items()):
+        print(f"site {site}: {', '.join(sorted(consts))}")
+    print(f"calibration of {fed.name} from {len(cal.sources)} one-site record(s): {out}")
+    return 0
+
+
+def cmd_bench_model(args) -> int:
+    from geofed import federation, records
+    from geofed.model import calibration, validate
+    fed = federation.load(args.federation)
+    recs = _load_records(args.records)
+    path = Path(args.calibration) if args.calibration else None
+    cal = calibration.load(path, fed) if path else calibration.fit(fed, recs)
+    rows = validate.rows_from(fed, cal, recs)
+    if not rows:
+        raise UserError(f"no inter-site run of federation {fed.name} in the records given")
+    why = validate.add_simgrid(fed, cal, rows) if args.simgrid else "not asked (--simgrid)"
+    print(f"{'workload':14} {'placement':9} {'params':22} {'measured':>10} {'predicted':>10} {'error':>7}"
+          f" {'SimGrid LV08':>12} {'CM02':>10}")
+    for r in rows:
+        params = ",".join(f"{k}={v}" for k, v in r["params"].items())
+        sg = "".join(f" {r[k]:>{w}.4g}" if k in r else f" {'-':>{w}}" for k, w in (("simgrid_LV08", 12),
+                                                                                  ("simgrid_CM02", 10)))
+        print(f"{r['workload']:14} {r['placement']:9} {params:22} {r['measured']:10.4g} {r['predicted']:10.4g}"
+              f" {r['error']:+7.1%}{sg}  {r['unit']}")
+    summ = validate.summary(rows)
+    print(f"{summ['within_tolerance']}/{summ['rows']} rows within {validate.TOLERANCE:.0%}; "
+          f"median |error| {summ['median_abs_error']:.1%}, max {summ['max_abs_error']:.1%}")
+    for model in ("LV08", "CM02"):
+        s = summ.get(f"simgrid_{model}")
+        if s:
+            print(f"SimGrid {model}: median |error| {s['median_abs_error']:.1%} on {s['rows']} MPI rows "
+                  f"(geofed {s['geofed_median_abs_error']:.1%} on the same rows)")
+    if why:
+        print(f"SimGrid: {why}")
+    rec = records.make("bench.model", {"calibration": {"sources": cal.sources, "notes": cal.notes,
+                                                       "sites": cal.sites, "tcp_window_bytes": cal.tcp_window_bytes},
+                                       "rows": rows, "summary": summ, "simgrid": why or "ran"},
+                       **records.federation_meta(fed))
+    print(f"record: {records.save(rec, args.out)}")
+    return 0
+
+
+def register(commands, bench) -> None:
+    from geofed.model import registry
+    for name, func, text in (("predict", cmd_predict, "predict a workload's time on a placement, with its parts"),
+                             ("advise", cmd_advise, "rank the placements of a workload on N nodes, with the reason")):
+        p = commands.add_parser(name, help=text)
+        sub = p.add_subparsers(dest="workload", required=True, metavar="WORKLOAD")
+        for model in registry.MODELS.values():
+            w = sub.add_parser(model.name, help=model.help)
+            _common(w)
+            if name == "predict":
+                w.add_argument("-p", "--placement", required=True, help="placement code such as G2W2")
+            else:
+                w.add_argument("--nodes", type=positive_int, required=True, help="nodes the job needs")
+            model.add_arguments(w)
+            w.set_defaults(func=func)
+    m = commands.add_parser("model", help="performance models: calibration from one-site runs")
+    msub = m.add_subparsers(dest="action", required=True)
+    p = msub.add_parser("calibrate", help="fit per-node constants from one-site records")
+    p.add_argument("-f", "--federation", required=True, help="federation file or shipped name")
+    p.add_argument("records", nargs="+", help="record files or directories")
+    p.add_argument("-o", "--output", help="calibration file to write (default: next to the federation file)")
+    p.set_defaults(func=cmd_calibrate)
+    p = bench.add_parser("model", help="predicted against measured for every inter-site run in records")
+    p.add_argument("-f", "--federation", required=True, help="federation file or shipped name")
+    p.add_argument("records", nargs="+", help="record files or directories")
+    p.add_argument("--calibration", help="calibration file (default: fitted from the one-site runs in the records)")
+    p.add_argument("--simgrid", action=argparse.BooleanOptionalAction, default=True,
+                   help="SimGrid's LV08 and CM02 beside the MPI rows (default on)")
+    p.add_argument("--out", default="geofed-out/model", help="directory for the bench.model record")
+    p.set_defaults(func=cmd_bench_model)

@@ -1,0 +1,113 @@
+"""MPI micro-benchmarks on a placement: ping-pong latency, windowed bandwidth, allreduce.
+
+Point to point is between the placement's first two nodes (ranks 0 and 1, as
+`geofed bench mpi` places them). Allreduce follows MPICH's algorithms: recursive
+doubling for short vectors, reduce-scatter by recursive halving then allgather by
+recursive doubling for long ones; a round costs its slowest pair, so every round
+whose partners sit at different sites pays the link.
+"""
+
+from __future__ import annotations
+
+from geofed.model import Prediction, prediction
+from geofed.model.network import mpi_message_s, stream_cap_Bps
+from geofed.validate import positive_int
+
+SHORT_ALLREDUCE_BYTES = 2048  # MPICH's switch from recursive doubling to Rabenseifner
+ACK_BYTES = 1
+
+
+def _split(fed, cal, a: str, b: str, nbytes: float) -> tuple[float, float]:
+    """(local part, link part) of one message from site a to site b."""
+    total = mpi_message_s(fed, cal, a, b, nbytes)
+    local = cal.local_latency_s(a, nbytes)
+    return local, total - local
+
+
+def pair_sites(fed, nodes) -> tuple[str, str]:
+    if len(nodes) < 2:
+        raise ValueError("needs two nodes")
+    return nodes[0].site, nodes[1].site
+
+
+class Latency:
+    name = "mpi-latency"
+    help = "MPI ping-pong: one-way time of a message (OSU latency)"
+    measured_unit = "us"
+
+    def add_arguments(self, ap) -> None:
+        ap.add_argument("--size", type=positive_int, default=1, help="message size in bytes (default 1)")
+
+    def predict(self, fed, cal, placement, nodes, args) -> Prediction:
+        a, b = pair_sites(fed, nodes)
+        local, link = _split(fed, cal, a, b, args.size)
+        return prediction(self.name, placement, local_comm=local, link_comm=link,
+                          link_bytes=2 * args.size if a != b else 0.0)
+
+
+class Bandwidth:
+    name = "mpi-bw"
+    help = "MPI bandwidth: a window of messages, then an acknowledgement (OSU bw); time per window"
+    measured_unit = "MB/s"
+
+    def add_arguments(self, ap) -> None:
+        ap.add_argument("--size", type=positive_int, default=4 << 20, help="message size in bytes (default 4 MiB)")
+        ap.add_argument("--window", type=positive_int, default=64, help="messages per window (default 64)")
+
+    def predict(self, fed, cal, placement, nodes, args) -> Prediction:
+        a, b = pair_sites(fed, nodes)
+        first_local, first_link = _split(fed, cal, a, b, args.size)
+        rate = stream_cap_Bps(fed, cal, a, b)
+        rest_local = (args.window - 1) * args.size / cal.local_rate_Bps(a)
+        rest_link = (args.window - 1) * args.size / rate - rest_local
+        ack_local, ack_link = _split(fed, cal, b, a, ACK_BYTES)
+        return prediction(self.name, placement, local_comm=first_local + rest_local + ack_local,
+                          link_comm=first_link + rest_link + ack_link,
+                          link_bytes=args.window * args.size if a != b else 0.0)
+
+    @staticmethod
+    def rate_MBps(pred: Prediction, args) -> float:
+        return args.window * args.size / pred.total_s / 1e6
+
+
+class Allreduce:
+    name = "mpi-allreduce"
+    help = "MPI allreduce of a vector over every rank of the placement (one rank per node)"
+    measured_unit = "us"
+
+    def add_arguments(self, ap) -> None:
+        ap.add_argument("--size", type=positive_int, default=8, help="vector size in bytes (default 8)")
+
+    def predict(self, fed, cal, placement, nodes, args) -> Prediction:
+        sites = [n.site for n in nodes]
+        p = len(sites)
+        pof2 = 1 << (p.bit_length() - 1)
+        local = link = link_bytes = 0.0
+        rounds: list[tuple[list[tuple[int, int]], float]] = []
+        extra = [(pof2 + i, i) for i in range(p - pof2)]  # ranks beyond a power of two fold in first
+        if extra:
+            rounds.append((extra, args.size))
+        if args.size <= SHORT_ALLREDUCE_BYTES or pof2 == 1:
+            mask = 1
+            while mask < pof2:
+                rounds.append(([(r, r ^ mask) for r in range(pof2)], args.size))
+                mask <<= 1
+        else:
+            halving, mask, size = [], pof2 >> 1, args.size
+            while mask >= 1:
+                size /= 2
+                halving.append(([(r, r ^ mask) for r in range(pof2)], size))
+                mask >>= 1
+            rounds += halving + halving[::-1]
+        if extra:
+            rounds.append(([(i, pof2 + i) for i in range(p - pof2)], args.size))
+        for pairs, nbytes in rounds:
+            costs = [(_split(fed, cal, sites[x], sites[y], nbytes), sites[x] != sites[y]) for x, y in pairs]
+            (l_part, k_part), _ = max(costs, key=lambda c: sum(c[0]))
+            local += l_part
+            link += k_part
+            link_bytes += nbytes * sum(1 for _, crosses in costs if crosses)
+        return prediction(self.name, placement, local_comm=local, link_comm=link, link_bytes=link_bytes)
+
+
+MODELS = (Latency(), Bandwidth(), Allreduce())

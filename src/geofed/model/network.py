@@ -1,0 +1,117 @@
+"""Messages between nodes: the federation's links plus the host's measured local costs.
+
+Inter-site behaviour comes only from the federation file: the link adds its one-way
+latency over the local path and its rate caps serialisation. A message cannot have
+more than the host's TCP send buffer in flight (net.ipv4.tcp_wmem, read at
+calibration): every full buffer of it waits one more round trip for
+acknowledgements, and a stream of messages runs at most at buffer / RTT. (geofed's
+MPICH speaks UCX over TCP; its netbench curves show no rendezvous step below that
+size, docs/model.md.) Everything local (the software floor of MPI over TCP, the
+local fabric's effective rate) is a measured constant from a one-site run
+(`Calibration`), never fitted to inter-site runs.
+
+A fresh TCP stream (staging a data set, a bulk copy) starts in slow start: its window
+doubles every round trip from the initial 10 segments, so a transfer of B bytes over
+a link of BDP bytes pays about log2(min(B, BDP) / 14.6 kB) round trips before it runs
+at the link's rate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from geofed.federation import Federation
+from geofed.model.calibration import Calibration
+
+INITIAL_WINDOW_BYTES = 10 * 1460  # Linux initcwnd (RFC 6928)
+MATHIS_C = math.sqrt(3 / 2)  # Mathis et al. 1997: rate = MSS / RTT * C / sqrt(loss)
+MSS_BYTES = 1448
+
+
+@dataclass(frozen=True)
+class Route:
+    """What lies between a node at site `a` and a node at site `b`."""
+
+    a: str
+    b: str
+    one_way_s: float  # the federation's model: propagation plus local fabrics
+    extra_one_way_s: float  # what the link adds over a path inside site a
+    rate_Bps: float | None  # bottleneck rate (bytes/s) on the way; None: not capped
+    loss: float  # probability a frame is lost on the way
+
+    @property
+    def crosses_link(self) -> bool:
+        return self.a != self.b
+
+    @property
+    def rtt_s(self) -> float:
+        return 2 * self.one_way_s
+
+
+def route(fed: Federation, a: str, b: str) -> Route:
+    one_way = fed.one_way_ms(a, b) / 1e3
+    gbps = fed.bandwidth_gbps(a, b)
+    links = fed.route(a, b)
+    loss = 1 - math.prod(1 - link.loss for link in links)
+    local = fed.one_way_ms(a, a) / 1e3
+    return Route(a, b, one_way, max(0.0, one_way - local), None if gbps is None else gbps * 1e9 / 8, loss)
+
+
+def serialisation_s(nbytes: float, rate_Bps: float | None) -> float:
+    return 0.0 if not rate_Bps else nbytes / rate_Bps
+
+
+def mpi_message_s(fed: Federation, cal: Calibration, a: str, b: str, nbytes: float) -> float:
+    """One-way time of an MPI message of `nbytes` from a rank at site a to one at site b.
+
+    The local part is the one-site measurement at this size (floor and local rate
+    included); a link adds its extra latency, the excess of its serialisation over
+    the local one, and a round trip per full send buffer.
+    """
+    local = cal.local_latency_s(a, nbytes)
+    r = route(fed, a, b)
+    if not r.crosses_link:
+        return local
+    # the one-site curve already holds the local path's serialisation of this size
+    local_serial = local - cal.local_latency_s(a, 1)
+    excess = max(0.0, serialisation_s(nbytes, r.rate_Bps) - local_serial)
+    windows = 2 * r.extra_one_way_s * (nbytes // cal.tcp_window_bytes)
+    return local + r.extra_one_way_s + excess + windows
+
+
+def stream_cap_Bps(fed: Federation, cal: Calibration, a: str, b: str) -> float:
+    """Rate of back-to-back messages from site a to b: the bottleneck, or one send buffer per round trip."""
+    r = route(fed, a, b)
+    caps = [cal.local_rate_Bps(a), cal.tcp_window_bytes / r.rtt_s]
+    if r.rate_Bps:
+        caps.append(r.rate_Bps)
+    return min(caps)
+
+
+def slow_start_rounds(nbytes: float, bdp: float) -> int:
+    """Round trips a fresh TCP stream spends growing its window to cover min(nbytes, BDP)."""
+    target = min(nbytes, bdp)
+    if target <= INITIAL_WINDOW_BYTES:
+        return 0
+    return math.ceil(math.log2(target / INITIAL_WINDOW_BYTES + 1)) - 1
+
+
+def stream_rate_Bps(r: Route, streams: int = 1) -> float | None:
+    """Steady rate of `streams` TCP streams on the route: the link rate, or Mathis' loss limit."""
+    if r.loss <= 0:
+        return r.rate_Bps
+    limit = streams * MSS_BYTES / r.rtt_s * MATHIS_C / math.sqrt(r.loss)
+    return limit if r.rate_Bps is None else min(limit, r.rate_Bps)
+
+
+def fresh_stream_s(fed: Federation, a: str, b: str, nbytes: float, streams: int = 1) -> float:
+    """Time to move `nbytes` over new TCP connection(s): handshake, slow start, then the rate."""
+    r = route(fed, a, b)
+    rate = stream_rate_Bps(r, streams)
+    bdp = (rate or 0.0) * r.rtt_s
+    per_stream = nbytes / streams
+    rounds = slow_start_rounds(per_stream, bdp / streams)
+    # bytes already delivered while the window grew: IW + 2 IW + ... per stream
+    in_slow_start = min(per_stream, INITIAL_WINDOW_BYTES * (2 ** rounds - 1)) * streams
+    return r.rtt_s * (1 + rounds) + serialisation_s(nbytes - in_slow_start, rate) + r.one_way_s

@@ -1,0 +1,33 @@
+"""Bulk transfer between two sites over parallel TCP streams.
+
+New connections (one handshake round trip), slow start up to the bandwidth-delay
+product, then the link's rate, or Mathis' limit per stream when the link loses
+frames (rate = MSS / RTT x sqrt(3/2) / sqrt(loss)), so more streams help exactly
+when the link is lossy or the window is limited.
+"""
+
+from __future__ import annotations
+
+from geofed.model import Prediction, prediction
+from geofed.model.network import fresh_stream_s, route
+from geofed.validate import positive_int
+
+
+class Transfer:
+    name = "transfer"
+    help = "bulk data transfer from the placement's first site to its last (parallel TCP streams)"
+    measured_unit = "s"
+
+    def add_arguments(self, ap) -> None:
+        ap.add_argument("--bytes", type=positive_int, default=1 << 30, help="bytes to move (default 1 GiB)")
+        ap.add_argument("--streams", type=positive_int, default=4, help="parallel TCP streams (default 4)")
+
+    def predict(self, fed, cal, placement, nodes, args) -> Prediction:
+        a, b = nodes[0].site, nodes[-1].site
+        t = fresh_stream_s(fed, a, b, args.bytes, args.streams)
+        crosses = route(fed, a, b).crosses_link
+        return prediction(self.name, placement, link_comm=t if crosses else 0.0, local_comm=0.0 if crosses else t,
+                          link_bytes=args.bytes if crosses else 0.0)
+
+
+MODELS = (Transfer(),)

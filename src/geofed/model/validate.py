@@ -1,0 +1,138 @@
+"""Predicted against measured: every inter-site run in a set of records.
+
+Rows come from records geofed already writes (bench.mpi across sites, mdfs.sweep,
+bench.obstacle); each is predicted with the same models `geofed predict` uses, from
+a calibration that saw only one-site runs. SimGrid (LV08 and CM02) predicts the MPI
+point-to-point rows beside geofed.
+"""
+
+from __future__ import annotations
+
+import statistics
+from argparse import Namespace
+
+from geofed.launch.placement import parse
+from geofed.model import registry, simgrid
+
+TOLERANCE = 0.15  # the issue's bar: every inter-site row within 15 % of the median measured
+
+
+def _nodes_of(fed, placement: str):
+    return parse(placement, fed).nodes(fed)
+
+
+def rows_from(fed, cal, recs: list[tuple[str, dict]]) -> list[dict]:
+    rows = []
+    for where, rec in recs:
+        kind, data = rec.get("kind"), rec.get("data", {})
+        if rec.get("meta", {}).get("federation") not in (fed.name, None):
+            continue
+        if kind == "bench.mpi" and len(data.get("sites") or []) > 1:
+            rows += _mpi_rows(fed, cal, data, where)
+        elif kind == "mdfs.sweep":
+            rows += _mdfs_rows(fed, cal, data, where)
+        elif kind == "bench.obstacle":
+            rows += _obstacle_rows(fed, cal, data, where)
+    for r in rows:
+        r["error"] = r["predicted"] / r["measured"] - 1 if r["measured"] else None
+    return rows
+
+
+def _row(workload, placement, params, measured, unit, pred, source, predicted=None) -> dict:
+    return {"workload": workload, "placement": placement, "params": params, "measured": measured, "unit": unit,
+            "predicted": pred.total_s if predicted is None else predicted, "parts": dict(pred.parts), "source": source}
+
+
+def _mpi_rows(fed, cal, data, where) -> list[dict]:
+    placement = data.get("placement")
+    if not placement:
+        return []
+    nodes = _nodes_of(fed, placement)
+    out = []
+    for res in data.get("results", []):
+        if res.get("class") != "inter-site":
+            continue
+        name = {"latency": "mpi-latency", "bw": "mpi-bw", "allreduce": "mpi-allreduce"}.get(res.get("benchmark"))
+        if name is None:
+            continue
+        model = registry.get(name)
+        for size_row in res.get("sizes", []):
+            size = int(size_row["size"])
+            measured = (size_row.get("stats") or {}).get("p50", size_row.get("value"))
+            if name == "mpi-bw":
+                args = Namespace(size=size, window=res.get("window") or 64)
+                pred = model.predict(fed, cal, placement, nodes, args)
+                out.append(_row(name, placement, {"size": size, "window": args.window}, measured, "MB/s", pred, where,
+                                predicted=model.rate_MBps(pred, args)))
+            else:
+                pred = model.predict(fed, cal, placement, nodes, Namespace(size=size))
+                out.append(_row(name, placement, {"size": size}, measured, "us", pred, where,
+                                predicted=pred.total_s * 1e6))
+    return out
+
+
+def _mdfs_rows(fed, cal, data, where) -> list[dict]:
+    model = registry.get("mdfs")
+    out = []
+    for row in data.get("rows", []):
+        if len(row.get("sites") or []) < 2:
+            continue
+        pred = model.predict(fed, cal, row["placement"], _nodes_of(fed, row["placement"]), Namespace(split=row["split"]))
+        out.append(_row("mdfs", row["placement"], {"split": row["split"]}, row["compute_s"] + row["staging_s"], "s",
+                        pred, where))
+    return out
+
+
+def _obstacle_rows(fed, cal, data, where) -> list[dict]:
+    model = registry.get("obstacle")
+    out = []
+    for row in data.get("solver", []):
+        if not row.get("across_link"):
+            continue
+        for scheme in ("sync", "async", "mpi"):
+            measured = row.get(f"{scheme}_s")
+            if measured is None:
+                continue
+            args = Namespace(scheme=scheme, n=int(data["n"]))
+            pred = model.predict(fed, cal, row["placement"], _nodes_of(fed, row["placement"]), args)
+            out.append(_row("obstacle", row["placement"], {"scheme": scheme, "n": args.n}, measured, "s", pred, where))
+    return out
+
+
+def add_simgrid(fed, cal, rows: list[dict]) -> str | None:
+    """SimGrid's LV08 and CM02 values beside the MPI point-to-point rows; why not, if it cannot run."""
+    why = simgrid.available()
+    if why:
+        return why
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if r["workload"] in ("mpi-latency", "mpi-bw"):
+            groups.setdefault((r["workload"], r["placement"], r["params"].get("window", 1)), []).append(r)
+    for (workload, placement, window), group in groups.items():
+        nodes = _nodes_of(fed, placement)
+        sizes = sorted({r["params"]["size"] for r in group})
+        mode = "pingpong" if workload == "mpi-latency" else "window"
+        for model in simgrid.MODELS:
+            times = simgrid.simulate(fed, cal, nodes[0].site, nodes[1].site, sizes, mode, window, model)
+            for r in group:
+                t = times.get(r["params"]["size"])
+                if t is None:
+                    continue
+                value = t / 2 * 1e6 if mode == "pingpong" else window * r["params"]["size"] / t / 1e6
+                r[f"simgrid_{model}"] = value
+                r[f"simgrid_{model}_error"] = value / r["measured"] - 1
+    return None
+
+
+def summary(rows: list[dict]) -> dict:
+    errors = [abs(r["error"]) for r in rows if r["error"] is not None]
+    out = {"rows": len(rows), "within_tolerance": sum(e <= TOLERANCE for e in errors),
+           "median_abs_error": statistics.median(errors) if errors else None,
+           "max_abs_error": max(errors) if errors else None}
+    for model in simgrid.MODELS:
+        errs = [abs(r[f"simgrid_{model}_error"]) for r in rows if f"simgrid_{model}_error" in r]
+        if errs:
+            mine = [abs(r["error"]) for r in rows if f"simgrid_{model}_error" in r]
+            out[f"simgrid_{model}"] = {"rows": len(errs), "median_abs_error": statistics.median(errs),
+                                       "geofed_median_abs_error": statistics.median(mine)}
+    return out

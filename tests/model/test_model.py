@@ -1,0 +1,254 @@
+"""The performance models on hand-computed cases, calibration, advice and the CLI's edges."""
+
+import json
+import math
+from argparse import Namespace
+
+import pytest
+
+from geofed import federation, records
+from geofed.errors import UserError
+from geofed.launch.placement import parse
+from geofed.model import advise, calibration, mdfs, mpi, network, obstacle, simgrid, whatif
+from tests.conftest import run_geofed
+
+FED = """
+name = "model-test"
+description = "two sites for the model tests"
+storage = "A"
+[local]
+latency_us = 2.0
+bandwidth_gbps = 8.0
+[[site]]
+code = "A"
+nodes = 4
+speed = 1.0
+[[site]]
+code = "B"
+nodes = 4
+speed = 0.5
+[[link]]
+sites = ["A", "B"]
+rtt_ms = {rtt}
+bandwidth_gbps = {gbps}
+loss = {loss}
+"""
+
+
+@pytest.fixture
+def fed(write_fed):
+    return federation.load(write_fed(FED.format(rtt=10.004, gbps=0.8, loss=0.0)))
+
+
+def cal_for(fed, **site_a) -> calibration.Calibration:
+    """A calibration with a simple local curve: 20 us + size / 1 GB/s, window 4 MiB."""
+    sizes = [1, 1024, 1 << 20]
+    consts = {"mpi_sizes": sizes, "mpi_latency_us": [20 + s / 1e3 for s in sizes], "mpi_bw_MBps": 1000.0}
+    consts.update(site_a)
+    return calibration.Calibration(fed.name, {"A": consts}, tcp_window_bytes=4 << 20,
+                                   speeds={s.code: s.speed for s in fed.sites})
+
+
+def test_route_separates_the_link_from_the_local_path(fed):
+    r = network.route(fed, "A", "B")
+    assert r.one_way_s == pytest.approx(5.002e-3)
+    assert r.extra_one_way_s == pytest.approx(5.0e-3)  # one-way minus the 2 us inside a site
+    assert r.rate_Bps == pytest.approx(1e8)
+    assert not network.route(fed, "A", "A").crosses_link
+
+
+def test_inter_site_message_adds_latency_and_the_slower_serialisation(fed):
+    cal = cal_for(fed)
+    # 1 byte: local 20.001 us + 5 ms of link
+    assert network.mpi_message_s(fed, cal, "A", "B", 1) == pytest.approx(20.001e-6 + 5e-3 + 1 / 1e8)
+    # 1 MiB: the link's 100 MB/s (10.49 ms) replaces the local 1 GB/s serialisation (1.05 ms)
+    n = 1 << 20
+    expected = 20e-6 + n / 1e9 + 5e-3 + (n / 1e8 - (n - 1) / 1e9)
+    assert network.mpi_message_s(fed, cal, "A", "B", n) == pytest.approx(expected, rel=1e-6)
+    # inside a site: the measured curve itself
+    assert network.mpi_message_s(fed, cal, "A", "A", 1024) == pytest.approx(21.024e-6)
+
+
+def test_a_message_beyond_the_send_buffer_waits_a_round_trip_per_buffer(fed):
+    cal = cal_for(fed)
+    n = 8 << 20
+    with_two = network.mpi_message_s(fed, cal, "A", "B", n)
+    cal.tcp_window_bytes = 16 << 20
+    assert with_two - network.mpi_message_s(fed, cal, "A", "B", n) == pytest.approx(2 * 2 * 5e-3)
+
+
+def test_slow_start_rounds_and_mathis_rate(write_fed):
+    assert network.slow_start_rounds(10 * 1460, 1e9) == 0
+    assert network.slow_start_rounds(4 * 14600, 1e9) == 2  # 14.6 -> 29.2 -> 58.4 kB
+    assert network.slow_start_rounds(1e9, 29200) == 1  # capped by the BDP
+    lossy = federation.load(write_fed(FED.format(rtt=10.004, gbps=10.0, loss=0.01), "lossy.toml"))
+    r = network.route(lossy, "A", "B")
+    one = network.stream_rate_Bps(r, 1)
+    assert one == pytest.approx(1448 / 10.004e-3 * math.sqrt(1.5) / 0.1)
+    assert network.stream_rate_Bps(r, 4) == pytest.approx(4 * one)
+
+
+def test_pingpong_and_bandwidth_models(fed):
+    cal = cal_for(fed)
+    nodes = parse("A1B1", fed).nodes(fed)
+    lat = mpi.Latency().predict(fed, cal, "A1B1", nodes, Namespace(size=1))
+    assert lat.parts["local_comm"] == pytest.approx(20.001e-6)
+    assert lat.parts["link_comm"] == pytest.approx(5e-3, rel=1e-5)
+    args = Namespace(size=1 << 20, window=64)
+    bw = mpi.Bandwidth()
+    pred = bw.predict(fed, cal, "A1B1", nodes, args)
+    # a window of 64 MiB at the link's 100 MB/s dominates: close to 100 MB/s
+    assert 90 < bw.rate_MBps(pred, args) < 100
+
+
+def test_allreduce_pays_the_link_once_per_crossing_round(fed):
+    cal = cal_for(fed)
+    nodes = parse("A2B2", fed).nodes(fed)
+    pred = mpi.Allreduce().predict(fed, cal, "A2B2", nodes, Namespace(size=8))
+    # recursive doubling on 4 ranks: (0,1) inside A, then (0,2) across: one link crossing
+    assert pred.parts["link_comm"] == pytest.approx(5e-3)
+    assert pred.parts["local_comm"] == pytest.approx(2 * cal.local_latency_s("A", 8))
+    inside = mpi.Allreduce().predict(fed, cal, "A4", parse("A4", fed).nodes(fed), Namespace(size=8))
+    assert inside.parts["link_comm"] == 0
+
+
+def test_mdfs_shares_by_speed_and_stages_across_the_link(fed):
+    cal = cal_for(fed, mdfs_tuples=3_000_000, mdfs_tuple_us=1.0, mdfs_overhead_s=0.1,
+                  mdfs_staging_nodes=[1, 2], mdfs_staging_s=[0.01, 0.02], mdfs_staging_bytes=1_000_000)
+    nodes = parse("A1B1", fed).nodes(fed)
+    pred = mdfs.Mdfs().predict(fed, cal, "A1B1", nodes, Namespace(split="speed"))
+    # speeds 1 : 0.5 -> 2e6 and 1e6 tuples; B (speed 0.5) borrows A's constants at twice the cost:
+    # A 2e6 x 1 us + 0.1 s, B 1e6 x 2 us + 0.2 s: B is the slowest
+    assert pred.parts["compute"] == pytest.approx(2.2)
+    assert pred.link_bytes == 1_000_000
+    even = mdfs.Mdfs().predict(fed, cal, "A1B1", nodes, Namespace(split="even"))
+    assert even.parts["compute"] == pytest.approx(0.2 + 1.5e6 * 2e-6)
+    assert any("taken from site A" in n for n in cal.notes)
+
+
+def test_synchronous_obstacle_pays_two_link_trips_per_iteration(fed):
+    cal = cal_for(fed, obstacle_n=32, obstacle_iter_s=1e-3, obstacle_sync_iterations=400,
+                  obstacle_sync_comm_s=2e-4, obstacle_async_iterations=450, obstacle_mpi_iterations=400,
+                  obstacle_mpi_comm_s=1e-4)
+    a2 = obstacle.Obstacle().predict(fed, cal, "A2", parse("A2", fed).nodes(fed), Namespace(scheme="sync", n=None))
+    assert a2.total_s == pytest.approx(400 * (1e-3 + 2e-4))
+    across = obstacle.Obstacle().predict(fed, cal, "A1B1", parse("A1B1", fed).nodes(fed),
+                                         Namespace(scheme="sync", n=None))
+    halo = 8 * 32 * 32 / 1e8
+    assert across.parts["link_comm"] == pytest.approx(400 * (2 * 5e-3 + halo))
+    assert across.parts["compute"] == pytest.approx(400 * 2e-3)  # B is half as fast
+
+
+def synthetic_records(fed, tuple_us=0.25, iter_s=4e-4):
+    """One-site records made from known constants, and an inter-site one with absurd values."""
+    sizes = [1, 1024, 65536]
+    lat = {"benchmark": "latency", "class": "intra-site",
+           "sizes": [{"size": s, "value": 99.0, "stats": {"p50": 30 + s / 500}} for s in sizes]}
+    bw = {"benchmark": "bw", "class": "intra-site", "sizes": [{"size": s, "value": s / 100} for s in sizes]}
+    one_site = records.make("bench.mpi", {"sites": ["A"], "placement": "A2", "results": [lat, bw]},
+                            **records.federation_meta(fed))
+    far = {"benchmark": "latency", "class": "inter-site", "sizes": [{"size": 1, "value": 1e6}]}
+    across = records.make("bench.mpi", {"sites": ["A", "B"], "placement": "A1B1", "results": [far]},
+                          **records.federation_meta(fed))
+    row = lambda code, site, n, t: {"placement": code, "split": "speed", "nodes": n, "sites": [site],  # noqa: E731
+                                    "compute_s": t + 0.05, "staging_s": 0.01 * n, "staging_bytes": 5000,
+                                    "shares": [{"node": f"{site}{i + 1}", "tuples": 1_000_000 // n,
+                                                "count_s": t} for i in range(n)]}
+    sweep = records.make("mdfs.sweep", {"storage": "A", "rows": [
+        row("A1", "A", 1, 1_000_000 * tuple_us / 1e6), row("A2", "A", 2, 500_000 * tuple_us / 1e6),
+        row("B1", "B", 1, 1_000_000 * 2 * tuple_us / 1e6)]}, **records.federation_meta(fed))
+    obst = records.make("bench.obstacle", {"n": 32, "solver": [
+        {"placement": "A2", "across_link": False, "async_s": 500 * iter_s, "async_iterations": 500,
+         "sync_s": 400 * (iter_s + 1e-4), "sync_iterations": 400, "mpi_s": 400 * iter_s * 1.1,
+         "mpi_iterations": 400},
+        {"placement": "A1B1", "across_link": True, "async_s": 9.0, "async_iterations": 9,
+         "sync_s": 9.0, "sync_iterations": 9, "mpi_s": 9.0, "mpi_iterations": 9}]},
+        **records.federation_meta(fed))
+    return [("mpi", one_site), ("far", across), ("mdfs", sweep), ("obst", obst)]
+
+
+def test_calibration_recovers_known_constants_and_ignores_inter_site_runs(fed, tmp_path):
+    cal = calibration.fit(fed, synthetic_records(fed))
+    a, b = cal.sites["A"], cal.sites["B"]
+    assert a["mpi_latency_us"] == pytest.approx([30 + s / 500 for s in (1, 1024, 65536)])
+    assert a["mpi_bw_MBps"] == pytest.approx(655.4, abs=0.1)
+    assert a["mdfs_tuple_us"] == pytest.approx(0.25)
+    assert b["mdfs_tuple_us"] == pytest.approx(0.5)
+    assert a["mdfs_overhead_s"] == pytest.approx(0.05)
+    assert a["mdfs_staging_s"] == pytest.approx([0.01, 0.02])
+    assert a["obstacle_iter_s"] == pytest.approx(4e-4)
+    assert a["obstacle_sync_comm_s"] == pytest.approx(1e-4)
+    assert "far" not in cal.sources and "B" not in [s for s in cal.sites if "mpi_sizes" in cal.sites[s]]
+    back = calibration.load(cal.save(tmp_path / "c.toml"), fed)
+    assert back.sites == cal.sites and back.tcp_window_bytes == cal.tcp_window_bytes
+
+
+def test_advice_flips_where_the_computed_threshold_says(fed):
+    # 4 nodes: all at B (speed 0.5), or 2 at A (speed 1, the data's site) + 2 at B: the split
+    # computes faster but must stage 2 GB across the link first
+    fed = whatif.apply(fed, ["A.nodes=2"])
+    cal = cal_for(fed, mdfs_tuples=20_000_000, mdfs_tuple_us=1.0, mdfs_overhead_s=0.1,
+                  mdfs_staging_nodes=[1, 4], mdfs_staging_s=[0.01, 0.04], mdfs_staging_bytes=2_000_000_000)
+    args = Namespace(split="speed")
+    model = mdfs.Mdfs()
+    factor = advise.flip_factor(model, fed, cal, 4, args, "bandwidth")
+    assert factor is not None and 1 < factor < 1000
+    slower = whatif.apply(fed, [f"link.bandwidth={factor * 0.9}x"])
+    faster = whatif.apply(fed, [f"link.bandwidth={factor * 1.1}x"])
+    assert advise.rank(model, slower, cal, 4, args)[0].placement == "B4"
+    assert advise.rank(model, faster, cal, 4, args)[0].sites == 2
+    assert "keep it in B4" in advise.reason(advise.rank(model, fed, cal, 4, args), factor, None)
+    assert f"flips at link bandwidth x{factor:.3g}" in advise.reason(advise.rank(model, fed, cal, 4, args), factor, None)
+
+
+def test_what_if_changes_links_and_sites(fed):
+    assert whatif.apply(fed, ["link.bandwidth=10x"]).links[0].bandwidth_gbps == pytest.approx(8.0)
+    far = whatif.apply(fed, ["link.fibre_km=2000"]).links[0]
+    assert far.propagation_ms == pytest.approx(10.0) and far.one_way_ms == pytest.approx(10.002)
+    assert whatif.apply(fed, ["link.rtt_ms=1.004"]).links[0].one_way_ms == pytest.approx(0.502)
+    assert whatif.apply(fed, ["B.speed=2x"]).site("B").speed == pytest.approx(1.0)
+    for bad in ("link.colour=3", "link.bandwidth=nanx", "link.bandwidth=-1", "link.rtt_ms=0.001", "C.speed=2",
+                "bandwidth", "link.loss=1"):
+        with pytest.raises(UserError):
+            whatif.apply(fed, [bad])
+
+
+def test_simgrid_cm02_agrees_with_the_plain_model_on_a_small_message(fed):
+    why = simgrid.available()
+    if why:
+        pytest.fail(f"SimGrid should be installed by ./setup.sh: {why}")
+    cal = cal_for(fed)
+    t = simgrid.simulate(fed, cal, "A", "B", [1], "pingpong", 1, "CM02")[1]
+    assert t / 2 == pytest.approx(network.mpi_message_s(fed, cal, "A", "B", 1), rel=0.01)
+
+
+@pytest.fixture
+def calibrated(fed, tmp_path):
+    cal = calibration.fit(fed, synthetic_records(fed))
+    return cal.save(calibration.default_path(str(fed.path)))
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["predict", "nosuch", "-f", "{fed}", "-p", "A1"], "invalid choice"),
+    (["predict", "mdfs", "-f", "{fed}", "-p", "A9"], "site A has 4 nodes, 9 asked"),
+    (["predict", "mdfs", "-f", "{fed}", "-p", "A1", "--calibration", "{tmp}/none.toml"], "no calibration"),
+    (["advise", "mdfs", "-f", "{fed}", "--nodes", "0"], "positive integer"),
+    (["advise", "mdfs", "-f", "{fed}", "--nodes", "99"], "has 8 nodes in all"),
+    (["predict", "transfer", "-f", "{fed}", "-p", "A1B1", "--bytes", "nan"], "an integer"),
+    (["predict", "mdfs", "-f", "{fed}", "-p", "A1B1", "--what-if", "link.bandwidth=infx"], "finite"),
+    (["model", "calibrate", "-f", "{fed}", "{tmp}/missing"], "no such file"),
+])
+def test_bad_input_is_one_line_and_exit_2(fed, calibrated, tmp_path, argv, message):
+    argv = [a.format(fed=fed.path, tmp=tmp_path) for a in argv]
+    done = run_geofed(*argv)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_predict_and_advise_from_the_command_line(fed, calibrated):
+    done = run_geofed("predict", "mdfs", "-f", str(fed.path), "-p", "A2B2", "--json", check=True)
+    pred = json.loads(done.stdout)
+    assert pred["placement"] == "A2B2" and pred["total_s"] == pytest.approx(sum(pred["parts"].values()))
+    done = run_geofed("advise", "obstacle", "--scheme", "sync", "-f", str(fed.path), "--nodes", "2", check=True)
+    assert "advice: keep it in A2" in done.stdout
