@@ -11,6 +11,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from geofed.model.network import route
@@ -37,6 +38,11 @@ def simulate(fed, cal, a: str, b: str, sizes: list[int], mode: str, window: int,
             "crosses": r.crosses_link, "link_latency_s": r.extra_one_way_s,
             "link_Bps": r.rate_Bps or cal.local_rate_Bps(a), "sizes": sizes, "window": window,
             "mode": mode, "model": model}
+    with tempfile.TemporaryDirectory(prefix="geofed-simgrid-") as workdir:
+        return _run(spec | {"workdir": workdir}, model)
+
+
+def _run(spec: dict, model: str) -> dict[int, float]:
     # -P: the script's directory (geofed/model, with this simgrid.py) stays off sys.path
     done = subprocess.run([SYSTEM_PYTHON, "-P", str(PEER)], input=json.dumps(spec), capture_output=True, text=True,
                           timeout=300)

@@ -12,7 +12,6 @@ long-haul link (the federation's one-way delay and rate).
 import json
 import os
 import sys
-import tempfile
 
 import simgrid
 
@@ -32,36 +31,33 @@ def platform_xml(p: dict) -> str:
 def main() -> None:
     p = json.load(sys.stdin)
     out = {}
-    with tempfile.NamedTemporaryFile("w", suffix=".xml", prefix="geofed-simgrid-", delete=False) as f:
+    plat = os.path.join(p["workdir"], "platform.xml")  # the caller's temporary directory: gone even if we abort
+    with open(plat, "w") as f:
         f.write(platform_xml(p))
-        plat = f.name
-    try:
-        e = simgrid.Engine(["geofed", f"--cfg=network/model:{p['model']}", "--log=root.thres:critical"])
-        e.load_platform(plat)
+    e = simgrid.Engine(["geofed", f"--cfg=network/model:{p['model']}", "--log=root.thres:critical"])
+    e.load_platform(plat)
 
-        def ping():  # one size after another: the models keep no state between messages
-            box, back = simgrid.Mailbox.by_name("ping"), simgrid.Mailbox.by_name("pong")
-            for size in p["sizes"]:
-                t0 = simgrid.Engine.clock
-                sends = [box.put_async("m", size) for _ in range(p["window"])]  # a window in flight, as OSU bw
-                for s in sends:
-                    s.wait()
-                back.get()
-                out[str(size)] = simgrid.Engine.clock - t0
+    def ping():  # one size after another: the models keep no state between messages
+        box, back = simgrid.Mailbox.by_name("ping"), simgrid.Mailbox.by_name("pong")
+        for size in p["sizes"]:
+            t0 = simgrid.Engine.clock
+            sends = [box.put_async("m", size) for _ in range(p["window"])]  # a window in flight, as OSU bw
+            for s in sends:
+                s.wait()
+            back.get()
+            out[str(size)] = simgrid.Engine.clock - t0
 
-        def pong():
-            box, back = simgrid.Mailbox.by_name("ping"), simgrid.Mailbox.by_name("pong")
-            box.set_receiver(simgrid.Actor.self())  # eager: a window's messages flow before each get
-            for size in p["sizes"]:
-                for _ in range(p["window"]):
-                    box.get()
-                back.put("reply", size if p["mode"] == "pingpong" else 1)
+    def pong():
+        box, back = simgrid.Mailbox.by_name("ping"), simgrid.Mailbox.by_name("pong")
+        box.set_receiver(simgrid.Actor.self())  # eager: a window's messages flow before each get
+        for size in p["sizes"]:
+            for _ in range(p["window"]):
+                box.get()
+            back.put("reply", size if p["mode"] == "pingpong" else 1)
 
-        simgrid.Actor.create("ping", e.host_by_name("a"), ping)
-        simgrid.Actor.create("pong", e.host_by_name("b"), pong)
-        e.run()
-    finally:
-        os.unlink(plat)
+    simgrid.Actor.create("ping", e.host_by_name("a"), ping)
+    simgrid.Actor.create("pong", e.host_by_name("b"), pong)
+    e.run()
     print(json.dumps(out))
 
 
