@@ -48,4 +48,10 @@ if [ ! -e "$lib" ] || [ src/geofed/bench/kernels.c -nt "$lib" ]; then
   echo "setup: building the MPI benchmark kernels ($lib)"
   .venv/bin/mpicc -O2 -Wall -shared -fPIC -o "$lib" src/geofed/bench/kernels.c
 fi
+# The seed fix preloaded into SST processes (src/geofed/apps/grayscott/sstseed.c).
+seedlib=.venv/lib/libgeofed_sstseed.so
+if [ ! -e "$seedlib" ] || [ src/geofed/apps/grayscott/sstseed.c -nt "$seedlib" ]; then
+  echo "setup: building the SST seed fix ($seedlib)"
+  cc -O2 -Wall -shared -fPIC -o "$seedlib" src/geofed/apps/grayscott/sstseed.c -ldl
+fi
 echo "setup: done; try: .venv/bin/geofed demo"

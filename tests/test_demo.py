@@ -7,10 +7,7 @@ import pytest
 
 from conftest import needs_root, no_leftovers, run_geofed
 
-# The Gray-Scott step can meet the upstream SST consumer crash (docs/grayscott.md):
-# repeat the demo, up to twice, for that crash only.
-pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow,
-              pytest.mark.flaky(reruns=2, only_rerun=["exited with status 11", "Segmentation fault"])]
+pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow]
 
 SECTIONS = ["Testbed verification", "MPI job across a placement", "Gray-Scott across sites", "MDFS across sites",
             "Obstacle problem"]

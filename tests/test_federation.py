@@ -128,3 +128,30 @@ def test_errors_name_file_key_and_problem(write_fed, text, message):
 def test_missing_file_lists_shipped_names():
     with pytest.raises(UserError, match="shipped: icm-task, ma-hd, single-site"):
         federation.load("/nonexistent/fed.toml")
+
+
+def test_derive_writes_a_valid_copy_under_another_name_with_link_changes(tmp_path):
+    for shipped in federation.shipped_names():
+        base = federation.load(shipped)
+        copy = federation.load(federation.derive(base, tmp_path, f"copy-{shipped}", loss=0.01))
+        assert copy.name == f"copy-{shipped}" and copy.path.parent == tmp_path
+        assert copy.sites == base.sites and copy.storage == base.storage and copy.scale == base.scale
+        assert [l.loss for l in copy.links] == [0.01] * len(base.links)
+        assert [l.rtt_ms for l in copy.links] == [l.rtt_ms for l in base.links]
+    shorter = federation.load(federation.derive(federation.load("icm-task"), tmp_path, "short", rtt_ms=0.3))
+    assert shorter.links[0].rtt_ms == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("name,changes,message", [
+    ("Bad Name", {}, "federation name"), ("ok", {"colour": 1}, "unknown link setting"),
+    ("ok", {"loss": float("nan")}, "loss")])
+def test_derive_refuses_bad_names_and_values(tmp_path, name, changes, message):
+    with pytest.raises(UserError, match=message):
+        federation.derive(federation.load("icm-task"), tmp_path, name, **changes)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_non_finite_numbers_are_refused_with_their_place(write_fed, value):
+    text = federation.load("icm-task").path.read_text().replace("bandwidth_gbps = 4.0", f"bandwidth_gbps = {value}")
+    with pytest.raises(UserError, match=r"link.*bandwidth_gbps.*finite"):
+        federation.load(write_fed(text))

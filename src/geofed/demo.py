@@ -77,18 +77,12 @@ def _pingpong(fed, out: Path) -> bool:
 
 def _grayscott(fed, out: Path, progress: Callable[[str], None]) -> bool:
     from geofed.apps.grayscott import settings, workflow
-    for attempt in (1, 2):
-        try:
-            rec = workflow.run(fed, settings.from_dict(DEMO_GRAYSCOTT, "demo"), out, sim_site="G", analysis_site="W",
-                               timeout=300, progress=progress)
-            break
-        except workflow.WorkflowFailed as e:
-            if e.crashed and attempt == 1:
-                # The upstream ADIOS2 SST crash, about one run in 15 here (docs/grayscott.md).
-                progress(f"Gray-Scott: {e}; a known ADIOS2 SST crash (docs/grayscott.md), running it once more")
-                continue
-            print(f"demo: the Gray-Scott workflow failed: {e}", file=sys.stderr)
-            return False
+    try:
+        rec = workflow.run(fed, settings.from_dict(DEMO_GRAYSCOTT, "demo"), out, sim_site="G", analysis_site="W",
+                           timeout=300, progress=progress)
+    except workflow.WorkflowFailed as e:
+        print(f"demo: the Gray-Scott workflow failed: {e}", file=sys.stderr)
+        return False
     print(workflow.format_table(rec))
     records.save(rec, out)
     if not rec["data"]["verify"]["ok"]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -201,6 +202,56 @@ def load(spec: str | Path) -> Federation:
     return _Parser(path, raw).federation(doc)
 
 
+LINK_CHANGES = ("fibre_km", "rtt_ms", "bandwidth_gbps", "queue_bytes", "jitter_us", "loss")
+
+
+def derive(fed: Federation, directory: str | Path, name: str, **link_changes) -> Path:
+    """Write a copy of `fed`'s file under another name (and with every link changed) into `directory`.
+
+    Testbeds are named after their federation, so a private copy keeps a run from
+    touching a shipped federation's testbed. `fibre_km` and `rtt_ms` replace each other.
+    """
+    if not NAME_RE.match(name):
+        raise UserError(f"federation name {name!r}: expected lowercase letters, digits and '-', at most 32")
+    unknown = sorted(set(link_changes) - set(LINK_CHANGES))
+    if unknown:
+        raise UserError(f"derive: unknown link setting {', '.join(unknown)}; known: {', '.join(LINK_CHANGES)}")
+    doc = tomllib.loads(fed.path.read_text(encoding="utf-8"))
+    doc["name"] = name
+    for link in doc.get("link", []):
+        for key in ("fibre_km", "rtt_ms"):
+            if key in link_changes:
+                link.pop("rtt_ms" if key == "fibre_km" else "fibre_km", None)
+        link.update(link_changes)
+    path = Path(directory) / f"{name}.toml"
+    path.write_text(to_toml(doc))
+    load(path)  # the copy must be as valid as its original
+    return path
+
+
+def to_toml(doc: dict, prefix: str = "") -> str:
+    """TOML text of a parsed federation document (scalars, lists, tables, arrays of tables)."""
+    def value(v) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, str):
+            return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+        if isinstance(v, list):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + "}"
+        return repr(v)
+    scalars = [f"{k} = {value(v)}" for k, v in doc.items()
+               if not isinstance(v, dict) and not (isinstance(v, list) and v and isinstance(v[0], dict))]
+    out = ["\n".join(scalars)] if scalars else []
+    for k, v in doc.items():
+        if isinstance(v, dict):
+            out.append(f"[{prefix}{k}]\n" + to_toml(v, f"{prefix}{k}.").strip())
+        elif isinstance(v, list) and v and isinstance(v[0], dict):
+            out += [f"[[{prefix}{k}]]\n" + to_toml(item, f"{prefix}{k}.").strip() for item in v]
+    return "\n\n".join(x for x in out if x) + "\n"
+
+
 class _Parser:
     def __init__(self, path: Path, raw: bytes):
         self.path = path
@@ -231,6 +282,8 @@ class _Parser:
             return v
         if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
             raise self.fail(full, f"must be {'an integer' if integer else 'a number'}, got {v!r}")
+        if not math.isfinite(v):
+            raise self.fail(full, f"must be a finite number, got {v}")
         if positive and v <= 0:
             raise self.fail(full, f"must be positive, got {v}")
         if minimum is not None and v < minimum:

@@ -17,3 +17,11 @@ def binary(name: str) -> str:
     if found:
         return found
     raise UserError(f"{name}: native program not found next to {sys.executable} or on PATH; run ./setup.sh to build rust/")
+
+
+def library(name: str) -> Path:
+    """A shared library the setup builds into the venv's lib directory."""
+    path = Path(sys.prefix) / "lib" / name
+    if not path.is_file():
+        raise UserError(f"{path}: not built; run ./setup.sh")
+    return path

@@ -10,19 +10,13 @@ import pytest
 from geofed.apps.grayscott import pdf, stream
 from geofed.native import binary
 
-PY = sys.executable
+PY = [*stream.preload_argv(), sys.executable]  # every SST process with EVPath's seed fix, as the workflow
 
 
 def start(argv, **kw):
-    return subprocess.Popen([PY, "-m", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen([*PY, "-m", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
-# A reader that dies (SIGSEGV in ADIOS2's EVPath data plane, see docs/grayscott.md)
-# leaves the writer waiting: repeat such a run, up to twice, only then.
-SST_READER_CRASH = pytest.mark.flaky(reruns=2, only_rerun=["TimeoutExpired", "Segmentation fault", "-11"])
-
-
-@SST_READER_CRASH
 def test_every_step_reaches_two_pdf_ranks_and_the_plotters_intact(tmp_path):
     (tmp_path / "s.json").write_text(json.dumps({"L": 20, "steps": 40, "plotgap": 10}))
     gs, pdfs = str(tmp_path / "gs"), str(tmp_path / "pdf")
@@ -30,7 +24,7 @@ def test_every_step_reaches_two_pdf_ranks_and_the_plotters_intact(tmp_path):
     parts = {
         "sim": start(["geofed.apps.grayscott.simulation", str(tmp_path / "s.json"), "--stream", gs, "--readers", "3",
                       "--result", str(tmp_path / "sim.json"), *t]),
-        "pdf": subprocess.Popen([binary("mpiexec"), "-n", "2", PY, "-m", "geofed.apps.grayscott.pdf", "--stream", gs,
+        "pdf": subprocess.Popen([binary("mpiexec"), "-n", "2", *PY, "-m", "geofed.apps.grayscott.pdf", "--stream", gs,
                                  "--out-stream", pdfs, "--bins", "16", "--result", str(tmp_path / "pdf.json"), *t],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
         "gplot": start(["geofed.apps.grayscott.gplot", "--stream", gs, "--frames", str(tmp_path / "fr"),
@@ -56,7 +50,6 @@ def test_every_step_reaches_two_pdf_ranks_and_the_plotters_intact(tmp_path):
     assert len(res["gplot"]["frames"]) == 4 and (tmp_path / "fr" / "cross-section.gif").stat().st_size > 0
 
 
-@SST_READER_CRASH
 def test_a_slow_consumer_makes_the_writer_wait_and_loses_nothing(tmp_path):
     (tmp_path / "s.json").write_text(json.dumps({"L": 12, "steps": 80, "plotgap": 10}))
     gs, delay = str(tmp_path / "gs"), 0.3
@@ -78,7 +71,7 @@ def test_a_slow_consumer_makes_the_writer_wait_and_loses_nothing(tmp_path):
 
 def test_no_consumer_within_the_timeout_is_a_clear_error(tmp_path):
     (tmp_path / "s.json").write_text(json.dumps({"L": 12, "steps": 10, "plotgap": 10}))
-    res = subprocess.run([PY, "-m", "geofed.apps.grayscott.simulation", str(tmp_path / "s.json"), "--stream",
+    res = subprocess.run([*PY, "-m", "geofed.apps.grayscott.simulation", str(tmp_path / "s.json"), "--stream",
                           str(tmp_path / "gs"), "--readers", "2", "--connect-timeout", "1.5"],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode != 0
@@ -86,7 +79,7 @@ def test_no_consumer_within_the_timeout_is_a_clear_error(tmp_path):
 
 
 def test_a_reader_without_a_writer_names_the_stream(tmp_path):
-    res = subprocess.run([PY, "-m", "geofed.apps.grayscott.gplot", "--stream", str(tmp_path / "nobody"),
+    res = subprocess.run([*PY, "-m", "geofed.apps.grayscott.gplot", "--stream", str(tmp_path / "nobody"),
                           "--frames", str(tmp_path), "--connect-timeout", "1"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 3
     assert "cross-section plot: cannot open stream" in res.stderr and "\x1b" not in res.stderr
@@ -114,13 +107,13 @@ def test_bp5_files_carry_every_step_through_the_chain(tmp_path):
     gs, pdfs = str(tmp_path / "gs.bp"), str(tmp_path / "pdf.bp")
     bp5 = ["--engine", "BP5"]
     steps = [
-        [PY, "-m", "geofed.apps.grayscott.simulation", str(tmp_path / "s.json"), "--stream", gs,
+        [*PY, "-m", "geofed.apps.grayscott.simulation", str(tmp_path / "s.json"), "--stream", gs,
          "--result", str(tmp_path / "sim.json")],
-        [binary("mpiexec"), "-n", "2", PY, "-m", "geofed.apps.grayscott.pdf", *bp5, "--stream", gs,
+        [binary("mpiexec"), "-n", "2", *PY, "-m", "geofed.apps.grayscott.pdf", *bp5, "--stream", gs,
          "--out-engine", "BP5", "--out-stream", pdfs, "--bins", "8", "--result", str(tmp_path / "pdf.json")],
-        [PY, "-m", "geofed.apps.grayscott.gplot", *bp5, "--stream", gs, "--frames", str(tmp_path / "fr"),
+        [*PY, "-m", "geofed.apps.grayscott.gplot", *bp5, "--stream", gs, "--frames", str(tmp_path / "fr"),
          "--result", str(tmp_path / "gplot.json")],
-        [PY, "-m", "geofed.apps.grayscott.pdfplot", *bp5, "--stream", pdfs, "--frames", str(tmp_path / "fr"),
+        [*PY, "-m", "geofed.apps.grayscott.pdfplot", *bp5, "--stream", pdfs, "--frames", str(tmp_path / "fr"),
          "--result", str(tmp_path / "pdfplot.json")],
     ]
     for argv in steps:
@@ -137,7 +130,7 @@ def test_bp5_files_carry_every_step_through_the_chain(tmp_path):
 def test_staging_off_still_times_every_output_interval(tmp_path):
     # The benchmark's baseline: engine none writes nothing but reports the same intervals.
     (tmp_path / "s.json").write_text(json.dumps({"L": 12, "steps": 30, "plotgap": 10, "engine": "none"}))
-    res = subprocess.run([PY, "-m", "geofed.apps.grayscott.simulation", str(tmp_path / "s.json"),
+    res = subprocess.run([*PY, "-m", "geofed.apps.grayscott.simulation", str(tmp_path / "s.json"),
                           "--result", str(tmp_path / "sim.json")], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     rows = json.loads((tmp_path / "sim.json").read_text())["steps"]

@@ -13,11 +13,7 @@ from geofed import demo, federation, records, report
 from geofed.testbed import core, host
 from geofed.testbed.plan import make_plan
 
-# A consumer dies of SIGSEGV in ADIOS2's EVPath data plane in about 1 testbed run in
-# 15 (upstream, located but not fixed; see docs/grayscott.md). Such a run is repeated,
-# up to twice, and only for that crash: once was not enough in one CI run.
-pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow,
-              pytest.mark.flaky(reruns=2, only_rerun=["exited with status 11", "Segmentation fault"])]
+pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow]
 NAME = f"gftest-gs-{os.getpid()}"
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from geofed import runtime
+from geofed import native, runtime
 from geofed.apps.grayscott.model import split
 
 QUEUE_LIMIT = 2
@@ -61,6 +61,18 @@ def interface() -> str | None:
     if runtime.testbed():
         return "eth0"
     return os.environ.get("GEOFED_STREAM_INTERFACE") or None
+
+
+SEED_FIX = "libgeofed_sstseed.so"
+
+
+def preload_argv() -> list[str]:
+    """The prefix that starts an SST process with EVPath's seed fix preloaded (sstseed.c).
+
+    Without it, two processes whose pid + time agree when they open a stream get the
+    same EVPath connection-manager ID, and a third one mixes up their connections.
+    """
+    return ["env", f"LD_PRELOAD={native.library(SEED_FIX)}"]
 
 
 def _params(engine: str, extra: dict[str, str]) -> dict[str, str]:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from geofed import records
+from geofed.apps.grayscott import stream
 from geofed.apps.grayscott.settings import Settings
 from geofed.errors import UserError
 from geofed.federation import Federation, Node
@@ -58,14 +59,7 @@ class Part:
 
 
 class WorkflowFailed(RuntimeError):
-    def __init__(self, message: str, crashed: bool = False):
-        super().__init__(message)
-        # A part died of SIGSEGV (mpiexec reports 11 or 128 + 11): the known ADIOS2
-        # SST crash (docs/grayscott.md), which a caller may choose to run again.
-        self.crashed = crashed
-
-
-SIGSEGV_STATUSES = (11, 128 + 11, -11)
+    pass
 
 
 def pick_nodes(fed: Federation, site: str, count: int, taken: dict[str, int], what: str) -> list[str]:
@@ -97,7 +91,7 @@ def plan_parts(fed: Federation, s: Settings, run_dir: Path, stream_dir: Path, *,
             raise UserError(f"{flag}: unknown site {site!r} (federation {fed.name} has "
                             f"{', '.join(x.code for x in fed.sites)})")
     taken: dict[str, int] = {}
-    py = sys.executable
+    py = [*stream.preload_argv(), sys.executable]
     gs, pdf = str(stream_dir / "gs.bp"), str(stream_dir / "pdf.bp")
     frames = run_dir / "frames"
     settings_path = run_dir / "settings.json"
@@ -110,7 +104,7 @@ def plan_parts(fed: Federation, s: Settings, run_dir: Path, stream_dir: Path, *,
         where = pick_nodes(fed, site, nodes, taken, f"{describe} (--{name}-ranks)")
         result, log = run_dir / f"{name}.json", run_dir / f"{name}.log"
         extra = ["--delay", str(delays[name])] if delays.get(name) else []
-        return Part(name, describe, where, per, [py, "-m", f"{MODULE}.{name}", *argv, *extra,
+        return Part(name, describe, where, per, [*py, "-m", f"{MODULE}.{name}", *argv, *extra,
                                                    "--result", str(result)], result, log)
 
     common = ["--connect-timeout", str(connect_timeout)]
@@ -161,8 +155,7 @@ def run_parts(fed: Federation, parts: list[Part], timeout: float, progress: Call
             if failed:
                 p = failed[0]
                 raise WorkflowFailed(f"{p.describe} on {','.join(p.nodes)} exited with status {p.proc.returncode}; "
-                                     f"the workflow was stopped. It said: {_last_words(p)} (log {p.log})",
-                                     crashed=p.proc.returncode in SIGSEGV_STATUSES)
+                                     f"the workflow was stopped. It said: {_last_words(p)} (log {p.log})")
             if not running:
                 return time.monotonic() - t0
             if time.monotonic() - t0 > timeout:

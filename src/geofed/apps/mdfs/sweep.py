@@ -21,11 +21,7 @@ from geofed.errors import UserError
 
 def private_copy(fed, directory: Path) -> Path:
     """The federation file under a name of our own, so shipped testbeds stay untouched."""
-    name = f"gfmdfs-{fed.name[:12]}-{os.getpid()}"[:32]
-    text = re.sub(r'(?m)^name\s*=.*$', f'name = "{name}"', fed.path.read_text(), count=1)
-    path = directory / f"{name}.toml"
-    path.write_text(text)
-    return path
+    return federation.derive(fed, directory, f"gfmdfs-{fed.name[:12]}-{os.getpid()}"[:32])
 
 
 def main(args, params, progress) -> int:

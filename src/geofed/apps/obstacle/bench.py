@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import statistics
 import sys
 import tempfile
@@ -33,12 +32,7 @@ SCHEMES = ("sync", "async", "mpi")
 def private_copy(fed, directory: Path, tag: str, loss: float | None = None) -> federation.Federation:
     """The federation under a name of our own (and optionally a lossy link), so shipped testbeds stay untouched."""
     name = f"gfobst-{tag}-{os.getpid()}"[:32]
-    text = re.sub(r'(?m)^name\s*=.*$', f'name = "{name}"', fed.path.read_text(), count=1)
-    if loss:
-        text = re.sub(r'(?m)^\[\[link\]\]\s*$', f'[[link]]\nloss = {loss!r}', text)
-    path = directory / f"{name}.toml"
-    path.write_text(text)
-    return federation.load(path)
+    return federation.load(federation.derive(fed, directory, name, **({"loss": loss} if loss else {})))
 
 
 def solver_rows(fed, placements: list[str], n: int, tol: float, repeat: int, progress) -> list[dict]:
