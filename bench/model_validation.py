@@ -4,9 +4,11 @@
 For each federation (default: icm-task, ma-hd and bench/model/held-back.toml, which
 the models were never tuned on) this runs, with the installed geofed:
   one-site runs (the calibration): bench mpi latency bw on X2, allreduce on X4,
-      the one-site rows of mdfs sweep and bench obstacle;
+      the one-site rows of mdfs sweep and bench obstacle, bench grayscott with its
+      consumers at the simulation's site;
   inter-site runs (the validation): bench mpi latency bw on X1Y1, allreduce on X2Y2,
-      mdfs sweep on X1Y1 and X2Y2, bench obstacle on X1Y1;
+      mdfs sweep on X1Y1 and X2Y2, bench obstacle on X1Y1 (with its TCP transfer of
+      20 MB), bench grayscott with the consumers across the link;
 then `geofed bench model` on the records: calibration from the one-site runs only,
 every inter-site row predicted, SimGrid beside the MPI rows. Needs root (testbed).
 
@@ -51,13 +53,16 @@ def validate(spec: str, out: Path, repeat: int, sizes: str) -> None:
         for placement in (f"{x}{min(4, nx)}", cross2):
             geofed("bench", "mpi", "allreduce", "-f", spec, "-p", placement, "--sizes", "8,1K,64K,1M",
                    "--budget", "0.3", "--out", str(out))
+        for analysis in (y, x):  # the simulation at y: consumers at its own site (calibration), then across
+            geofed("bench", "grayscott", "-f", spec, "--sim-site", y, "--analysis-site", analysis,
+                   "--sizes", "32:60,48:60,64:60", "--out", str(out))
     finally:
         geofed("testbed", "down", spec)
     # mdfs sweep names placements with every site, in its own order (G1W0 style)
     codes = [f"{x}1{y}0", f"{x}0{y}1", f"{x}2{y}0", f"{x}{min(4, nx)}{y}0", f"{x}1{y}1", cross2]
     geofed("mdfs", "sweep", "-f", spec, "--placements", ",".join(dict.fromkeys(codes)), "--repeat", str(repeat),
            "--out", str(out))
-    geofed("bench", "obstacle", "-f", spec, "--part", "solver", "--placements", f"{x}2,{x}1{y}1",
+    geofed("bench", "obstacle", "-f", spec, "--placements", f"{x}2,{x}1{y}1", "--mbytes", "20",
            "--repeat", str(repeat), "--out", str(out))
     geofed("bench", "model", "-f", spec, str(out), "--out", str(out))
 

@@ -164,7 +164,13 @@ def synthetic_records(fed, tuple_us=0.25, iter_s=4e-4):
         {"placement": "A1B1", "across_link": True, "async_s": 9.0, "async_iterations": 9,
          "sync_s": 9.0, "sync_iterations": 9, "mpi_s": 9.0, "mpi_iterations": 9}]},
         **records.federation_meta(fed))
-    return [("mpi", one_site), ("far", across), ("mdfs", sweep), ("obst", obst)]
+    case = lambda L, ms, staging: {"L": L, "plotgap": 10, "bytes_per_output": 2 * L ** 3 * 8,  # noqa: E731
+                                   "off": {"per_step_ms": ms}, "on": {"staging_ms": staging}}
+    gs = records.make("bench.grayscott", {"sim_site": "B", "analysis_site": "B", "sim_ranks": 4, "cases": [
+        case(64, 8.0, 2 * 4.194304 / 10), case(32, 1.0, 2 * 0.524288 / 10)]}, **records.federation_meta(fed))
+    gs_far = records.make("bench.grayscott", {"sim_site": "B", "analysis_site": "A", "sim_ranks": 4, "cases": [
+        case(64, 99.0, 99.0)]}, **records.federation_meta(fed))
+    return [("mpi", one_site), ("far", across), ("mdfs", sweep), ("obst", obst), ("gs", gs), ("gs_far", gs_far)]
 
 
 def test_calibration_recovers_known_constants_and_ignores_inter_site_runs(fed, tmp_path):
@@ -178,6 +184,9 @@ def test_calibration_recovers_known_constants_and_ignores_inter_site_runs(fed, t
     assert a["mdfs_staging_s"] == pytest.approx([0.01, 0.02])
     assert a["obstacle_iter_s"] == pytest.approx(4e-4)
     assert a["obstacle_sync_comm_s"] == pytest.approx(1e-4)
+    assert b["grayscott_L"] == [32, 64] and b["grayscott_compute_ms"] == pytest.approx([1.0, 8.0])
+    assert b["grayscott_stage_ms_per_mb"] == pytest.approx(2.0)
+    assert "gs_far" not in cal.sources
     assert "far" not in cal.sources and "B" not in [s for s in cal.sites if "mpi_sizes" in cal.sites[s]]
     back = calibration.load(cal.save(tmp_path / "c.toml"), fed)
     assert back.sites == cal.sites and back.tcp_window_bytes == cal.tcp_window_bytes
@@ -252,3 +261,22 @@ def test_predict_and_advise_from_the_command_line(fed, calibrated):
     assert pred["placement"] == "A2B2" and pred["total_s"] == pytest.approx(sum(pred["parts"].values()))
     done = run_geofed("advise", "obstacle", "--scheme", "sync", "-f", str(fed.path), "--nodes", "2", check=True)
     assert "advice: keep it in A2" in done.stdout
+
+
+def test_grayscott_waits_only_when_the_consumers_take_longer_than_plotgap_steps(fed):
+    from geofed.model import grayscott
+    cal = cal_for(fed, grayscott_L=[32, 64], grayscott_compute_ms=[1.0, 8.0], grayscott_ranks=4,
+                  grayscott_stage_ms_per_mb=1.0)
+    nodes = parse("A1B1", fed).nodes(fed)
+    model = grayscott.GrayScott()
+    fast = model.predict(fed, cal, "A1B1", nodes, Namespace(L=64, plotgap=10, sim_ranks=4, consumers=2))
+    # 8 ms per step x 10 steps = 80 ms; two consumers pull 4.19 MB each: 2 x (10 ms + 41.9 ms) = 104 ms
+    nbytes = grayscott.step_bytes(64)
+    delivery = 2 * (10.004e-3 + nbytes / 1e8)
+    assert fast.parts["compute"] == pytest.approx(8e-3)
+    assert fast.parts["staging"] == pytest.approx(nbytes / 1e6 * 1e-3 / 10)
+    assert fast.parts["link_comm"] == pytest.approx((delivery - 80e-3) / 10)
+    slow = model.predict(fed, cal, "A1B1", nodes, Namespace(L=64, plotgap=20, sim_ranks=4, consumers=2))
+    assert slow.parts["link_comm"] == 0  # 160 ms of stencil hides the delivery
+    half = model.predict(fed, cal, "A1B1", nodes, Namespace(L=48, plotgap=20, sim_ranks=8, consumers=2))
+    assert half.parts["compute"] == pytest.approx((1 + 7 * (48 ** 3 - 32 ** 3) / (64 ** 3 - 32 ** 3)) / 2 * 1e-3)

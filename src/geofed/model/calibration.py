@@ -27,7 +27,7 @@ from geofed.launch.placement import GROUP_RE
 
 TCP_WMEM = Path("/proc/sys/net/ipv4/tcp_wmem")
 DEFAULT_TCP_WINDOW_BYTES = 4 << 20  # Linux's default net.ipv4.tcp_wmem maximum
-COMPUTE_KEYS = ("mdfs_tuple_us", "mdfs_overhead_s", "obstacle_iter_s")
+COMPUTE_KEYS = ("mdfs_tuple_us", "mdfs_overhead_s", "obstacle_iter_s", "grayscott_compute_ms")
 
 
 def default_path(spec: str) -> Path:
@@ -166,6 +166,9 @@ def fit(fed, recs: list[tuple[str, dict]]) -> Calibration:
         elif kind == "bench.obstacle":
             if _fit_obstacle(cal, data):
                 used.add(where)
+        elif kind == "bench.grayscott":
+            if _fit_grayscott(cal, data):
+                used.add(where)
     for site, by_size in latency.items():
         sizes = sorted(by_size)
         consts = cal.sites.setdefault(site, {})
@@ -245,3 +248,16 @@ def _fit_obstacle(cal: Calibration, data: dict) -> bool:
         found = True
     return found
 
+
+def _fit_grayscott(cal: Calibration, data: dict) -> bool:
+    """Stencil time per step by L (staging off) and local staging per MB, from a one-site run."""
+    if data.get("sim_site") != data.get("analysis_site") or not data.get("cases"):
+        return False
+    cases = sorted(data["cases"], key=lambda c: c["L"])
+    consts = cal.sites.setdefault(data["sim_site"], {})
+    consts["grayscott_L"] = [int(c["L"]) for c in cases]
+    consts["grayscott_compute_ms"] = [round(c["off"]["per_step_ms"], 6) for c in cases]
+    consts["grayscott_ranks"] = int(data["sim_ranks"])
+    consts["grayscott_stage_ms_per_mb"] = round(statistics.median(
+        c["on"]["staging_ms"] * c["plotgap"] / (c["bytes_per_output"] / 1e6) for c in cases), 6)
+    return True

@@ -32,7 +32,9 @@ def rows_from(fed, cal, recs: list[tuple[str, dict]]) -> list[dict]:
         elif kind == "mdfs.sweep":
             rows += _mdfs_rows(fed, cal, data, where)
         elif kind == "bench.obstacle":
-            rows += _obstacle_rows(fed, cal, data, where)
+            rows += _obstacle_rows(fed, cal, data, where) + _transfer_rows(fed, cal, data, where)
+        elif kind == "bench.grayscott" and data.get("sim_site") != data.get("analysis_site"):
+            rows += _grayscott_rows(fed, cal, data, where)
     for r in rows:
         r["error"] = r["predicted"] / r["measured"] - 1 if r["measured"] else None
     return rows
@@ -96,6 +98,39 @@ def _obstacle_rows(fed, cal, data, where) -> list[dict]:
             args = Namespace(scheme=scheme, n=int(data["n"]))
             pred = model.predict(fed, cal, row["placement"], _nodes_of(fed, row["placement"]), args)
             out.append(_row("obstacle", row["placement"], {"scheme": scheme, "n": args.n}, measured, "s", pred, where))
+    return out
+
+
+def _transfer_rows(fed, cal, data, where) -> list[dict]:
+    """One TCP stream moving bench obstacle's transfer size across the link (its TCP reference)."""
+    tput = data.get("throughput") or {}
+    runs = (tput.get("runs") or {}).get("tcp") or []
+    if not runs or not tput.get("pair"):
+        return []
+    nbytes = int(tput["mbytes"] * 1e6)
+    measured = statistics.median(nbytes * 8 / (r["transfer_mbps"] * 1e6) for r in runs)
+    placement = "".join(f"{n[0]}1" for n in tput["pair"])
+    model = registry.get("transfer")
+    pred = model.predict(fed, cal, placement, _nodes_of(fed, placement), Namespace(bytes=nbytes, streams=1))
+    return [_row("transfer", placement, {"bytes": nbytes, "streams": 1}, measured, "s", pred, where)]
+
+
+def _grayscott_rows(fed, cal, data, where) -> list[dict]:
+    """Per simulation step: its stencil alone plus its time outside the stencil with staging on.
+
+    The measured staging-on step also holds the consumers' CPU use on this host's shared
+    cores (bench grayscott's docstring); the sum leaves that out, as a federation would.
+    """
+    model = registry.get("grayscott")
+    sim, analysis = data["sim_site"], data["analysis_site"]
+    placement = f"{sim}1{analysis}1"
+    out = []
+    for case in data["cases"]:
+        args = Namespace(L=case["L"], plotgap=case["plotgap"], sim_ranks=data["sim_ranks"], consumers=2)
+        pred = model.predict(fed, cal, placement, _nodes_of(fed, placement), args)
+        measured = case["off"]["per_step_ms"] + case["on"]["staging_ms"]
+        out.append(_row("grayscott", placement, {"L": case["L"], "plotgap": case["plotgap"]}, measured, "ms/step",
+                        pred, where, predicted=pred.total_s * 1e3))
     return out
 
 

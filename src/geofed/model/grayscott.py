@@ -1,0 +1,67 @@
+"""The Gray-Scott workflow (seed 000): a simulation streaming its fields over SST to consumers.
+
+Per simulation step: the stencil (the one-site time per step at this L, interpolated
+in L^3 and scaled by ranks), plus, every plotgap steps, the writer's local staging
+(gather to rank 0 and handing the step to SST: the one-site time per MB) and any wait
+for the consumers. Each full-field consumer pulls the step across the link (a request
+round trip, then the bytes at the link's rate) through the writer's one data-plane
+thread, so consumers take turns; the writer waits when that takes longer than the
+simulation needs for plotgap steps.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+from geofed.model import Prediction, prediction
+from geofed.model.network import route, serialisation_s
+from geofed.validate import positive_int
+
+FIELDS = 2  # U and V, float64
+
+
+def step_bytes(L: int) -> int:
+    return FIELDS * L ** 3 * 8
+
+
+def _interp_cubic(xs: list[int], ys: list[float], L: int) -> float:
+    """Interpolate y over L^3 (the stencil's work); linear through the calibrated points, proportional beyond."""
+    cubes = [x ** 3 for x in xs]
+    c = L ** 3
+    if c <= cubes[0]:
+        return ys[0] * c / cubes[0]
+    if c >= cubes[-1]:
+        return ys[-1] * c / cubes[-1]
+    i = bisect.bisect_left(cubes, c)
+    return ys[i - 1] + (ys[i] - ys[i - 1]) * (c - cubes[i - 1]) / (cubes[i] - cubes[i - 1])
+
+
+class GrayScott:
+    name = "grayscott"
+    help = "Gray-Scott simulation at the placement's first site streaming to consumers at its last (per step)"
+    measured_unit = "ms/step"
+
+    def add_arguments(self, ap) -> None:
+        ap.add_argument("--L", type=positive_int, default=64, help="grid points per dimension (default 64)")
+        ap.add_argument("--plotgap", type=positive_int, default=10, help="steps between outputs (default 10)")
+        ap.add_argument("--sim-ranks", type=positive_int, default=4, help="simulation ranks (default 4)")
+        ap.add_argument("--consumers", type=positive_int, default=2,
+                        help="consumers reading the whole field each output (default 2: pdf analysis, plot)")
+
+    def predict(self, fed, cal, placement, nodes, args) -> Prediction:
+        sim, analysis = nodes[0].site, nodes[-1].site
+        xs = cal.value(sim, "grayscott_L", "Gray-Scott stencil time")
+        ys = cal.value(sim, "grayscott_compute_ms", "Gray-Scott stencil time")
+        ranks0 = cal.value(sim, "grayscott_ranks", "Gray-Scott stencil time")
+        compute = _interp_cubic(xs, ys, args.L) / 1e3 * ranks0 / args.sim_ranks
+        nbytes = step_bytes(args.L)
+        local = cal.value(sim, "grayscott_stage_ms_per_mb", "Gray-Scott staging inside a site") * nbytes / 1e6 / 1e3
+        r = route(fed, sim, analysis)
+        delivery = args.consumers * (r.rtt_s + serialisation_s(nbytes, r.rate_Bps))
+        wait = max(0.0, delivery - args.plotgap * compute)
+        return prediction(self.name, placement, compute=compute, staging=local / args.plotgap,
+                          link_comm=wait / args.plotgap,
+                          link_bytes=args.consumers * nbytes / args.plotgap if r.crosses_link else 0.0)
+
+
+MODELS = (GrayScott(),)
