@@ -93,7 +93,8 @@ def cmd_testbed_status(args) -> int:
     print(f"  namespaces {present}/{len(st['namespaces'])}, cgroups {sum(st['cgroups'].values())}/{len(st['cgroups'])}")
     for name, e in st["emulators"].items():
         print(f"  link {name}: emulator pid {e['pid']} {'running' if e['alive'] else 'DEAD'},"
-              f" delay {e['delay_us']:.1f} us per direction (calibrated RTT {e['calibration'][-1]['median_rtt_ms']:.4f} ms)")
+              f" holds {e['delay_us']:.1f} us per direction (the fibre's propagation); floor: probe RTT "
+              f"{e['floor']['probe_rtt_ms']['median']:.4f} ms median with nothing held")
     return 0 if st["up"] else 1
 
 

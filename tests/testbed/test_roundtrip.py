@@ -134,7 +134,7 @@ def test_up_over_leftovers_rebuilds(small):
 def test_ctrl_c_during_up_leaves_nothing(small, stage):
     proc = subprocess.Popen([GEOFED, "testbed", "up", str(small)], stderr=subprocess.PIPE, text=True)
     # Wait until up reports the stage (namespaces being made; the emulator starting
-    # and its delay being calibrated), then interrupt it like a user would.
+    # and its floor being measured), then interrupt it like a user would.
     for line in proc.stderr:
         if stage in line:
             break
