@@ -10,7 +10,9 @@ command -v ip >/dev/null || apt_missing+=(iproute2)
 command -v tc >/dev/null || apt_missing+=(iproute2)
 command -v cc >/dev/null || apt_missing+=(gcc)
 command -v cargo >/dev/null || [ -x "$HOME/.cargo/bin/cargo" ] || apt_missing+=(cargo)
-PY=${PYTHON:-python3}
+# The system's interpreter by default, not one under /root (mode 700): every user of
+# the machine must be able to run the installed geofed (the ssh and Slurm paths do).
+PY=${PYTHON:-/usr/bin/python3}
 command -v "$PY" >/dev/null || apt_missing+=(python3)
 if command -v "$PY" >/dev/null && ! "$PY" -c 'import ensurepip, venv' 2>/dev/null; then apt_missing+=(python3-venv); fi
 # SimGrid, the simulation peer of `geofed bench model` (Debian's module, for the system python3)

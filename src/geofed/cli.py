@@ -188,8 +188,15 @@ def cmd_demo(args) -> int:
 # ---------------------------------------------------------------- parser
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with a user's mistake in one line (the command and what is wrong), exit 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="geofed", description="Geographically distributed HPC: "
+    ap = Parser(prog="geofed", description="Geographically distributed HPC: "
                                  "emulate, validate and use federations of clusters joined by long-haul links.")
     ap.add_argument("--version", action="version", version=f"geofed {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -34,9 +34,9 @@ SECTION_MODULES = [
     "geofed.report.launch",
     "geofed.report.bench",
     "geofed.report.monitor",
-    "geofed.apps.mdfs.report",
+    "geofed.report.mdfs",
     "geofed.report.grayscott",
-    "geofed.apps.obstacle.report",
+    "geofed.report.obstacle",
     "geofed.report.model",
 ]
 
@@ -46,6 +46,11 @@ def section(kind: str, title: str, order: int = 50):
         SECTIONS[kind] = Section(kind, title, order, fn)
         return fn
     return register
+
+
+def num(x, spec: str = ".4g") -> str:
+    """A number for a table cell; "-" where there is none."""
+    return "-" if x is None else format(x, spec)
 
 
 def esc(x) -> str:

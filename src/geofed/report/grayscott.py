@@ -6,8 +6,7 @@ import shutil
 import statistics
 from pathlib import Path
 
-from geofed.apps.grayscott.workflow import fmt_mbps
-from geofed.report import esc, section, table
+from geofed.report import esc, num, section, table
 
 
 def _frames(paths: list[str], outdir: Path, count: int = 3) -> str:
@@ -27,10 +26,10 @@ def _frames(paths: list[str], outdir: Path, count: int = 3) -> str:
 
 
 def _transfer(x: dict) -> str:
-    rows = [[f"{n}: step bytes / (EndStep to data in memory)", fmt_mbps(v), x["steps_measured"][n]]
+    rows = [[f"{n}: step bytes / (EndStep to data in memory)", num(v, ".0f"), x["steps_measured"][n]]
             for n, v in x["median_mbps"].items()]
-    rows.append(["all consumers of the step together", fmt_mbps(x["median_link_mbps"]), ""])
-    rows.append(["link, configured", fmt_mbps(x["configured_mbps"]), ""])
+    rows.append(["all consumers of the step together", num(x["median_link_mbps"], ".0f"), ""])
+    rows.append(["link, configured", num(x["configured_mbps"], ".0f"), ""])
     note = ""
     if x["link_bytes"] is not None:
         note = (f"<p class='meta'>The link emulator delivered {x['link_bytes'] / 1e6:.1f} MB towards the consumers "
@@ -84,8 +83,8 @@ def render_bench(recs: list[dict], outdir: Path) -> str:
             rows.append([c["L"], c["steps"], f"{c['bytes_per_output'] / 1e6:.1f}", f"{c['off']['per_step_ms']:.1f}",
                          f"{on['per_step_ms']:.1f}", f"{c['overhead'] * 100:+.1f} %", f"{on['staging_ms']:.2f}",
                          f"{c['staging_overhead'] * 100:.1f} %", f"{c['off']['compute_ms']:.1f} / {on['compute_ms']:.1f}",
-                         f"{on['gather_ms']:.1f}", f"{on['stage_ms']:.1f}", " / ".join(fmt_mbps(v) for v in x["median_mbps"].values()),
-                         fmt_mbps(x["median_link_mbps"]), fmt_mbps(x["configured_mbps"]), "yes" if on["intact"] else "NO"])
+                         f"{on['gather_ms']:.1f}", f"{on['stage_ms']:.1f}", " / ".join(num(v, ".0f") for v in x["median_mbps"].values()),
+                         num(x["median_link_mbps"], ".0f"), num(x["configured_mbps"], ".0f"), "yes" if on["intact"] else "NO"])
             classes.append("" if on["intact"] else "fail")
         parts.append(table(["L", "steps", "MB per output", "off ms/step", "on ms/step", "overhead",
                             "staging ms/step", "staging / off", "compute ms/step off / on", "gather ms per output",

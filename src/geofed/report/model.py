@@ -6,11 +6,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from geofed.report import esc, figure, section, table
-
-
-def _fmt(x) -> str:
-    return "-" if x is None else f"{x:.4g}"
+from geofed.report import esc, figure, num, section, table
 
 
 def _pct(x) -> str:
@@ -30,8 +26,8 @@ def model(recs: list[dict], outdir: Path) -> str:
         rows, classes = [], []
         for row in d["rows"]:
             params = ", ".join(f"{k}={v}" for k, v in row["params"].items())
-            rows.append([row["workload"], row["placement"], params, _fmt(row["measured"]), _fmt(row["predicted"]),
-                         _pct(row["error"]), _fmt(row.get("simgrid_LV08")), _fmt(row.get("simgrid_CM02")),
+            rows.append([row["workload"], row["placement"], params, num(row["measured"]), num(row["predicted"]),
+                         _pct(row["error"]), num(row.get("simgrid_LV08")), num(row.get("simgrid_CM02")),
                          row["unit"]])
             classes.append("fail" if row["error"] is not None and abs(row["error"]) > 0.15 else "")
         out.append(table(["workload", "placement", "parameters", "measured", "geofed", "error", "SimGrid LV08",
