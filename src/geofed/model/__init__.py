@@ -10,6 +10,7 @@ allocation.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 PARTS = ("compute", "local_comm", "link_comm", "staging")
@@ -36,3 +37,16 @@ def prediction(workload: str, placement: str, *, compute=0.0, local_comm=0.0, li
                link_bytes=0.0, notes=()) -> Prediction:
     parts = {"compute": compute, "local_comm": local_comm, "link_comm": link_comm, "staging": staging}
     return Prediction(workload, placement, parts, link_bytes, tuple(notes))
+
+
+def interpolate(xs: list[float], ys: list[float], x: float, *, beyond: str = "proportional") -> float:
+    """y at x from a measured curve: linear between points, proportional to x below the first;
+    above the last, proportional to x, or (`beyond="linear"`) along the last segment."""
+    if x <= xs[0]:
+        return ys[0] * x / xs[0]
+    if x >= xs[-1]:
+        if beyond == "linear" and len(xs) > 1:
+            return ys[-1] + (ys[-1] - ys[-2]) / (xs[-1] - xs[-2]) * (x - xs[-1])
+        return ys[-1] * x / xs[-1] if beyond == "proportional" else ys[-1]
+    i = bisect.bisect_left(xs, x)
+    return ys[i - 1] + (ys[i] - ys[i - 1]) * (x - xs[i - 1]) / (xs[i] - xs[i - 1])

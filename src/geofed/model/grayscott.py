@@ -11,9 +11,7 @@ simulation needs for plotgap steps.
 
 from __future__ import annotations
 
-import bisect
-
-from geofed.model import Prediction, prediction
+from geofed.model import Prediction, interpolate, prediction
 from geofed.model.network import route, serialisation_s
 from geofed.validate import positive_int
 
@@ -22,18 +20,6 @@ FIELDS = 2  # U and V, float64
 
 def step_bytes(L: int) -> int:
     return FIELDS * L ** 3 * 8
-
-
-def _interp_cubic(xs: list[int], ys: list[float], L: int) -> float:
-    """Interpolate y over L^3 (the stencil's work); linear through the calibrated points, proportional beyond."""
-    cubes = [x ** 3 for x in xs]
-    c = L ** 3
-    if c <= cubes[0]:
-        return ys[0] * c / cubes[0]
-    if c >= cubes[-1]:
-        return ys[-1] * c / cubes[-1]
-    i = bisect.bisect_left(cubes, c)
-    return ys[i - 1] + (ys[i] - ys[i - 1]) * (c - cubes[i - 1]) / (cubes[i] - cubes[i - 1])
 
 
 class GrayScott:
@@ -53,7 +39,8 @@ class GrayScott:
         xs = cal.value(sim, "grayscott_L", "Gray-Scott stencil time")
         ys = cal.value(sim, "grayscott_compute_ms", "Gray-Scott stencil time")
         ranks0 = cal.value(sim, "grayscott_ranks", "Gray-Scott stencil time")
-        compute = _interp_cubic(xs, ys, args.L) / 1e3 * ranks0 / args.sim_ranks
+        # the stencil's work grows with L^3
+        compute = interpolate([x ** 3 for x in xs], ys, args.L ** 3) / 1e3 * ranks0 / args.sim_ranks
         nbytes = step_bytes(args.L)
         local = cal.value(sim, "grayscott_stage_ms_per_mb", "Gray-Scott staging inside a site") * nbytes / 1e6 / 1e3
         r = route(fed, sim, analysis)

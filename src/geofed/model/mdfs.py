@@ -15,21 +15,10 @@ final reduction: every rank sends its maxima to rank 0 (one message each).
 
 from __future__ import annotations
 
-import bisect
-
-from geofed.model import Prediction, prediction
+from geofed.model import Prediction, interpolate, prediction
 from geofed.model.network import fresh_stream_s, mpi_message_s
 
 RESULT_BYTES_PER_VARIABLE = 8
-
-
-def _interp(xs: list[int], ys: list[float], x: int) -> float:
-    if x <= xs[0]:
-        return ys[0] * x / xs[0]
-    if x >= xs[-1]:
-        return ys[-1] if len(xs) == 1 else ys[-1] + (ys[-1] - ys[-2]) / (xs[-1] - xs[-2]) * (x - xs[-1])
-    i = bisect.bisect_left(xs, x)
-    return ys[i - 1] + (ys[i] - ys[i - 1]) * (x - xs[i - 1]) / (xs[i] - xs[i - 1])
 
 
 class Mdfs:
@@ -68,7 +57,7 @@ class Mdfs:
         xs = cal.value(storage, "mdfs_staging_nodes", "MDFS staging inside a site")
         ys = cal.value(storage, "mdfs_staging_s", "MDFS staging inside a site")
         nbytes = cal.value(storage, "mdfs_staging_bytes", "MDFS data set size")
-        local = max(_interp(xs, ys, n) for n in nodes_at.values())
+        local = max(interpolate(xs, ys, n, beyond="linear") for n in nodes_at.values())
         link, link_bytes = 0.0, 0.0
         source = storage if storage in nodes_at else sites[0]  # no node there: rank 0 reads the file
         for s in nodes_at:
