@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 from geofed import __version__, federation, records
-from geofed.errors import UserError
+from geofed.errors import JobFailed, UserError
+from geofed.progress import progress
 
 # Capabilities that add subcommands: each module has register(commands, bench), where
 # `commands` are the subparsers of `geofed` and `bench` those of `geofed bench`.
@@ -26,10 +27,6 @@ PLUGINS: list[str] = [
     "geofed.apps.obstacle.cli",
     "geofed.model.cli",
 ]
-
-
-def progress(msg: str) -> None:
-    print(f"geofed: {msg}", file=sys.stderr, flush=True)
 
 
 def _fed_or_name(spec: str) -> str:
@@ -99,9 +96,9 @@ def cmd_testbed_status(args) -> int:
 
 
 def cmd_testbed_verify(args) -> int:
-    from geofed.testbed import verify
+    from geofed.testbed import core, verify
     fed = federation.load(args.file)
-    _require_up(fed)
+    core.require_up(fed)
     data = verify.verify(fed, rtt_count=args.count, streams=args.streams, seconds=args.seconds, progress=progress)
     rec = records.make("testbed.verify", data, **records.federation_meta(fed))
     print(verify.format_table(data))
@@ -110,41 +107,32 @@ def cmd_testbed_verify(args) -> int:
     return 0 if data["ok"] else 1
 
 
-def _require_up(fed) -> None:
-    from geofed.testbed import core
-    from geofed.testbed.plan import make_plan
-    core.require_root("use")
-    if not core.is_up(make_plan(fed)):
-        raise UserError(f"testbed {fed.name} is not up; run: geofed testbed up {fed.name}")
-
-
 # ---------------------------------------------------------------- run
 
 
 def cmd_run(args) -> int:
+    """Run the user's program; its output is shown as it comes, its exit status returned."""
+    import tempfile
+
     from geofed.launch import job as launch
+    from geofed.launch import runner
     from geofed.launch.placement import parse
     if not args.program:
         raise UserError("run: no command given; put it after --, like: geofed run --placement G1W1 -- python app.py")
-    if args.ranks_per_node < 1:
-        raise UserError(f"--ranks-per-node: must be at least 1, got {args.ranks_per_node}")
     fed = federation.load(args.federation)
     j = launch.Job(fed, parse(args.placement, fed), args.program, args.ranks_per_node, cpu_limit=not args.no_cpu_limit)
-    if args.hostfile:
-        import os
-        if os.environ.get("SLURM_JOB_ID"):
-            cmd = launch.slurm_command(j, args.hostfile, Path.cwd())
-        else:
-            cmd = launch.hostfile_command(j, args.hostfile)
-    else:
-        cmd = launch.testbed_command(j)
     if args.dry_run:
+        cmd = runner.command(j, args.hostfile, check_up=False)
         env = " ".join(f"{k}={v}" for k, v in cmd.env.items())
         print((env + " " if env else "") + " ".join(cmd.argv))
         return 0
-    if not args.hostfile:
-        _require_up(fed)
-    return launch.run(cmd, timeout=args.timeout, job=j)
+    with tempfile.TemporaryDirectory(prefix="geofed-job-") as tmp:
+        running = runner.start(j, Path(tmp) / "job.log", hostfile=args.hostfile, echo=True)
+        rc = running.wait(args.timeout)
+    if rc == 124 and args.timeout is not None:
+        print(f"geofed: failed: the job did not finish within --timeout {args.timeout:g} s and was stopped",
+              file=sys.stderr)
+    return rc
 
 
 # ---------------------------------------------------------------- bench
@@ -268,8 +256,11 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"geofed: error: {e}", file=sys.stderr)
         return 2
+    except JobFailed as e:
+        print(f"geofed: failed: {e}", file=sys.stderr)
+        return e.status
     except KeyboardInterrupt:
-        print("geofed: interrupted", file=sys.stderr)
+        print("geofed: interrupted; everything it had started was stopped", file=sys.stderr)
         return 130
     except Exception as e:  # a host failure, not the user's input: keep it to one line too
         from geofed.testbed.host import HostError

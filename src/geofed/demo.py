@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Callable
 
 from geofed import federation, records, report
+from geofed.errors import JobFailed
 from geofed.launch import job as launch
+from geofed.launch import runner
 from geofed.launch.placement import parse
 from geofed.testbed import core, verify
 
@@ -67,9 +69,10 @@ def _pingpong(fed, out: Path) -> bool:
         rec_path = Path(tmp) / "pingpong.json"
         j = launch.Job(fed, parse(DEMO_PLACEMENT, fed),
                        [sys.executable, "-m", "geofed.bench.pingpong", "--out", str(rec_path)], cpu_limit=False)
-        rc = launch.run(launch.testbed_command(j), timeout=300, job=j)
-        if rc != 0 or not rec_path.exists():
-            print(f"demo: the MPI job failed with status {rc}", file=sys.stderr)
+        try:
+            runner.run(j, what="demo ping-pong", timeout=300, echo=True)
+        except JobFailed as e:
+            print(f"demo: {e}", file=sys.stderr)
             return False
         records.save(json.loads(rec_path.read_text()), out)
     return True

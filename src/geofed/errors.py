@@ -6,3 +6,15 @@ class UserError(Exception):
 
     The message names what is wrong and where, so it is printed as is with no traceback.
     """
+
+
+class JobFailed(Exception):
+    """A job that started and did not deliver: it crashed, hung past its timeout, or
+    its ranks reported an error. The CLI prints the message as one line, the log's
+    path in it, and exits with `status` (1, or 124 for a timeout)."""
+
+    def __init__(self, message: str, status: int = 1, exit_status: int | None = None, log=None):
+        super().__init__(message)
+        self.status = status
+        self.exit_status = exit_status  # the job's own exit status, when it ended by itself
+        self.log = log

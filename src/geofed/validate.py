@@ -36,3 +36,36 @@ def positive_float(text) -> float:
 
 def finite_float(text) -> float:
     return _number(text, float)
+
+
+def nonnegative_int(text) -> int:
+    value = _number(text, int)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def nonnegative_float(text) -> float:
+    value = _number(text, float)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def probability(text) -> float:
+    value = _number(text, float)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}")
+    return value
+
+
+def read_text(path, what: str) -> str:
+    """A text file the user named; UserError naming it when it cannot be read as UTF-8."""
+    from geofed.errors import UserError
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise UserError(f"{path}: cannot read {what}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path}: {what} is not UTF-8 text (byte {e.start})") from None

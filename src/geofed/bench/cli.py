@@ -6,14 +6,10 @@ Registered through geofed.cli.PLUGINS; heavy imports stay inside the commands.
 from __future__ import annotations
 
 import argparse
-import sys
 
 from geofed import federation, records
 from geofed.errors import UserError
-
-
-def progress(msg: str) -> None:
-    print(f"geofed: {msg}", file=sys.stderr, flush=True)
+from geofed.progress import progress
 
 
 def _job_args(p: argparse.ArgumentParser, ranks: bool = True) -> None:
@@ -32,11 +28,6 @@ def _placement(args, ranks_per_node: int):
     return fed, parse(args.placement, fed)
 
 
-def _failed(e: Exception) -> int:
-    print(f"geofed: failed: {e}", file=sys.stderr)
-    return 1
-
-
 def cmd_mpi(args) -> int:
     from geofed.bench import jobs, suite
     fed, placement = _placement(args, args.ranks_per_node)
@@ -45,25 +36,19 @@ def cmd_mpi(args) -> int:
     suite.check_ranks(benches, placement.node_count * args.ranks_per_node,
                       f"placement {placement.code} with {args.ranks_per_node} rank per node")
     argv = ["geofed.bench.mpi", *args.benchmarks, *suite.measure_argv(args)]
-    try:
-        rec = jobs.run_program(fed, placement, argv, ranks_per_node=args.ranks_per_node, hostfile=args.hostfile,
-                               timeout=args.timeout, what=f"bench mpi {' '.join(args.benchmarks)}")
-    except jobs.JobFailed as e:
-        return _failed(e)
+    rec = jobs.run_program(fed, placement, argv, ranks_per_node=args.ranks_per_node, hostfile=args.hostfile,
+                           timeout=args.timeout, what=f"bench mpi {' '.join(args.benchmarks)}")
     print(f"record: {records.save(rec, args.out)}")
     return rec["data"]["exit_status"]
 
 
 def cmd_compare(args) -> int:
-    from geofed.bench import compare, jobs
+    from geofed.bench import compare
     fed, placement = _placement(args, args.ranks_per_node)
     if args.repeat < 1:
         raise UserError(f"--repeat: must be at least 1, got {args.repeat}")
-    try:
-        data = compare.run(fed, placement, args.benchmarks, args.sizes, args.osu, args.repeat, args.ranks_per_node,
-                           args.timeout, progress)
-    except jobs.JobFailed as e:
-        return _failed(e)
+    data = compare.run(fed, placement, args.benchmarks, args.sizes, args.osu, args.repeat, args.ranks_per_node,
+                       args.timeout, progress)
     print(compare.format_table(data))
     rec = records.make("bench.compare", data, **records.federation_meta(fed))
     print(f"record: {records.save(rec, args.out)}")
@@ -84,10 +69,7 @@ def cmd_matrix(args) -> int:
         raise UserError(f"bench matrix: placement {placement.code} has {placement.node_count} node; it needs 2 or more")
     argv = ["geofed.bench.matrix", "--latency-size", args.latency_size, "--bw-size", args.bw_size,
             "--budget", str(args.budget)] + (["--pairs", args.pairs] if args.pairs else [])
-    try:
-        rec = jobs.run_program(fed, placement, argv, hostfile=args.hostfile, timeout=args.timeout, what="bench matrix")
-    except jobs.JobFailed as e:
-        return _failed(e)
+    rec = jobs.run_program(fed, placement, argv, hostfile=args.hostfile, timeout=args.timeout, what="bench matrix")
     print(f"record: {records.save(rec, args.out)}")
     return rec["data"]["exit_status"]
 

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
-import tempfile
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
 from geofed.bench import jobs, suite
 from geofed.errors import UserError
 from geofed.launch import job as launch
+from geofed.launch import runner
 
 # What "agrees" means: small-message latency within 0.5 us of OSU's, bandwidth
 # within 10 % from 16 KiB up (below that both are dominated by per-message overhead).
@@ -50,23 +48,6 @@ def parse_osu(text: str) -> dict[int, float]:
     return out
 
 
-@contextmanager
-def captured_stdout():
-    """Collect what child processes (mpiexec and the ranks it forwards) write to fd 1."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    with tempfile.TemporaryFile(mode="w+") as f:
-        os.dup2(f.fileno(), 1)
-        box: list[str] = []
-        try:
-            yield box
-        finally:
-            os.dup2(saved, 1)
-            os.close(saved)
-            f.seek(0)
-            box.append(f.read())
-
-
 def verdict(bench: str, size: int, osu: float, ours: float) -> str:
     if suite.BENCHMARKS[bench].unit == "us":
         if size > suite.LARGE_MESSAGE_SIZE:
@@ -92,17 +73,11 @@ def run(fed, placement, names: list[str], sizes: str, osu_root: str, repeat: int
             progress(f"compare {b.name}: OSU, run {r + 1}/{repeat}")
             job = launch.Job(fed, placement, [str(osu_bins[b.name]), "-m", f"{bsizes[0]}:{bsizes[-1]}"],
                              ranks_per_node, cpu_limit=False)
-            jobs.require_reachable(fed, placement)
-            with captured_stdout() as out:
-                rc = launch.run(launch.testbed_command(job), timeout=timeout, job=job)
-            if rc != 0:
-                raise jobs.JobFailed(f"osu_{b.name} ended with status {rc}:\n{out[0][-2000:]}")
-            parsed = parse_osu(out[0])
+            parsed = parse_osu(runner.run(job, what=f"osu_{b.name}", timeout=timeout))
             progress(f"compare {b.name}: geofed, run {r + 1}/{repeat}")
-            with captured_stdout():
-                rec = jobs.run_program(fed, placement, ["geofed.bench.mpi", b.name, "--sizes",
-                                                        ",".join(map(str, bsizes))],
-                                       ranks_per_node=ranks_per_node, timeout=timeout, what=f"geofed {b.name}")
+            rec = jobs.run_program(fed, placement, ["geofed.bench.mpi", b.name, "--sizes", ",".join(map(str, bsizes))],
+                                   ranks_per_node=ranks_per_node, timeout=timeout, what=f"geofed {b.name}",
+                                   echo=False)
             ours = {row["size"]: row["value"] for row in rec["data"]["results"][0]["sizes"]}
             for s in bsizes:
                 if s in parsed and s in ours:

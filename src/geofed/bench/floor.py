@@ -25,7 +25,7 @@ def mpi_latency_us(fed, a: str, b: str, iterations: int) -> dict:
     """Min and median one-way time of 1-byte MPI ping-pongs between the first nodes of sites a and b."""
     rec = jobs.run_program(fed, parse(f"{a}1{b}1", fed), [
         "geofed.bench.mpi", "latency", "--sizes", "1", "--iterations", str(iterations), "--budget", "5"],
-        what="MPI latency")
+        what="MPI latency", echo=False)
     stats = rec["data"]["results"][0]["sizes"][0]["stats"]
     return {"min": stats["min"], "median": stats["p50"]}
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,8 +23,9 @@ from geofed.errors import UserError
 from geofed.federation import Federation, Node
 from geofed.launch.placement import Placement
 from geofed.native import binary
-from geofed.testbed.host import in_netns_keep_mounts, netns_pids, pids_with_env, terminate
+from geofed.testbed.host import in_netns_keep_mounts, pids_with_env, terminate
 from geofed.testbed.plan import make_plan
+from geofed.validate import read_text
 
 TESTBED_MPI_ENV = {
     "UCX_TLS": "tcp,self",
@@ -92,10 +92,7 @@ def testbed_command(job: Job) -> Command:
 def parse_hostfile(path: str | Path, fed: Federation) -> dict[str, list[str]]:
     """Hosts per site from lines `HOST SITE` ('#' starts a comment), in file order."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise UserError(f"{path}: cannot read hostfile: {e.strerror}") from None
+    text = read_text(path, "hostfile")
     sites: dict[str, list[str]] = {s.code: [] for s in fed.sites}
     seen = set()
     for no, line in enumerate(text.splitlines(), start=1):
@@ -143,29 +140,18 @@ def slurm_command(job: Job, hostfile: str | Path, workdir: str | Path) -> Comman
     return Command(argv, env, {slurm_hosts: "\n".join(ordered) + "\n"})
 
 
-def run(cmd: Command, timeout: float | None = None, job: Job | None = None) -> int:
-    """Run a launch command; on timeout or Ctrl-C stop the whole job and say so."""
-    env = dict(os.environ, **cmd.env)
-    for path, content in cmd.files.items():
-        Path(path).write_text(content)
-    proc = subprocess.Popen(cmd.argv, env=env, start_new_session=True)
-    try:
-        return proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        stop(proc, job)
-        print(f"geofed run: the job did not finish within --timeout {timeout:g} s and was stopped", file=sys.stderr)
-        return 124
-    except KeyboardInterrupt:
-        stop(proc, job)
-        print("geofed run: interrupted; the job was stopped", file=sys.stderr)
-        return 130
-    finally:
-        for path in cmd.files:
-            Path(path).unlink(missing_ok=True)
+def stop(proc: subprocess.Popen, job: Job) -> None:
+    """Stop a launched job: mpiexec's process group, then every process of the job.
 
-
-def stop(proc: subprocess.Popen, job: Job | None) -> None:
-    """Stop a launched job: mpiexec's process group and, on the testbed, its ranks."""
+    Ranks and Hydra proxies live in other namespaces and sessions, out of mpiexec's
+    process group: they are found by the job id in their environment, so nothing of
+    this job survives and no other job is touched. A proxy that its launcher was
+    still starting appears after the first sweep, hence the repeats. MPICH leaves
+    its shared-memory segments behind when ranks are killed; the ones the job's
+    processes had mapped are removed.
+    """
+    # Before mpiexec goes: its end takes the ranks with it, and their maps.
+    shm = _shm_files(job_pids(job))
     try:
         os.killpg(proc.pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -175,14 +161,32 @@ def stop(proc: subprocess.Popen, job: Job | None) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    if job is not None and _on_testbed(job):
-        # Ranks live in other namespaces, out of mpiexec's process group: find the
-        # ones of this job by the id in their environment, so nothing of it survives
-        # and no other job on the testbed is touched.
-        plan = make_plan(job.fed)
-        pids = [p for n in job.nodes() for p in netns_pids(plan.node(n.name).netns)]
-        terminate(pids_with_env(pids, "GEOFED_JOB", job.id))
+    for _ in range(5):
+        pids = job_pids(job)
+        if not pids:
+            break
+        shm |= _shm_files(pids)
+        terminate(pids)
+    for path in shm:
+        Path(path).unlink(missing_ok=True)
 
 
-def _on_testbed(job: Job) -> bool:
-    return Path(make_plan(job.fed).state_dir).exists()
+def job_pids(job: Job) -> list[int]:
+    """Every process on this host that belongs to `job` (GEOFED_JOB in its environment)."""
+    pids = [int(d) for d in os.listdir("/proc") if d.isdigit() and int(d) != os.getpid()]
+    return pids_with_env(pids, "GEOFED_JOB", job.id)
+
+
+def _shm_files(pids: list[int]) -> set[str]:
+    """MPICH's shared-memory files mapped by `pids` (other /dev/shm users are not ours)."""
+    files = set()
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/maps") as f:
+                for line in f:
+                    path = line.rstrip("\n").split(maxsplit=5)[-1]
+                    if path.startswith("/dev/shm/mpich"):
+                        files.add(path.removesuffix(" (deleted)"))
+        except OSError:
+            pass
+    return files

@@ -24,7 +24,7 @@ from itertools import combinations
 from pathlib import Path
 
 from geofed import federation, records
-from geofed.errors import UserError
+from geofed.errors import JobFailed, UserError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS samples (
@@ -78,8 +78,8 @@ def sample_round(fed, pairs, args) -> list[dict]:
             "--budget", str(args.budget), "--bw-size", args.bw_size]
     try:
         rec = jobs.run_program(fed, placement, argv, hostfile=args.hostfile, timeout=args.timeout,
-                               what="monitor sample")
-    except (jobs.JobFailed, UserError) as e:
+                               what="monitor sample", echo=False)
+    except (JobFailed, UserError) as e:
         return [{"a": a, "b": b, "error": str(e)} for a, b in pairs]
     return rec["data"]["pairs"]
 

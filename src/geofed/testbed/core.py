@@ -62,6 +62,46 @@ def is_up(plan: Plan) -> bool:
     return all(host.alive(e["pid"]) for e in state["emulators"].values())
 
 
+def require_up(fed: Federation, nodes=None) -> Plan:
+    """The one check before using a testbed: root, this very federation file up, the
+    namespaces of `nodes` (default: all) present and every link emulator running."""
+    from geofed import federation
+    require_root("use")
+    plan = make_plan(fed)
+    state = read_state(plan)
+    shipped = fed.name in federation.shipped_names() and federation.resolve(fed.name) == fed.path
+    again = f"geofed testbed down {fed.name}; geofed testbed up {fed.name if shipped else fed.path}"
+    if state is None:
+        raise UserError(f"testbed {fed.name} is not up; run: geofed testbed up {fed.name if shipped else fed.path}")
+    if state.get("sha256") != fed.sha256:
+        raise UserError(f"testbed {fed.name} is up from another version of {fed.path}; run: {again}")
+    present = set(host.netns_list())
+    wanted = plan.namespaces() if nodes is None else [plan.node(n.name).netns for n in nodes]
+    for ns in wanted:
+        if ns not in present:
+            raise UserError(f"testbed {fed.name} is broken: namespace {ns} is gone; run: {again}")
+    for name, emu in state["emulators"].items():
+        if not host.alive(emu["pid"]):
+            raise UserError(f"link {name} of testbed {fed.name} is down: its emulator (pid {emu['pid']}) is not "
+                            f"running; run: {again}")
+    return plan
+
+
+def link_tx_bytes(fed: Federation, src: str, dst: str) -> int | None:
+    """Bytes the link emulator has delivered from site src towards dst so far (None: no direct link).
+
+    Read from the emulator's egress port in its link namespace, so what is counted
+    crossed the emulated link, headers included.
+    """
+    route = fed.route(src, dst)
+    if len(route) != 1:
+        return None
+    lp = next(l for l in make_plan(fed).links if l.link is route[0])
+    port = EMU_PORT_A if dst == lp.link.a else EMU_PORT_B
+    res = host.ip("-j", "-s", "link", "show", "dev", port, netns=lp.netns)
+    return int(json.loads(res.stdout)[0]["stats64"]["tx"]["bytes"])
+
+
 def leftovers(fed_name: str) -> list[str]:
     """Namespaces of this federation's testbed that exist now."""
     return [ns for ns in host.netns_list() if ns.startswith(prefix(fed_name))]
@@ -87,7 +127,6 @@ def up(fed: Federation, progress: Progress = _quiet) -> Plan:
 
 
 def _build(plan: Plan, progress: Progress) -> None:
-    fed = plan.fed
     Path(plan.state_dir).mkdir(parents=True, exist_ok=True)
     progress(f"creating {len(plan.namespaces())} namespaces")
     for ns in plan.namespaces():

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from geofed.errors import UserError
 from geofed.federation import Federation, Link, Node
 
 NETNS_PREFIX = "geofed-"
@@ -108,7 +109,8 @@ def make_plan(fed: Federation) -> Plan:
     pre = prefix(fed.name)
     site_index = {s.code: i for i, s in enumerate(fed.sites, start=1)}
     if len(fed.sites) > 250 or len(fed.links) > 250 or any(s.nodes > 250 for s in fed.sites):
-        raise ValueError("a testbed holds at most 250 sites, 250 links and 250 nodes per site")
+        raise UserError(f"{fed.path}: too big for a testbed on one host: it holds at most 250 sites, "
+                        f"250 links and 250 nodes per site")
 
     nodes = []
     for s in fed.sites:

@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
 
 from geofed.apps.grayscott import pdf, stream
 from geofed.native import binary

@@ -34,7 +34,7 @@ def test_same_result_for_any_placement_and_split(fed, tmp_path):
     params = core.Params(dimensions=2, discretizations=3, range_=0.5)
     local = core.analyse(ds.x, ds.y, params)
     for placement, split in [("G0W1", "speed"), ("G0W2", "even"), ("G1W1", "speed"), ("G2W2", "calibrate")]:
-        res = jobs.run_on_testbed(fed, placement, npz, params, split, timeout=240)
+        res = jobs.run_on_placement(fed, placement, npz, params, split, timeout=240)
         for key in ("max_ig", "contrast_max_ig", "best_tuple", "best_discretization", "p_value"):
             assert np.array_equal(local[key], res[key]), (placement, key)
         assert list(res["relevant"]) == list(local["relevant"])

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
+
+from geofed.progress import progress
 
 
 def _settings(args):
@@ -12,26 +13,24 @@ def _settings(args):
     over = {k: getattr(args, k) for k in ("L", "steps", "plotgap", "noise") if getattr(args, k, None) is not None}
     s = settings.from_dict({**base, **over}, args.settings or "command line")
     for w in s.warnings():
-        print(f"geofed: warning: {w}", file=sys.stderr)
+        progress(f"warning: {w}")
     return s
 
 
 def cmd_workflow_grayscott(args) -> int:
     from geofed import federation, records, report
     from geofed.apps.grayscott import workflow
-    from geofed.cli import _require_up, progress
+    from geofed.testbed.core import require_up
     fed = federation.load(args.federation)
     s = _settings(args)
-    _require_up(fed)
+    workflow.check_sites(fed, sim_site=args.sim_site, analysis_site=args.analysis_site, pdf_site=args.pdf_site,
+                         plot_site=args.plot_site)
+    require_up(fed)
     delays = {"pdf": args.slow_pdf} if args.slow_pdf else {}
-    try:
-        rec = workflow.run(fed, s, Path(args.out), sim_site=args.sim_site, analysis_site=args.analysis_site,
-                           pdf_site=args.pdf_site, plot_site=args.plot_site, sim_ranks=args.sim_ranks,
-                           pdf_ranks=args.pdf_ranks, connect_timeout=args.connect_timeout, timeout=args.timeout,
-                           delays=delays, progress=progress)
-    except workflow.WorkflowFailed as e:
-        print(f"geofed: workflow grayscott failed: {e}", file=sys.stderr)
-        return 1
+    rec = workflow.run(fed, s, Path(args.out), sim_site=args.sim_site, analysis_site=args.analysis_site,
+                       pdf_site=args.pdf_site, plot_site=args.plot_site, sim_ranks=args.sim_ranks,
+                       pdf_ranks=args.pdf_ranks, connect_timeout=args.connect_timeout, timeout=args.timeout,
+                       delays=delays, progress=progress)
     print(workflow.format_table(rec))
     print(f"record: {records.save(rec, args.out)}")
     print(f"report: {report.render(records.load_dir(args.out), args.out, title='geofed workflow grayscott')}")
@@ -52,17 +51,14 @@ def _sizes(text: str) -> list[tuple[int, int]]:
 def cmd_bench_grayscott(args) -> int:
     from geofed import federation, records
     from geofed.apps.grayscott import bench, workflow
-    from geofed.cli import _require_up, progress
+    from geofed.testbed.core import require_up
     fed = federation.load(args.federation)
     s = _settings(args)
     sizes = _sizes(args.sizes)
-    _require_up(fed)
-    try:
-        rec = bench.run(fed, s, sizes, Path(args.out), sim_site=args.sim_site, analysis_site=args.analysis_site,
-                        sim_ranks=args.sim_ranks, timeout=args.timeout, progress=progress)
-    except workflow.WorkflowFailed as e:
-        print(f"geofed: bench grayscott failed: {e}", file=sys.stderr)
-        return 1
+    workflow.check_sites(fed, sim_site=args.sim_site, analysis_site=args.analysis_site)
+    require_up(fed)
+    rec = bench.run(fed, s, sizes, Path(args.out), sim_site=args.sim_site, analysis_site=args.analysis_site,
+                    sim_ranks=args.sim_ranks, timeout=args.timeout, progress=progress)
     print(bench.format_table(rec))
     print(f"record: {records.save(rec, args.out)}")
     return 0 if all(c["on"]["intact"] for c in rec["data"]["cases"]) else 1

@@ -15,7 +15,6 @@ for a reader that is gone (SST would carry on without it and lose its steps).
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -28,9 +27,10 @@ from typing import Callable
 from geofed import records
 from geofed.apps.grayscott import stream
 from geofed.apps.grayscott.settings import Settings
-from geofed.errors import UserError
+from geofed.errors import JobFailed, UserError
 from geofed.federation import Federation, Node
 from geofed.launch import job as launch
+from geofed.launch import runner
 from geofed.launch.placement import Placement
 
 MODULE = "geofed.apps.grayscott"
@@ -54,12 +54,19 @@ class Part:
     argv: list[str]
     result: Path
     log: Path
-    job: launch.Job | None = None
-    proc: subprocess.Popen | None = None
+    running: runner.Running | None = None
 
 
-class WorkflowFailed(RuntimeError):
-    pass
+class WorkflowFailed(JobFailed):
+    """A part died (status 1) or the workflow ran past its timeout (status 124)."""
+
+
+def check_sites(fed: Federation, **sites: str | None) -> None:
+    """--sim-site X and friends name sites of the federation (checked before anything is created)."""
+    for flag, site in sites.items():
+        if site is not None and site not in [x.code for x in fed.sites]:
+            raise UserError(f"--{flag.removesuffix('_site')}-site: unknown site {site!r} (federation {fed.name} has "
+                            f"{', '.join(x.code for x in fed.sites)})")
 
 
 def pick_nodes(fed: Federation, site: str, count: int, taken: dict[str, int], what: str) -> list[str]:
@@ -85,11 +92,7 @@ def sim_layout(fed: Federation, site: str, ranks: int) -> tuple[int, int]:
 def plan_parts(fed: Federation, s: Settings, run_dir: Path, stream_dir: Path, *, sim_site: str, analysis_site: str,
                pdf_site: str | None, plot_site: str | None, sim_ranks: int, pdf_ranks: int,
                connect_timeout: float, frame_every: int, delays: dict[str, float]) -> list[Part]:
-    for flag, site in (("--sim-site", sim_site), ("--analysis-site", analysis_site), ("--pdf-site", pdf_site),
-                       ("--plot-site", plot_site)):
-        if site is not None and site not in [x.code for x in fed.sites]:
-            raise UserError(f"{flag}: unknown site {site!r} (federation {fed.name} has "
-                            f"{', '.join(x.code for x in fed.sites)})")
+    check_sites(fed, sim_site=sim_site, analysis_site=analysis_site, pdf_site=pdf_site, plot_site=plot_site)
     taken: dict[str, int] = {}
     py = [*stream.preload_argv(), sys.executable]
     gs, pdf = str(stream_dir / "gs.bp"), str(stream_dir / "pdf.bp")
@@ -121,19 +124,15 @@ def plan_parts(fed: Federation, s: Settings, run_dir: Path, stream_dir: Path, *,
 
 
 def _start(fed: Federation, p: Part) -> None:
-    code = "".join(p.nodes)
-    p.job = launch.Job(fed, Nodes(code, (), tuple(p.nodes)), p.argv, p.ranks_per_node)
-    cmd = launch.testbed_command(p.job)
-    with open(p.log, "w") as log:
-        p.proc = subprocess.Popen(cmd.argv, env=dict(os.environ, **cmd.env), stdout=log, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
+    job = launch.Job(fed, Nodes("".join(p.nodes), (), tuple(p.nodes)), p.argv, p.ranks_per_node)
+    p.running = runner.start(job, p.log)
 
 
 def _stop_all(parts: list[Part]) -> None:
     # Also parts whose mpiexec has ended: their ranks in other namespaces may still be exiting.
     for p in parts:
-        if p.proc is not None:
-            launch.stop(p.proc, p.job)  # mpiexec's group and the job's ranks, found by its id
+        if p.running is not None:
+            p.running.stop()
 
 
 def _last_words(p: Part) -> str:
@@ -150,19 +149,20 @@ def run_parts(fed: Federation, parts: list[Part], timeout: float, progress: Call
             _start(fed, p)
             progress(f"started {p.describe} on {','.join(p.nodes)} ({len(p.nodes) * p.ranks_per_node} ranks)")
         while True:
-            running = [p for p in parts if p.proc.poll() is None]
-            failed = [p for p in parts if p.proc.returncode not in (None, 0)]
+            running = [p for p in parts if p.running.poll() is None]
+            failed = [p for p in parts if p.running.poll() not in (None, 0)]
             if failed:
                 p = failed[0]
-                raise WorkflowFailed(f"{p.describe} on {','.join(p.nodes)} exited with status {p.proc.returncode}; "
-                                     f"the workflow was stopped. It said: {_last_words(p)} (log {p.log})")
+                raise WorkflowFailed(f"{p.describe} on {','.join(p.nodes)} exited with status {p.running.poll()}; "
+                                     f"the workflow was stopped. It said: {_last_words(p)} (log {p.log})",
+                                     exit_status=p.running.poll(), log=p.log)
             if not running:
                 return time.monotonic() - t0
             if time.monotonic() - t0 > timeout:
-                raise WorkflowFailed(f"the workflow did not finish within {timeout:g} s; still running: "
-                                     + ", ".join(f"{p.describe} on {','.join(p.nodes)}" for p in running))
+                raise WorkflowFailed(f"the workflow did not finish within {timeout:g} s and was stopped; still running: "
+                                     + ", ".join(f"{p.describe} on {','.join(p.nodes)}" for p in running), status=124)
             try:
-                running[0].proc.wait(timeout=0.2)
+                running[0].running.proc.wait(timeout=0.2)
             except subprocess.TimeoutExpired:
                 pass
     finally:
@@ -242,30 +242,14 @@ def transfer_summary(steps: list[dict], link_gbps: float | None, link_bytes: int
     }
 
 
-def link_bytes(fed: Federation, src: str, dst: str) -> int | None:
-    """Bytes the link emulator has delivered from site src towards dst so far (None: no direct link).
-
-    Read from the emulator's egress port in its link namespace, so what is counted
-    crossed the emulated link, headers included.
-    """
-    from geofed.testbed import host
-    from geofed.testbed.core import EMU_PORT_A, EMU_PORT_B
-    from geofed.testbed.plan import make_plan
-    route = fed.route(src, dst)
-    if len(route) != 1:
-        return None
-    lp = next(l for l in make_plan(fed).links if l.link is route[0])
-    port = EMU_PORT_A if dst == lp.link.a else EMU_PORT_B
-    res = host.ip("-j", "-s", "link", "show", "dev", port, netns=lp.netns)
-    return int(json.loads(res.stdout)[0]["stats64"]["tx"]["bytes"])
-
-
 def run(fed: Federation, s: Settings, out: Path, *, sim_site: str = "G", analysis_site: str = "W",
         pdf_site: str | None = None, plot_site: str | None = None, sim_ranks: int = 4, pdf_ranks: int = 1,
         connect_timeout: float = 60.0, timeout: float = 3600.0, frame_every: int | None = None,
         delays: dict[str, float] | None = None, progress: Callable[[str], None] = lambda m: None) -> dict:
     """Run the workflow on the (up) testbed of `fed`; returns a `workflow.grayscott` record."""
     import tempfile
+
+    from geofed.testbed.core import link_tx_bytes
     if s.engine != "SST":
         raise UserError(f"workflow grayscott streams between sites: engine must be SST, the settings say {s.engine}")
     if sim_site == analysis_site:
@@ -282,9 +266,9 @@ def run(fed: Federation, s: Settings, out: Path, *, sim_site: str = "G", analysi
         parts = plan_parts(fed, s, run_dir, Path(streams), sim_site=sim_site, analysis_site=analysis_site,
                            pdf_site=pdf_site, plot_site=plot_site, sim_ranks=sim_ranks, pdf_ranks=pdf_ranks,
                            connect_timeout=connect_timeout, frame_every=every, delays=delays or {})
-        before = link_bytes(fed, sim_site, analysis_site)
+        before = link_tx_bytes(fed, sim_site, analysis_site)
         wall = run_parts(fed, parts, timeout, progress)
-        after = link_bytes(fed, sim_site, analysis_site)
+        after = link_tx_bytes(fed, sim_site, analysis_site)
     res = {p.name: json.loads(p.result.read_text()) for p in parts}
     consumers = {"pdf": res["pdf"], "gplot": res["gplot"]}
     check = verify(res["simulation"], consumers, res["pdfplot"], expected)
@@ -342,7 +326,7 @@ def fmt_mbps(v: float | None) -> str:
 def transfer_line(x: dict) -> str:
     """One line on what the link carried, against its configured rate."""
     mb = fmt_mbps
-    out = (f"transfer (EndStep to data in the consumer, common clock): median "
+    out = ("transfer (EndStep to data in the consumer, common clock): median "
            + ", ".join(f"{n} {mb(v)} Mb/s" for n, v in x["median_mbps"].items())
            + f"; all consumers together {mb(x['median_link_mbps'])} Mb/s; link configured {mb(x['configured_mbps'])} Mb/s")
     if x["link_bytes"] is not None:

@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 from geofed.errors import UserError
-
-
-def progress(msg: str) -> None:
-    print(f"geofed: {msg}", file=sys.stderr, flush=True)
+from geofed.progress import Bar, progress
 
 
 def _params(args):
@@ -30,20 +25,6 @@ def load_input(args):
     return data.load_csv(args.data, decision=args.decision, decision_file=args.decision_file, header=header)
 
 
-class _Progress:
-    """Progress lines for runs longer than a few seconds, every 10 %."""
-
-    def __init__(self):
-        self.t0 = time.perf_counter()
-        self.next = 0.1
-
-    def __call__(self, frac: float) -> None:
-        if frac >= self.next and time.perf_counter() - self.t0 > 3:
-            progress(f"mdfs: {100 * frac:.0f} % of the tuples, {time.perf_counter() - self.t0:.1f} s")
-        while self.next <= frac:
-            self.next += 0.1
-
-
 def cmd_run(args) -> int:
     from geofed import federation, records
     from geofed.apps.mdfs import core, jobs, output
@@ -51,17 +32,22 @@ def cmd_run(args) -> int:
     params = _params(args)
     params.check()
     ds = load_input(args)
+    if args.hostfile and not args.placement:
+        raise UserError("--hostfile: only with --placement (it names the hosts the placement's nodes run on)")
     if args.placement:
         fed = federation.load(args.federation)
-        with tempfile.TemporaryDirectory(prefix="geofed-mdfs-") as tmp:
-            npz = jobs.save_npz(Path(tmp) / "data.npz", ds.x, ds.y)
-            result = jobs.run_on_testbed(fed, args.placement, npz, params, args.split, args.threads,
-                                         args.timeout, progress=True)
+        # A real cluster's ranks read the data where this process wrote it: the shared
+        # current directory (see jobs.run_on_placement).
+        with tempfile.TemporaryDirectory(prefix=".geofed-mdfs-" if args.hostfile else "geofed-mdfs-",
+                                         dir="." if args.hostfile else None) as tmp:
+            npz = jobs.save_npz(Path(tmp).resolve() / "data.npz", ds.x, ds.y)
+            result = jobs.run_on_placement(fed, args.placement, npz, params, args.split, args.threads,
+                                           args.timeout, progress=True, hostfile=args.hostfile)
         meta = records.federation_meta(fed)
     else:
         if args.split != "speed":
             raise UserError("--split: only with --placement (it splits the work among nodes)")
-        result = core.analyse(ds.x, ds.y, params, threads=args.threads or os.cpu_count() or 1, progress=_Progress())
+        result = core.analyse(ds.x, ds.y, params, threads=args.threads or os.cpu_count() or 1, progress=Bar("mdfs: tuples"))
         meta = {}
     files = output.write(result, ds.names, args.out)
     print(output.table(result, ds.names))
@@ -110,6 +96,7 @@ def register(commands, bench) -> None:
     p.add_argument("--federation", "-f", default="icm-task", help="federation for --placement (default icm-task)")
     p.add_argument("--split", choices=["speed", "calibrate", "even"], default="speed",
                    help="work per node: by declared speed, by a measured calibration, or even (default speed)")
+    p.add_argument("--hostfile", help="real cluster: lines 'HOST SITE' for --placement; srun inside a Slurm allocation")
     p.add_argument("--timeout", type=float, help="stop a --placement job after this many seconds")
     p.add_argument("--out", default="geofed-out/mdfs", help="directory for CSV, JSON and the record")
     p.set_defaults(func=cmd_run)

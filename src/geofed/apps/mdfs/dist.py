@@ -27,6 +27,7 @@ from mpi4py import MPI
 
 from geofed import runtime
 from geofed.apps.mdfs import core
+from geofed.progress import Bar
 
 CALIBRATION_TUPLES = 30_000  # ~0.1 s of 2-D counting on one host core at n = 2000
 
@@ -116,11 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     runtime.quiet_barrier(comm)  # everyone staged and prepared: the analysis starts now
     t0 = time.perf_counter()
 
-    def progress(frac: float) -> None:
-        print(f"geofed: mdfs rank 0: {100 * frac:5.1f} % of its share, {time.perf_counter() - t0:.1f} s",
-              file=sys.stderr, flush=True)
-
-    count_s = counter.run(share, threads, progress if args.progress and rank == 0 else None)
+    bar = Bar("mdfs rank 0: its share of the tuples") if args.progress and rank == 0 else None
+    count_s = counter.run(share, threads, bar)
     mine_out = {"rank": rank, "node": where[rank]["node"], "site": where[rank]["site"], "weight": mine,
                 "threads": threads, "tuples": int(sum(u[3] for u in share)), "units": len(share),
                 "count_s": count_s, "staging": staging, "result": counter.results()}

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 
-from geofed.errors import UserError
 
 
 def save_npz(path: Path, x: np.ndarray, y: np.ndarray) -> Path:
@@ -18,25 +17,23 @@ def save_npz(path: Path, x: np.ndarray, y: np.ndarray) -> Path:
     return path
 
 
-def run_on_testbed(fed, placement: str, data_npz: Path, params, split: str = "speed", threads: int = 0,
-                   timeout: float | None = None, progress: bool = False) -> dict:
-    """One MDFS job on `placement`; the merged result (see dist.py) with per-rank timings."""
+def run_on_placement(fed, placement: str, data_npz: Path, params, split: str = "speed", threads: int = 0,
+                     timeout: float | None = None, progress: bool = False, hostfile: str | None = None) -> dict:
+    """One MDFS job on `placement` (the testbed, or a real cluster's hostfile); the merged
+    result (see dist.py) with per-rank timings. A failed job raises JobFailed."""
     from geofed.launch import job as launch
+    from geofed.launch import runner
     from geofed.launch.placement import parse
-    from geofed.testbed import core as tb
-    from geofed.testbed.plan import make_plan
 
-    tb.require_root("run MDFS on")
-    if not tb.is_up(make_plan(fed)):
-        raise UserError(f"testbed {fed.name} is not up; run: geofed testbed up {fed.name}")
-    with tempfile.TemporaryDirectory(prefix="geofed-mdfs-") as tmp:
-        pfile, out = Path(tmp) / "params.json", Path(tmp) / "result.pkl"
+    # On a real cluster the ranks read and write where this process can: the current
+    # directory, shared as for any MPI job; on the testbed every node sees /tmp.
+    with tempfile.TemporaryDirectory(prefix=".geofed-mdfs-" if hostfile else "geofed-mdfs-",
+                                     dir="." if hostfile else None) as tmp:
+        pfile, out = Path(tmp).resolve() / "params.json", Path(tmp).resolve() / "result.pkl"
         pfile.write_text(json.dumps(params.as_dict()))
         argv = [sys.executable, "-m", "geofed.apps.mdfs.dist", "--data", str(data_npz), "--params", str(pfile),
                 "--split", split, "--threads", str(threads), "--out", str(out)] + (["--progress"] if progress else [])
         j = launch.Job(fed, parse(placement, fed), argv)
-        rc = launch.run(launch.testbed_command(j), timeout=timeout, job=j)
-        if rc != 0 or not out.exists():
-            raise RuntimeError(f"MDFS job on {placement} failed (exit status {rc})")
+        runner.run(j, what=f"mdfs on {placement}", hostfile=hostfile, timeout=timeout)
         with open(out, "rb") as f:
             return pickle.load(f)

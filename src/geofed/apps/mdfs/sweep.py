@@ -72,7 +72,7 @@ def sweep(fed, codes: list[str], splits: list[str], repeat: int, params, ds, pro
                 times, staging, results = [], [], None
                 for r in range(repeat):
                     progress(f"mdfs sweep: {code} split {split} run {r + 1}/{repeat}")
-                    res = jobs.run_on_testbed(fed, code, npz, params, split)
+                    res = jobs.run_on_placement(fed, code, npz, params, split)
                     times.append(res["timing"]["compute_s"])
                     staging.append(res["timing"]["staging_s"])
                     results = res

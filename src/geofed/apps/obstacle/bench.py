@@ -44,7 +44,7 @@ def solver_rows(fed, placements: list[str], n: int, tol: float, repeat: int, pro
         for r in range(repeat):
             for scheme in SCHEMES:
                 progress(f"bench obstacle: {code} {scheme} run {r + 1}/{repeat}")
-                res = job.run_on_testbed(fed, code, job.Spec(n, tol, scheme), timeout=600)
+                res = job.run_on_placement(fed, code, job.Spec(n, tol, scheme), timeout=600)
                 runs[scheme].append({"seconds": res["time_to_solution_s"], "certified_residual": res["certified_residual"],
                                      "iterations": [p["iterations"] for p in res["peers"]]})
         nodes = parse(code, fed).nodes(fed)
@@ -59,15 +59,14 @@ def solver_rows(fed, placements: list[str], n: int, tol: float, repeat: int, pro
 
 def stream(fed, placement: str, mbytes: float, network: str, timeout: float = 900) -> dict:
     from geofed.launch import job as launch
+    from geofed.launch import runner
     from geofed.launch.placement import parse
     with tempfile.TemporaryDirectory(prefix="geofed-p2psap-stream-") as tmp:
         out = Path(tmp) / "result.json"
         argv = [sys.executable, "-m", "geofed.apps.obstacle.stream", "--mbytes", repr(mbytes),
                 "--location", "inter", "--network", network, "--out", str(out)]
         j = launch.Job(fed, parse(placement, fed), argv, cpu_limit=False)  # measures the path, not the quota
-        rc = launch.run(launch.testbed_command(j), timeout=timeout, job=j)
-        if rc != 0 or not out.exists():
-            raise RuntimeError(f"P2PSAP stream on {placement} failed (exit status {rc})")
+        runner.run(j, what=f"P2PSAP stream on {placement}", timeout=timeout)
         return json.loads(out.read_text())
 
 

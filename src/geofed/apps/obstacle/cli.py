@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import sys
+from geofed.progress import progress
 
 SCHEMES = ["sync", "async", "hybrid", "auto", "mpi"]
-
-
-def progress(msg: str) -> None:
-    print(f"geofed: {msg}", file=sys.stderr, flush=True)
 
 
 def write_outputs(result: dict, out: str) -> dict:
@@ -33,7 +29,7 @@ def cmd_obstacle(args) -> int:
 
     fed = federation.load(args.federation)
     spec = job.Spec(args.n, args.tol, args.scheme, args.c, args.delta, args.network, args.secret_file)
-    res = job.run_on_testbed(fed, args.placement, spec, timeout=args.timeout)
+    res = job.run_on_placement(fed, args.placement, spec, timeout=args.timeout, hostfile=args.hostfile)
     files = write_outputs(res, args.out)
     data = {k: v for k, v in res.items() if k != "u"} | {"files": files}
     rec = records.make("obstacle.run", data, **records.federation_meta(fed))
@@ -66,6 +62,7 @@ def register(commands, bench) -> None:
     p.add_argument("--delta", type=float, help="Richardson step (default and maximum h^2/(6 + c h^2))")
     p.add_argument("--network", choices=["eth", "fabric"], default="eth", help="P2PSAP network context (default eth)")
     p.add_argument("--secret-file", help="the job secret peers authenticate with (default: a fresh random one per job)")
+    p.add_argument("--hostfile", help="real cluster: lines 'HOST SITE'; srun inside a Slurm allocation")
     p.add_argument("--timeout", type=float, default=600, help="stop the job after this many seconds (default 600)")
     p.add_argument("--out", default="geofed-out/obstacle", help="directory for solution, history and the record")
     p.set_defaults(func=cmd_obstacle)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from geofed.apps.obstacle import problem as P
-from geofed.errors import UserError
+from geofed.errors import JobFailed, UserError
 
 
 @dataclass(frozen=True)
@@ -40,19 +40,20 @@ def check(spec: Spec, peers: int) -> P.Problem:
     return problem
 
 
-def run_on_testbed(fed, placement: str, spec: Spec, timeout: float | None = None) -> dict:
-    """Solve on `placement`; the assembled solution with every peer's counters."""
+def run_on_placement(fed, placement: str, spec: Spec, timeout: float | None = None,
+                     hostfile: str | None = None) -> dict:
+    """Solve on `placement` (the testbed, or a real cluster's hostfile); the assembled
+    solution with every peer's counters. A failed job raises JobFailed."""
     from geofed.launch import job as launch
+    from geofed.launch import runner
     from geofed.launch.placement import parse
-    from geofed.testbed import core as tb
-    from geofed.testbed.plan import make_plan
 
     pl = parse(placement, fed)
     problem = check(spec, pl.node_count)
-    tb.require_root("run the obstacle solver on")
-    if not tb.is_up(make_plan(fed)):
-        raise UserError(f"testbed {fed.name} is not up; run: geofed testbed up {fed.name}")
-    with tempfile.TemporaryDirectory(prefix="geofed-obstacle-") as tmp:
+    # On a real cluster the peers write where this process reads: the shared current directory.
+    with tempfile.TemporaryDirectory(prefix=".geofed-obstacle-" if hostfile else "geofed-obstacle-",
+                                     dir="." if hostfile else None) as tmp:
+        tmp = str(Path(tmp).resolve())
         secret_file = spec.secret_file
         if secret_file is None and spec.scheme != "mpi":
             secret_file = str(Path(tmp) / "secret")
@@ -67,10 +68,11 @@ def run_on_testbed(fed, placement: str, spec: Spec, timeout: float | None = None
         # would burn its node's quota polling and be throttled for the rest of the
         # cgroup period, which measures the quota, not the scheme (docs/p2psap.md).
         j = launch.Job(fed, pl, argv, cpu_limit=False)
-        rc = launch.run(launch.testbed_command(j), timeout=timeout, job=j)
+        what = f"obstacle {spec.scheme} on {placement}"
+        runner.run(j, what=what, hostfile=hostfile, timeout=timeout)
         files = sorted(Path(tmp).glob("peer-*.npz"), key=lambda p: int(p.stem.split("-")[1]))
-        if rc != 0 or len(files) != pl.node_count:
-            raise RuntimeError(f"obstacle job ({spec.scheme}) on {placement} failed (exit status {rc})")
+        if len(files) != pl.node_count:
+            raise JobFailed(f"{what}: {len(files)} of {pl.node_count} peers wrote their part of the solution")
         return assemble(problem, spec, placement, files)
 
 

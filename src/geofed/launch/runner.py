@@ -1,0 +1,142 @@
+"""The one way geofed runs a program on a placement: testbed, hostfile (ssh) or srun.
+
+Every workload, benchmark and the demo go through `run` (or `start` for jobs that
+run side by side, like the Gray-Scott workflow's parts). The runner
+- checks that the testbed is up (or reads the hostfile) before anything starts;
+- keeps the job's output in a log instead of the user's terminal: MPI's abort
+  banners of a stopped job are not the user's business, and a failed job's log is
+  kept under geofed-out/logs/ and named in the one-line error;
+- shows the ranks' progress lines (those starting `geofed: `, see geofed.progress);
+- stops the whole job on timeout, failure of a sibling or Ctrl-C: mpiexec, its
+  proxies, every rank (found by the job id in its environment, also in other
+  namespaces) and the MPICH shared-memory files those ranks had mapped.
+Exit statuses (docs/launch.md): timeout 124, Ctrl-C 130, a failed job 1.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from geofed.errors import JobFailed
+from geofed.launch import job as launch
+from geofed.progress import PREFIX
+
+LOG_DIR = Path("geofed-out/logs")
+
+
+def command(job: launch.Job, hostfile: str | None = None, check_up: bool = True) -> launch.Command:
+    """The launch command of `job`: srun inside a Slurm allocation, mpiexec over ssh
+    with a hostfile, else the testbed (which must be up unless only printing)."""
+    if hostfile:
+        if os.environ.get("SLURM_JOB_ID"):
+            return launch.slurm_command(job, hostfile, Path.cwd())
+        return launch.hostfile_command(job, hostfile)
+    if check_up:
+        from geofed.testbed import core
+        core.require_up(job.fed, job.nodes())
+    return launch.testbed_command(job)
+
+
+class Running:
+    """A started job; its output goes to `log` (and to stdout too when `echo`)."""
+
+    def __init__(self, job: launch.Job, cmd: launch.Command, log: Path, echo: bool = False):
+        self.job, self.cmd, self.log, self.echo = job, cmd, log, echo
+        self.showing = True
+        for path, content in cmd.files.items():
+            Path(path).write_text(content)
+        self._log = open(log, "wb")
+        self.proc = subprocess.Popen(cmd.argv, env=dict(os.environ, **cmd.env), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        self._copier = threading.Thread(target=self._copy, name=f"geofed-log-{job.id}", daemon=True)
+        self._copier.start()
+
+    def _copy(self) -> None:
+        prefix = PREFIX.encode()
+        for line in self.proc.stdout:
+            self._log.write(line)
+            self._log.flush()
+            if not self.showing:
+                continue
+            if self.echo:
+                sys.stdout.buffer.write(line)
+                sys.stdout.flush()
+            elif line.startswith(prefix):
+                sys.stderr.buffer.write(line)
+                sys.stderr.flush()
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The job's exit status; 124 after stopping it at `timeout`. Ctrl-C stops it
+        and raises KeyboardInterrupt again."""
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            return 124
+        except KeyboardInterrupt:
+            self.stop()
+            raise
+        self.stop()  # mpiexec is gone; a rank it lost track of may not be
+        return rc
+
+    def stop(self) -> None:
+        """Stop everything of the job (idempotent), then close the log."""
+        self.showing = False
+        launch.stop(self.proc, self.job)
+        self._copier.join(timeout=10)
+        self.proc.stdout.close()
+        self._log.close()
+        for path in self.cmd.files:
+            Path(path).unlink(missing_ok=True)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def keep_log(self, what: str) -> Path:
+        """Copy the log where the user finds it after a failure."""
+        LOG_DIR.mkdir(parents=True, exist_ok=True)
+        kept = LOG_DIR / f"{what.replace(' ', '-')}-{self.job.id}.log"
+        shutil.copyfile(self.log, kept)
+        return kept
+
+    def failure(self, what: str, rc: int, timeout: float | None) -> JobFailed:
+        """One line: what failed, why (the ranks' last error line) and where the log is."""
+        kept = self.keep_log(what)
+        if rc == 124:
+            return JobFailed(f"{what}: no result within --timeout {timeout:g} s (a hang, or a link too slow for "
+                             f"the sizes asked); the job was stopped; log: {kept}", status=124, log=kept)
+        return JobFailed(f"{what}: the job ended with status {rc}{last_error(self.output())}; log: {kept}",
+                         exit_status=rc, log=kept)
+
+
+def last_error(output: str) -> str:
+    """The last line a rank printed that says what went wrong, to quote in one line."""
+    for line in reversed(output.splitlines()):
+        text = line.strip()
+        if "error" in text.lower() and not text.startswith("=") and len(text) < 400:
+            return f" ({text})"
+    return ""
+
+
+def start(job: launch.Job, log: Path, *, hostfile: str | None = None, echo: bool = False) -> Running:
+    return Running(job, command(job, hostfile), log, echo)
+
+
+def run(job: launch.Job, *, what: str, hostfile: str | None = None, timeout: float | None = None,
+        echo: bool = False) -> str:
+    """Run `job` to its end; its output. A failure or timeout raises JobFailed (log kept)."""
+    with tempfile.TemporaryDirectory(prefix="geofed-job-") as tmp:
+        running = start(job, Path(tmp) / "job.log", hostfile=hostfile, echo=echo)
+        rc = running.wait(timeout)
+        if rc != 0:
+            raise running.failure(what, rc, timeout)
+        return running.output()
