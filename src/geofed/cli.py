@@ -15,6 +15,7 @@ from pathlib import Path
 from geofed import __version__, federation, records
 from geofed.errors import JobFailed, UserError
 from geofed.progress import progress
+from geofed.validate import positive_float, positive_int
 
 # Capabilities that add subcommands: each module has register(commands, bench), where
 # `commands` are the subparsers of `geofed` and `bench` those of `geofed bench`.
@@ -139,12 +140,10 @@ def cmd_run(args) -> int:
 
 
 def _floats(text: str) -> list[float]:
-    try:
-        vals = [float(x) for x in text.split(",") if x]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
-    if not vals or any(v <= 0 for v in vals):
-        raise argparse.ArgumentTypeError(f"expected positive numbers, got {text!r}")
+    """Positive finite numbers separated by commas."""
+    vals = [positive_float(x) for x in text.split(",") if x]
+    if not vals:
+        raise argparse.ArgumentTypeError(f"expected positive numbers separated by commas, got {text!r}")
     return vals
 
 
@@ -205,17 +204,17 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "status":
             p.add_argument("--json", action="store_true", help="print the status as JSON")
         if name == "verify":
-            p.add_argument("--count", type=int, default=200, help="RTT samples per pair (default 200)")
-            p.add_argument("--streams", type=int, default=4, help="TCP streams for throughput (default 4)")
-            p.add_argument("--seconds", type=float, default=3.0, help="throughput measurement time (default 3)")
+            p.add_argument("--count", type=positive_int, default=200, help="RTT samples per pair (default 200)")
+            p.add_argument("--streams", type=positive_int, default=4, help="TCP streams for throughput (default 4)")
+            p.add_argument("--seconds", type=positive_float, default=3.0, help="throughput measurement time (default 3)")
             p.add_argument("--out", help="directory to write the testbed.verify record to")
 
     p = sub.add_parser("run", help="run an MPI job on a placement such as G2W3")
     p.add_argument("--federation", "-f", default="icm-task", help="federation file or shipped name (default icm-task)")
     p.add_argument("--placement", "-p", required=True, help="nodes per site, like G2W3")
-    p.add_argument("--ranks-per-node", "-n", type=int, default=1)
+    p.add_argument("--ranks-per-node", "-n", type=positive_int, default=1)
     p.add_argument("--hostfile", help="real cluster: lines 'HOST SITE'; srun is used inside a Slurm allocation")
-    p.add_argument("--timeout", type=float, help="stop the job after this many seconds")
+    p.add_argument("--timeout", type=positive_float, help="stop the job after this many seconds")
     p.add_argument("--no-cpu-limit", action="store_true",
                    help="testbed: run ranks without their node's CPU quota (for network benchmarks: busy-polling ranks would be throttled)")
     p.add_argument("--dry-run", action="store_true", help="print the launch command instead of running it")
@@ -227,8 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rtt", type=_floats, default=[0.145, 1, 9, 50], help="RTTs in ms (default 0.145,1,9,50)")
     p.add_argument("--rate", type=_floats, default=[1, 5, 10], help="rates in Gb/s (default 1,5,10)")
     p.add_argument("--streams", type=_floats, default=[1, 4], help="TCP stream counts (default 1,4)")
-    p.add_argument("--throughput-rtt", type=float, default=9.0, help="RTT of the throughput runs (default 9 ms)")
-    p.add_argument("--seconds", type=float, default=5.0, help="throughput measurement time (default 5)")
+    p.add_argument("--throughput-rtt", type=positive_float, default=9.0, help="RTT of the throughput runs (default 9 ms)")
+    p.add_argument("--seconds", type=positive_float, default=5.0, help="throughput measurement time (default 5)")
     p.add_argument("--out", default="geofed-out/bench", help="directory for the JSON record")
     p.set_defaults(func=cmd_bench_link)
 

@@ -50,11 +50,15 @@ def save(record: dict, directory: str | Path) -> Path:
 
 
 def validate(record: dict, where: str = "record") -> dict:
+    if not isinstance(record, dict):
+        raise ValueError(f"{where}: not a geofed record (not a JSON object)")
     missing = [k for k in REQUIRED if k not in record]
     if missing:
         raise ValueError(f"{where}: not a geofed record (missing {', '.join(missing)})")
     if record["schema"] != SCHEMA:
         raise ValueError(f"{where}: record schema {record['schema']} is not {SCHEMA}")
+    if not isinstance(record["kind"], str) or not isinstance(record["data"], dict) or not isinstance(record["meta"], dict):
+        raise ValueError(f"{where}: not a geofed record (kind must be a string, meta and data objects)")
     return record
 
 

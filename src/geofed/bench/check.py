@@ -27,6 +27,7 @@ from pathlib import Path
 from geofed import records
 from geofed.bench import suite
 from geofed.errors import UserError
+from geofed.validate import read_text
 
 CLASSES = ("intra-node", "intra-site", "inter-site", "*")
 # When a table gives no tolerance: latency may not grow by more than 30 % nor bandwidth
@@ -50,9 +51,7 @@ def load_references(path: str | Path) -> list[dict]:
     """Every reference of a file: system, class, benchmark, size, value, lower, upper."""
     path = Path(path)
     try:
-        doc = tomllib.loads(path.read_text())
-    except OSError as e:
-        raise UserError(f"{path}: cannot read references: {e.strerror}") from None
+        doc = tomllib.loads(read_text(path, "references"))
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"{path}: invalid TOML: {e}") from None
     refs = []

@@ -10,27 +10,26 @@ import argparse
 from geofed import federation, records
 from geofed.errors import UserError
 from geofed.progress import progress
+from geofed.validate import positive_float, positive_int
 
 
 def _job_args(p: argparse.ArgumentParser, ranks: bool = True) -> None:
     p.add_argument("--federation", "-f", default="icm-task", help="federation file or shipped name (default icm-task)")
     p.add_argument("--placement", "-p", required=True, help="nodes per site, like W1G1 (ranks 0 and 1 measure p2p)")
     if ranks:
-        p.add_argument("--ranks-per-node", "-n", type=int, default=1, help="ranks per node (default 1)")
-    p.add_argument("--timeout", type=float, default=900, help="stop a hung job after this many seconds (default 900)")
+        p.add_argument("--ranks-per-node", "-n", type=positive_int, default=1, help="ranks per node (default 1)")
+    p.add_argument("--timeout", type=positive_float, default=900, help="stop a hung job after this many seconds (default 900)")
 
 
-def _placement(args, ranks_per_node: int):
+def _placement(args):
     from geofed.launch.placement import parse
-    if ranks_per_node < 1:
-        raise UserError(f"--ranks-per-node: must be at least 1, got {ranks_per_node}")
     fed = federation.load(args.federation)
     return fed, parse(args.placement, fed)
 
 
 def cmd_mpi(args) -> int:
     from geofed.bench import jobs, suite
-    fed, placement = _placement(args, args.ranks_per_node)
+    fed, placement = _placement(args)
     benches = suite.resolve(args.benchmarks)
     suite.parse_sizes(args.sizes)
     suite.check_ranks(benches, placement.node_count * args.ranks_per_node,
@@ -44,9 +43,7 @@ def cmd_mpi(args) -> int:
 
 def cmd_compare(args) -> int:
     from geofed.bench import compare
-    fed, placement = _placement(args, args.ranks_per_node)
-    if args.repeat < 1:
-        raise UserError(f"--repeat: must be at least 1, got {args.repeat}")
+    fed, placement = _placement(args)
     data = compare.run(fed, placement, args.benchmarks, args.sizes, args.osu, args.repeat, args.ranks_per_node,
                        args.timeout, progress)
     print(compare.format_table(data))
@@ -60,7 +57,7 @@ def cmd_matrix(args) -> int:
     from geofed.launch.placement import Placement
     fed = federation.load(args.federation)
     if args.placement:
-        placement = _placement(args, 1)[1]
+        placement = _placement(args)[1]
     else:  # every node of the federation
         placement = Placement("".join(f"{s.code}{s.nodes}" for s in fed.sites),
                               tuple((s.code, s.nodes) for s in fed.sites))
@@ -108,7 +105,7 @@ def register(commands, bench) -> None:
     _job_args(p)
     p.add_argument("--osu", required=True, help="OSU Micro-Benchmarks install prefix (built by you, see docs/bench.md)")
     p.add_argument("--sizes", default="1:4M", help="as for bench mpi (default 1:4M)")
-    p.add_argument("--repeat", type=int, default=3, help="alternate runs of each (default 3); medians are compared")
+    p.add_argument("--repeat", type=positive_int, default=3, help="alternate runs of each (default 3); medians are compared")
     p.add_argument("--out", default="geofed-out/bench", help="directory for the bench.compare record")
     p.set_defaults(func=cmd_compare)
 
@@ -119,8 +116,8 @@ def register(commands, bench) -> None:
     p.add_argument("--hostfile", help="real cluster: lines 'HOST SITE'")
     p.add_argument("--latency-size", default="1", help="latency message size (default 1)")
     p.add_argument("--bw-size", default="1M", help="bandwidth message size (default 1M)")
-    p.add_argument("--budget", type=float, default=0.3, help="seconds per measurement (default 0.3)")
-    p.add_argument("--timeout", type=float, default=900, help="stop a hung job after this many seconds (default 900)")
+    p.add_argument("--budget", type=positive_float, default=0.3, help="seconds per measurement (default 0.3)")
+    p.add_argument("--timeout", type=positive_float, default=900, help="stop a hung job after this many seconds (default 900)")
     p.add_argument("--out", default="geofed-out/bench", help="directory for the bench.matrix record")
     p.set_defaults(func=cmd_matrix)
 

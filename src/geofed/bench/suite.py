@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 from geofed.errors import UserError
+from geofed.validate import nonnegative_int, positive_float, positive_int
 
 LARGE_MESSAGE_SIZE = 8192  # OSU: above this the "large" counts apply
 WINDOW = 64  # OSU's window of non-blocking messages for bw and bibw
@@ -127,12 +128,12 @@ def plan(per_iteration_s: float, budget_s: float, cap: int, minimum: int) -> int
 def add_measure_options(p: argparse.ArgumentParser) -> None:
     """How to measure: the same options for `geofed bench mpi` and the ranks' program."""
     p.add_argument("--sizes", default=DEFAULT_SIZES, help="MIN:MAX in powers of two or a list 1,64,1K (default 1:4M)")
-    p.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S,
+    p.add_argument("--budget", type=positive_float, default=DEFAULT_BUDGET_S,
                    help="seconds of timed iterations per size, cutting OSU's counts on slow links (default 0.5)")
-    p.add_argument("--min-iterations", type=int, default=MIN_ITERATIONS, help="timed iterations even over budget (default 3)")
-    p.add_argument("--iterations", type=int, help="instead of OSU's iteration count (still cut by the budget)")
-    p.add_argument("--warmup", type=int, help="instead of OSU's warm-up count (still cut by the budget)")
-    p.add_argument("--window", type=int, default=WINDOW, help="messages per window in bw and bibw (default 64)")
+    p.add_argument("--min-iterations", type=positive_int, default=MIN_ITERATIONS, help="timed iterations even over budget (default 3)")
+    p.add_argument("--iterations", type=positive_int, help="instead of OSU's iteration count (still cut by the budget)")
+    p.add_argument("--warmup", type=nonnegative_int, help="instead of OSU's warm-up count (still cut by the budget)")
+    p.add_argument("--window", type=positive_int, default=WINDOW, help="messages per window in bw and bibw (default 64)")
     p.add_argument("--rotate-root", action="store_true", help="collectives: the root rotates over the ranks")
     p.add_argument("--validate", action="store_true", help="check every byte of every message (outside timing)")
     p.add_argument("--full", action="store_true", help="print min, percentiles, std, iterations, model and ratio too")

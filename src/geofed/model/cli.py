@@ -60,8 +60,8 @@ def cmd_predict(args) -> int:
     from geofed.model import registry
     model = registry.get(args.workload)
     _, fed = _federation(args)
+    nodes = parse(args.placement, fed).nodes(fed)  # a bad placement is named before a missing calibration
     cal = _calibration(args, fed)
-    nodes = parse(args.placement, fed).nodes(fed)
     if args.workload.startswith("mpi-") and args.workload != "mpi-allreduce" and len(nodes) < 2:
         raise UserError(f"placement {args.placement}: {args.workload} needs two nodes")
     pred = model.predict(fed, cal, args.placement, nodes, args)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from geofed import federation, records
 from geofed.errors import JobFailed, UserError
+from geofed.validate import nonnegative_float, nonnegative_int, positive_float, positive_int
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS samples (
@@ -88,8 +89,6 @@ def cmd_run(args) -> int:
     fed = federation.load(args.federation)
     if args.count is None and args.duration is None:
         raise UserError("monitor run: give --count N or --duration SECONDS (or both): monitoring must end")
-    if args.interval < 0 or (args.count is not None and args.count < 1) or (args.duration is not None and args.duration <= 0):
-        raise UserError("monitor run: --interval must be >= 0, --count and --duration positive")
     from geofed.bench import suite
     suite.parse_size(args.bw_size)
     rng = random.Random(args.seed)
@@ -176,22 +175,22 @@ def register(commands, bench) -> None:
     p = sub.add_parser("run", help="sample latency and bandwidth between node pairs periodically")
     p.add_argument("--federation", "-f", default="icm-task", help="federation file or shipped name (default icm-task)")
     p.add_argument("--pairs", help="node pairs like W1-G1,W2-G2")
-    p.add_argument("--random", type=int, help="instead: this many random node pairs, drawn anew each round")
-    p.add_argument("--seed", type=int, help="seed for --random (reproducible draws)")
-    p.add_argument("--interval", type=float, default=60.0, help="seconds between rounds (default 60)")
-    p.add_argument("--count", type=int, help="stop after this many rounds")
-    p.add_argument("--duration", type=float, help="stop after this many seconds")
+    p.add_argument("--random", type=positive_int, help="instead: this many random node pairs, drawn anew each round")
+    p.add_argument("--seed", type=nonnegative_int, help="seed for --random (reproducible draws)")
+    p.add_argument("--interval", type=nonnegative_float, default=60.0, help="seconds between rounds (default 60)")
+    p.add_argument("--count", type=positive_int, help="stop after this many rounds")
+    p.add_argument("--duration", type=positive_float, help="stop after this many seconds")
     p.add_argument("--db", required=True, help="SQLite store (created if missing; rounds are appended)")
-    p.add_argument("--budget", type=float, default=0.2, help="seconds per measurement (default 0.2)")
+    p.add_argument("--budget", type=positive_float, default=0.2, help="seconds per measurement (default 0.2)")
     p.add_argument("--bw-size", default="1M", help="bandwidth message size (default 1M)")
     p.add_argument("--hostfile", help="real cluster: lines 'HOST SITE'")
-    p.add_argument("--timeout", type=float, default=120, help="a round that takes longer is stopped and stored as an error")
+    p.add_argument("--timeout", type=positive_float, default=120, help="a round that takes longer is stopped and stored as an error")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("show", help="series and sustained level shifts from a store")
     p.add_argument("--db", required=True, help="SQLite store written by monitor run")
-    p.add_argument("--run", type=int, default=8, help="samples a shift must last (default 8)")
-    p.add_argument("--k", type=float, default=5.0, help="shift threshold in noise standard deviations (default 5)")
-    p.add_argument("--rel", type=float, default=0.10, help="and at least this fraction of the level (default 0.10)")
+    p.add_argument("--run", type=positive_int, default=8, help="samples a shift must last (default 8)")
+    p.add_argument("--k", type=positive_float, default=5.0, help="shift threshold in noise standard deviations (default 5)")
+    p.add_argument("--rel", type=nonnegative_float, default=0.10, help="and at least this fraction of the level (default 0.10)")
     p.add_argument("--out", help="directory for the monitor.series record (time-series plot in the report)")
     p.set_defaults(func=cmd_show)
 

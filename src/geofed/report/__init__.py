@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import html
 import importlib
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import matplotlib
+
+from geofed import __version__
+from geofed.errors import UserError
 
 matplotlib.use("Agg")
 
@@ -87,24 +92,33 @@ img { max-width: 100%; }
 
 
 def render(records: list[dict], outdir: str | Path, title: str = "geofed report") -> Path:
+    """report.html and its PNGs in `outdir`. Rendered in a temporary directory first,
+    so a record that cannot be read leaves no half-written report behind."""
     for name in SECTION_MODULES:
         importlib.import_module(name)  # registers its sections
 
     outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
     by_kind: dict[str, list[dict]] = {}
     for r in records:
         by_kind.setdefault(r["kind"], []).append(r)
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)}</title>"
              f"<style>{STYLE}</style></head><body><h1>{esc(title)}</h1>"]
     known = sorted((SECTIONS[k] for k in by_kind if k in SECTIONS), key=lambda s: s.order)
-    for s in known:
-        parts.append(f"<h2>{esc(s.title)}</h2>")
-        parts.append(s.render(by_kind[s.kind], outdir))
-    unknown = sorted(k for k in by_kind if k not in SECTIONS)
-    if unknown:
-        parts.append("<h2>Other records</h2><p>No section renders: " + esc(", ".join(unknown)) + "</p>")
-    parts.append("</body></html>")
-    path = outdir / "report.html"
-    path.write_text("\n".join(parts))
-    return path
+    with tempfile.TemporaryDirectory(prefix="geofed-report-") as tmp:
+        for s in known:
+            parts.append(f"<h2>{esc(s.title)}</h2>")
+            try:
+                parts.append(s.render(by_kind[s.kind], Path(tmp)))
+            except (KeyError, IndexError, TypeError, ValueError, AttributeError, ZeroDivisionError) as e:
+                where = ", ".join(sorted({str(r.get("_path", r.get("created", "?"))) for r in by_kind[s.kind]}))
+                raise UserError(f"a {s.kind} record this geofed ({__version__}) cannot read "
+                                f"({type(e).__name__}: {e}; records created {where})") from None
+        unknown = sorted(k for k in by_kind if k not in SECTIONS)
+        if unknown:
+            parts.append("<h2>Other records</h2><p>No section renders: " + esc(", ".join(unknown)) + "</p>")
+        parts.append("</body></html>")
+        (Path(tmp) / "report.html").write_text("\n".join(parts))
+        outdir.mkdir(parents=True, exist_ok=True)
+        for f in sorted(Path(tmp).iterdir()):
+            shutil.move(str(f), outdir / f.name)
+    return outdir / "report.html"

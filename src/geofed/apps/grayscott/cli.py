@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from geofed.progress import progress
+from geofed.validate import nonnegative_float, positive_float, positive_int
 
 
 def _settings(args):
@@ -66,10 +67,10 @@ def cmd_bench_grayscott(args) -> int:
 
 def _settings_args(p) -> None:
     p.add_argument("--settings", help="settings JSON in the ADIOS2 tutorial's shape (default: the tutorial defaults)")
-    p.add_argument("--L", type=int, help="override the settings' L (cells per side)")
-    p.add_argument("--steps", type=int, help="override the settings' steps")
-    p.add_argument("--plotgap", type=int, help="override the settings' plotgap")
-    p.add_argument("--noise", type=float, help="override the settings' noise")
+    p.add_argument("--L", type=positive_int, help="override the settings' L (cells per side)")
+    p.add_argument("--steps", type=positive_int, help="override the settings' steps")
+    p.add_argument("--plotgap", type=positive_int, help="override the settings' plotgap")
+    p.add_argument("--noise", type=nonnegative_float, help="override the settings' noise")
 
 
 def register(commands, bench) -> None:
@@ -80,12 +81,12 @@ def register(commands, bench) -> None:
     p.add_argument("--analysis-site", default="W", help="site of the consumers (default W)")
     p.add_argument("--pdf-site", help="site of the PDF analysis (default: --analysis-site)")
     p.add_argument("--plot-site", help="site of the two plotters (default: --analysis-site)")
-    p.add_argument("--sim-ranks", type=int, default=4, help="MPI ranks of the simulation (default 4)")
-    p.add_argument("--pdf-ranks", type=int, default=1, help="MPI ranks of the PDF analysis (default 1)")
-    p.add_argument("--connect-timeout", type=float, default=60.0,
+    p.add_argument("--sim-ranks", type=positive_int, default=4, help="MPI ranks of the simulation (default 4)")
+    p.add_argument("--pdf-ranks", type=positive_int, default=1, help="MPI ranks of the PDF analysis (default 1)")
+    p.add_argument("--connect-timeout", type=positive_float, default=60.0,
                    help="seconds the simulation waits for its consumers to connect (default 60)")
-    p.add_argument("--timeout", type=float, default=3600.0, help="stop the whole workflow after this many seconds")
-    p.add_argument("--slow-pdf", type=float, default=0.0, help="make the PDF analysis take this many extra seconds per step")
+    p.add_argument("--timeout", type=positive_float, default=3600.0, help="stop the whole workflow after this many seconds")
+    p.add_argument("--slow-pdf", type=nonnegative_float, default=0.0, help="make the PDF analysis take this many extra seconds per step")
     p.add_argument("--out", default="geofed-out/grayscott", help="directory for records, frames and the report")
     _settings_args(p)
     p.set_defaults(func=cmd_workflow_grayscott)
@@ -94,11 +95,11 @@ def register(commands, bench) -> None:
     p.add_argument("--federation", "-f", default="icm-task", help="federation file or shipped name (default icm-task)")
     p.add_argument("--sim-site", default="G", help="site of the simulation (default G)")
     p.add_argument("--analysis-site", default="W", help="site of the consumers (default W)")
-    p.add_argument("--sim-ranks", type=int, default=4, help="MPI ranks of the simulation (default 4)")
+    p.add_argument("--sim-ranks", type=positive_int, default=4, help="MPI ranks of the simulation (default 4)")
     p.add_argument("--sizes", default="64:200,128:100",
                    help="L:STEPS pairs to measure (default 64:200,128:100: about 2 minutes on 2 cores)")
-    p.add_argument("--timeout", type=float, default=900.0, help="stop a run after this many seconds")
+    p.add_argument("--timeout", type=positive_float, default=900.0, help="stop a run after this many seconds")
     p.add_argument("--out", default="geofed-out/bench", help="directory for the JSON record and the runs' logs")
     p.add_argument("--settings", help="settings JSON (its L and steps are replaced by --sizes)")
-    p.add_argument("--plotgap", type=int, help="override the settings' plotgap")
+    p.add_argument("--plotgap", type=positive_int, help="override the settings' plotgap")
     p.set_defaults(func=cmd_bench_grayscott)

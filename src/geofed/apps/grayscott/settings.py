@@ -12,10 +12,12 @@ as it is; checkpoint and restart set to true are refused rather than silently sk
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from geofed.errors import UserError
+from geofed.validate import read_text
 
 ENGINES = ("SST", "BP5", "none")
 IGNORED = {"adios_config", "mesh_type", "adios_span", "adios_memory_selection", "checkpoint_freq",
@@ -70,6 +72,8 @@ def _check(where: str, key: str, value, kind: type, minimum=None, positive=False
         value = float(value)
     if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
         raise UserError(f"{where}: {key} must be {'an integer' if kind is int else 'a number' if kind is float else 'a string'}, got {value!r}")
+    if kind is float and not math.isfinite(value):
+        raise UserError(f"{where}: {key} must be a finite number, got {value!r}")
     if positive and value <= 0:
         raise UserError(f"{where}: {key} must be positive, got {value!r}")
     if minimum is not None and value < minimum:
@@ -116,9 +120,7 @@ def from_dict(doc: dict, where: str = "settings") -> Settings:
 def load(path: str | Path) -> Settings:
     path = Path(path)
     try:
-        doc = json.loads(path.read_text())
-    except OSError as e:
-        raise UserError(f"{path}: cannot read settings: {e.strerror}") from None
+        doc = json.loads(read_text(path, "settings"))
     except json.JSONDecodeError as e:
         raise UserError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from None
     return from_dict(doc, str(path))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from geofed.errors import UserError
 from geofed.progress import Bar, progress
+from geofed.validate import nonnegative_int, positive_float, positive_int, probability
 
 
 def _params(args):
@@ -70,16 +71,16 @@ def cmd_bench(args) -> int:
 
 
 def _analysis_args(p: argparse.ArgumentParser, dim: int = 2, discretizations: int = 1) -> None:
-    p.add_argument("--dim", type=int, default=dim, help=f"tuple size k, 1-5 (default {dim})")
-    p.add_argument("--divisions", type=int, default=1, help="thresholds per variable, 1-15 (default 1)")
-    p.add_argument("--discretizations", "-D", type=int, default=discretizations,
+    p.add_argument("--dim", type=positive_int, default=dim, help=f"tuple size k, 1-5 (default {dim})")
+    p.add_argument("--divisions", type=positive_int, default=1, help="thresholds per variable, 1-15 (default 1)")
+    p.add_argument("--discretizations", "-D", type=positive_int, default=discretizations,
                    help=f"randomised discretizations (default {discretizations})")
-    p.add_argument("--seed", type=int, default=0, help="seed of discretizations and contrasts (default 0)")
-    p.add_argument("--range", type=float, help="threshold randomisation, 0-1 (default: the reference's suggestion)")
-    p.add_argument("--pc-xi", type=float, default=0.25, help="pseudocount (default 0.25)")
-    p.add_argument("--contrast", type=int, help="contrast variables (default max(30, p); 0 in 1D with -D 1)")
-    p.add_argument("--level", type=float, default=0.05, help="significance level after Holm (default 0.05)")
-    p.add_argument("--data-seed", type=int, default=0, help="seed of the Madelon-like data (default 0)")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of discretizations and contrasts (default 0)")
+    p.add_argument("--range", type=probability, help="threshold randomisation, 0-1 (default: the reference's suggestion)")
+    p.add_argument("--pc-xi", type=positive_float, default=0.25, help="pseudocount (default 0.25)")
+    p.add_argument("--contrast", type=nonnegative_int, help="contrast variables (default max(30, p); 0 in 1D with -D 1)")
+    p.add_argument("--level", type=probability, default=0.05, help="significance level after Holm (default 0.05)")
+    p.add_argument("--data-seed", type=nonnegative_int, default=0, help="seed of the Madelon-like data (default 0)")
 
 
 def register(commands, bench) -> None:
@@ -91,13 +92,13 @@ def register(commands, bench) -> None:
     p.add_argument("--decision-file", help="decisions in a separate file, one per line")
     p.add_argument("--header", choices=["yes", "no"], help="does the CSV have a header row (default: detect)")
     _analysis_args(p)
-    p.add_argument("--threads", type=int, default=0, help="threads (default: all cores; per rank: its node's cores)")
+    p.add_argument("--threads", type=nonnegative_int, default=0, help="threads (default: all cores; per rank: its node's cores)")
     p.add_argument("--placement", "-p", help="run across testbed nodes, like G1W1 (default: on this machine)")
     p.add_argument("--federation", "-f", default="icm-task", help="federation for --placement (default icm-task)")
     p.add_argument("--split", choices=["speed", "calibrate", "even"], default="speed",
                    help="work per node: by declared speed, by a measured calibration, or even (default speed)")
     p.add_argument("--hostfile", help="real cluster: lines 'HOST SITE' for --placement; srun inside a Slurm allocation")
-    p.add_argument("--timeout", type=float, help="stop a --placement job after this many seconds")
+    p.add_argument("--timeout", type=positive_float, help="stop a --placement job after this many seconds")
     p.add_argument("--out", default="geofed-out/mdfs", help="directory for CSV, JSON and the record")
     p.set_defaults(func=cmd_run)
 
@@ -107,14 +108,14 @@ def register(commands, bench) -> None:
     p.add_argument("--placements", default="G1W0,G0W1,G2W0,G1W1,G0W2,G2W2,G0W4",
                    help="comma-separated placement codes (default G1W0,G0W1,G2W0,G1W1,G0W2,G2W2,G0W4)")
     p.add_argument("--split", default="speed,even", help="splits to compare (default speed,even)")
-    p.add_argument("--repeat", type=int, default=3, help="runs per placement and split; medians (default 3)")
+    p.add_argument("--repeat", type=positive_int, default=3, help="runs per placement and split; medians (default 3)")
     p.add_argument("--out", default="geofed-out/mdfs-sweep", help="directory for the record")
     p.set_defaults(func=cmd_sweep)
 
     p = bench.add_parser("mdfs", help="MDFS kernel side by side with the reference (PyPI mdfs), same data and parameters")
     p.add_argument("--cases", default="2d30,3d1", help="cases: 2d30 (2D, 30 discretizations), 3d1, 2d1, 1d1 (default 2d30,3d1)")
-    p.add_argument("--variables", type=int, default=500, help="variables of the Madelon-like data (default 500)")
-    p.add_argument("--repeat", type=int, default=3, help="runs of each side; medians (default 3)")
-    p.add_argument("--threads", type=int, default=0, help="threads for the threaded runs (default: all cores)")
+    p.add_argument("--variables", type=positive_int, default=500, help="variables of the Madelon-like data (default 500)")
+    p.add_argument("--repeat", type=positive_int, default=3, help="runs of each side; medians (default 3)")
+    p.add_argument("--threads", type=nonnegative_int, default=0, help="threads for the threaded runs (default: all cores)")
     p.add_argument("--out", default="geofed-out/bench", help="directory for the JSON record")
     p.set_defaults(func=cmd_bench)

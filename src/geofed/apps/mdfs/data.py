@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from geofed.errors import UserError
+from geofed.validate import read_text
 
 MISSING = {"", "na", "nan", "n/a", "null", "none", "?"}
 
@@ -48,7 +49,7 @@ def _is_number(cell: str) -> bool:
 def _read_rows(path: Path) -> list[list[str]]:
     if not path.is_file():
         raise UserError(f"{path}: no such file")
-    text = path.read_text()
+    text = read_text(path, "data file")
     try:
         dialect = csv.Sniffer().sniff(text[:4096], delimiters=",;\t ")
     except csv.Error:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from geofed.progress import progress
+from geofed.validate import nonnegative_float, positive_float, positive_int, probability
 
 SCHEMES = ["sync", "async", "hybrid", "auto", "mpi"]
 
@@ -51,30 +52,30 @@ def cmd_bench(args) -> int:
 
 def register(commands, bench) -> None:
     p = commands.add_parser("obstacle", help="3-D obstacle problem by projected Richardson over P2PSAP on a placement (seed 003)")
-    p.add_argument("--n", type=int, default=32, help="interior points per axis (default 32)")
+    p.add_argument("--n", type=positive_int, default=32, help="interior points per axis (default 32)")
     p.add_argument("--scheme", choices=SCHEMES, default="async",
                    help="sync, async, hybrid (sync inside a site), auto (async across sites), "
                         "or mpi (the synchronous projected Jacobi on MPI); default async")
     p.add_argument("--placement", "-p", required=True, help="one peer per node, like G2W2")
     p.add_argument("--federation", "-f", default="icm-task", help="federation (its testbed must be up; default icm-task)")
-    p.add_argument("--tol", type=float, default=1e-6, help="certified fixed-point residual max|u - F(u)| (default 1e-6)")
-    p.add_argument("--c", type=float, default=10.0, help="reaction coefficient c >= 0 (default 10)")
-    p.add_argument("--delta", type=float, help="Richardson step (default and maximum h^2/(6 + c h^2))")
+    p.add_argument("--tol", type=positive_float, default=1e-6, help="certified fixed-point residual max|u - F(u)| (default 1e-6)")
+    p.add_argument("--c", type=nonnegative_float, default=10.0, help="reaction coefficient c >= 0 (default 10)")
+    p.add_argument("--delta", type=positive_float, help="Richardson step (default and maximum h^2/(6 + c h^2))")
     p.add_argument("--network", choices=["eth", "fabric"], default="eth", help="P2PSAP network context (default eth)")
     p.add_argument("--secret-file", help="the job secret peers authenticate with (default: a fresh random one per job)")
     p.add_argument("--hostfile", help="real cluster: lines 'HOST SITE'; srun inside a Slurm allocation")
-    p.add_argument("--timeout", type=float, default=600, help="stop the job after this many seconds (default 600)")
+    p.add_argument("--timeout", type=positive_float, default=600, help="stop the job after this many seconds (default 600)")
     p.add_argument("--out", default="geofed-out/obstacle", help="directory for solution, history and the record")
     p.set_defaults(func=cmd_obstacle)
 
     p = bench.add_parser("obstacle", help="seed 003's Table III on the testbed: P2PSAP sync/async against MPI Jacobi, "
                                           "and the reliable stack's throughput against TCP (root)")
-    p.add_argument("--n", type=int, default=32, help="interior points per axis (default 32)")
-    p.add_argument("--tol", type=float, default=1e-8, help="certified residual (default 1e-8)")
+    p.add_argument("--n", type=positive_int, default=32, help="interior points per axis (default 32)")
+    p.add_argument("--tol", type=positive_float, default=1e-8, help="certified residual (default 1e-8)")
     p.add_argument("--placements", default="W2,G1W1", help="one site and across the link (default W2,G1W1)")
-    p.add_argument("--repeat", type=int, default=3, help="runs per cell; medians (default 3)")
-    p.add_argument("--mbytes", type=float, default=200, help="bytes per throughput run, in MB (default 200)")
-    p.add_argument("--loss", type=float, default=0.01, help="link loss of the delivery run (default 0.01)")
+    p.add_argument("--repeat", type=positive_int, default=3, help="runs per cell; medians (default 3)")
+    p.add_argument("--mbytes", type=positive_float, default=200, help="bytes per throughput run, in MB (default 200)")
+    p.add_argument("--loss", type=probability, default=0.01, help="link loss of the delivery run (default 0.01)")
     p.add_argument("--part", choices=["all", "solver", "throughput"], default="all")
     p.add_argument("--federation", "-f", default="icm-task", help="federation to copy and bring up (default icm-task)")
     p.add_argument("--out", default="geofed-out/bench", help="directory for the JSON record")
