@@ -127,8 +127,8 @@ def cmd_run(args) -> int:
         env = " ".join(f"{k}={v}" for k, v in cmd.env.items())
         print((env + " " if env else "") + " ".join(cmd.argv))
         return 0
-    with tempfile.TemporaryDirectory(prefix="geofed-job-") as tmp:
-        running = runner.start(j, Path(tmp) / "job.log", hostfile=args.hostfile, echo=True)
+    with tempfile.TemporaryDirectory(prefix="geofed-job-") as tmp, \
+            runner.started(j, Path(tmp) / "job.log", hostfile=args.hostfile, echo=True) as running:
         rc = running.wait(args.timeout)
     if rc == 124 and args.timeout is not None:
         print(f"geofed: failed: the job did not finish within --timeout {args.timeout:g} s and was stopped",

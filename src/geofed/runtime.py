@@ -71,3 +71,18 @@ def quiet_barrier(comm, poll_s: float = 0.0005) -> None:
     req = comm.Ibarrier()
     while not req.Test():
         time.sleep(poll_s)
+
+
+def refuse(program: str, error: Exception, status: int = 2) -> int:
+    """A rank's answer to a request it cannot carry out: say why, and end the whole job.
+
+    Ranks can fail a check alone (one rank of a pair loads the kernels, say) while the
+    others wait in a barrier or in MPI_Finalize for it: without an abort that job hangs
+    until its timeout. The runner quotes this line in its one-line error."""
+    import sys
+
+    from mpi4py import MPI
+    print(f"{program}: error: {error}", file=sys.stderr, flush=True)
+    if MPI.COMM_WORLD.Get_size() > 1:
+        MPI.COMM_WORLD.Abort(status)
+    return status

@@ -33,8 +33,8 @@ def run_program(fed: Federation, placement: Placement, argv: list[str], *, ranks
         record = Path(tmp).resolve() / "record.json"
         program = [sys.executable, "-m", *argv, "--record", str(record)]
         job = launch.Job(fed, placement, program, ranks_per_node, cpu_limit=False)
-        running = runner.start(job, Path(tmp) / "job.log", hostfile=hostfile, echo=echo)
-        rc = running.wait(timeout)
+        with runner.started(job, Path(tmp) / "job.log", hostfile=hostfile, echo=echo) as running:
+            rc = running.wait(timeout)
         if rc == 2 and not record.exists():
             raise UserError(f"{what}: the ranks rejected the request{runner.last_error(running.output())}")
         if rc == 124 or not record.exists():

@@ -114,9 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             print(HEADER, flush=True)
         return run(args)
     except UserError as e:
-        if MPI.COMM_WORLD.Get_rank() == 0:
-            print(f"geofed.bench.matrix: error: {e}", file=sys.stderr, flush=True)
-        return 2
+        return runtime.refuse("geofed.bench.matrix", e)
 
 
 if __name__ == "__main__":

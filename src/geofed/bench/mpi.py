@@ -267,13 +267,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if args.budget <= 0 or args.min_iterations < 1 or args.window < 1 or (args.iterations or 1) < 1:
-            raise UserError("--budget, --min-iterations, --window and --iterations must be positive")
         return run(args)
     except UserError as e:
-        if MPI.COMM_WORLD.Get_rank() == 0:
-            print(f"geofed.bench.mpi: error: {e}", file=sys.stderr, flush=True)
-        return 2
+        return runtime.refuse("geofed.bench.mpi", e)
 
 
 if __name__ == "__main__":

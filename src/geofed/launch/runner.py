@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 from geofed.errors import JobFailed
@@ -49,6 +51,7 @@ class Running:
     def __init__(self, job: launch.Job, cmd: launch.Command, log: Path, echo: bool = False):
         self.job, self.cmd, self.log, self.echo = job, cmd, log, echo
         self.showing = True
+        self.stopped = False
         for path, content in cmd.files.items():
             Path(path).write_text(content)
         self._log = open(log, "wb")
@@ -89,14 +92,18 @@ class Running:
         return rc
 
     def stop(self) -> None:
-        """Stop everything of the job (idempotent), then close the log."""
-        self.showing = False
-        launch.stop(self.proc, self.job)
-        self._copier.join(timeout=10)
-        self.proc.stdout.close()
-        self._log.close()
-        for path in self.cmd.files:
-            Path(path).unlink(missing_ok=True)
+        """Stop everything of the job, then close the log; once, and not cut short by Ctrl-C."""
+        if self.stopped:
+            return
+        with deferred_interrupt():
+            self.showing = False
+            launch.stop(self.proc, self.job)
+            self._copier.join(timeout=10)
+            self.proc.stdout.close()
+            self._log.close()
+            for path in self.cmd.files:
+                Path(path).unlink(missing_ok=True)
+            self.stopped = True
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -127,15 +134,47 @@ def last_error(output: str) -> str:
     return ""
 
 
+@contextmanager
+def deferred_interrupt():
+    """Ctrl-C inside the block is raised when it ends: a job is then either not started
+    or already held where its stopper finds it (between Popen and an assignment it
+    would be lost and left running). Python runs signal handlers in the main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if pending:
+            raise KeyboardInterrupt
+
+
 def start(job: launch.Job, log: Path, *, hostfile: str | None = None, echo: bool = False) -> Running:
+    """Start `job`; call inside deferred_interrupt() and keep the result where a stop finds it."""
     return Running(job, command(job, hostfile), log, echo)
+
+
+@contextmanager
+def started(job: launch.Job, log: Path, *, hostfile: str | None = None, echo: bool = False):
+    """A running job for the block; stopped when the block ends, however it ends."""
+    running = None
+    try:
+        with deferred_interrupt():
+            running = start(job, log, hostfile=hostfile, echo=echo)
+        yield running
+    finally:
+        if running is not None:
+            running.stop()
 
 
 def run(job: launch.Job, *, what: str, hostfile: str | None = None, timeout: float | None = None,
         echo: bool = False) -> str:
     """Run `job` to its end; its output. A failure or timeout raises JobFailed (log kept)."""
-    with tempfile.TemporaryDirectory(prefix="geofed-job-") as tmp:
-        running = start(job, Path(tmp) / "job.log", hostfile=hostfile, echo=echo)
+    with tempfile.TemporaryDirectory(prefix="geofed-job-") as tmp, \
+            started(job, Path(tmp) / "job.log", hostfile=hostfile, echo=echo) as running:
         rc = running.wait(timeout)
         if rc != 0:
             raise running.failure(what, rc, timeout)

@@ -76,8 +76,11 @@ def require_up(fed: Federation, nodes=None) -> Plan:
     if state.get("sha256") != fed.sha256:
         raise UserError(f"testbed {fed.name} is up from another version of {fed.path}; run: {again}")
     present = set(host.netns_list())
-    wanted = plan.namespaces() if nodes is None else [plan.node(n.name).netns for n in nodes]
-    for ns in wanted:
+    for node in plan.nodes if nodes is None else [plan.node(n.name) for n in nodes]:
+        if node.netns not in present:
+            raise UserError(f"node {node.node.name} of testbed {fed.name} is unreachable: namespace {node.netns} "
+                            f"is gone; run: {again}")
+    for ns in [s.netns for s in plan.sites] + [l.netns for l in plan.links]:
         if ns not in present:
             raise UserError(f"testbed {fed.name} is broken: namespace {ns} is gone; run: {again}")
     for name, emu in state["emulators"].items():

@@ -16,7 +16,7 @@ def test_bad_input_is_one_line_and_exit_2(args, words, tmp_path):
     r = run_geofed("obstacle", *args, "--out", str(tmp_path / "out"))
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("geofed: error:"), r.stderr
+    assert len(lines) == 1 and lines[0].startswith(("geofed: error:", "geofed obstacle: error:")), r.stderr
     assert all(w in lines[0] for w in words), lines[0]
     assert not (tmp_path / "out").exists()
 

@@ -125,7 +125,8 @@ def plan_parts(fed: Federation, s: Settings, run_dir: Path, stream_dir: Path, *,
 
 def _start(fed: Federation, p: Part) -> None:
     job = launch.Job(fed, Nodes("".join(p.nodes), (), tuple(p.nodes)), p.argv, p.ranks_per_node)
-    p.running = runner.start(job, p.log)
+    with runner.deferred_interrupt():  # held in p.running before Ctrl-C can strike
+        p.running = runner.start(job, p.log)
 
 
 def _stop_all(parts: list[Part]) -> None:

@@ -1,0 +1,174 @@
+"""Stopping a placed job: Ctrl-C and --timeout end with one line and leave nothing.
+
+Each workload (MDFS, obstacle, a benchmark, the Gray-Scott workflow) runs on a copy
+of icm-task (own name, 9 ms link); once one of its ranks runs, the test sends SIGINT
+to geofed's process group as a terminal's Ctrl-C would, or lets `--timeout` pass.
+Afterwards: exit 130 or 124, exactly one line from geofed on stderr and no MPI abort
+banner, and no process of any job, no Hydra proxy, no /dev/shm/mpich_* file and no
+temporary geofed directory left. The same through the hostfile path (this machine
+as the one host of each site).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import GEOFED, needs_root
+from geofed import federation
+from geofed.testbed import core
+
+pytestmark = [needs_root, pytest.mark.slow]
+
+NAME = f"gftest-stop-{os.getpid() % 100000}"
+INTERRUPTED = "geofed: interrupted; everything it had started was stopped"
+
+# Commands that run far longer than the test waits for them.
+LONG = {
+    "mdfs": ["mdfs", "run", "-p", "G1W1", "--dim", "3", "--discretizations", "3"],
+    "obstacle": ["obstacle", "-p", "G1W1", "--scheme", "mpi", "--n", "80", "--tol", "1e-13"],
+    "bench": ["bench", "mpi", "latency", "-p", "W1G1", "--sizes", "1", "--budget", "100",
+              "--iterations", "100000000"],
+    "workflow": ["workflow", "grayscott", "--L", "32", "--steps", "100000", "--plotgap", "1000"],
+}
+# A module each workload's ranks run, to know when the job is really under way.
+RANK_MODULE = {"mdfs": b"geofed.apps.mdfs.dist", "obstacle": b"geofed.apps.obstacle.dist",
+               "bench": b"geofed.bench.mpi", "workflow": b"geofed.apps.grayscott.simulation"}
+
+
+@pytest.fixture(scope="module")
+def fed(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fed")
+    path = federation.derive(federation.load("icm-task"), d, NAME)
+    core.up(federation.load(path))
+    try:
+        yield str(path)
+    finally:
+        core.down(NAME)
+        assert core.leftovers(NAME) == []
+
+
+def _environ(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def job_processes() -> list[tuple[int, bytes]]:
+    """Every process on this host that belongs to some geofed job (ranks, proxies, mpiexec)."""
+    pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
+    return [(p, _cmdline(p)[:200]) for p in pids
+            if any(x.startswith(b"GEOFED_JOB=") for x in _environ(p).split(b"\0"))]
+
+
+def snapshot() -> dict:
+    return {"shm": {f for f in os.listdir("/dev/shm") if f.startswith("mpich")},
+            "tmp": {f for f in os.listdir("/tmp") if f.startswith("geofed")}}
+
+
+def _mpi_ready(pid: int) -> bool:
+    """The rank has initialised MPI: it maps MPICH's shared memory (which a kill leaves behind)."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return "/dev/shm/mpich" in f.read()
+    except OSError:
+        return False
+
+
+def wait_for_rank(module: bytes, proc: subprocess.Popen, deadline_s: float = 120) -> None:
+    """Until a rank running `module` has initialised MPI (polling, bounded by a deadline)."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        for p in (int(d) for d in os.listdir("/proc") if d.isdigit()):
+            cmd = _cmdline(p)
+            if module in cmd and b"hydra_pmi_proxy" not in cmd and b"GEOFED_JOB=" in _environ(p) and _mpi_ready(p):
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"no rank of {module.decode()} initialised MPI (geofed exited with {proc.poll()})")
+
+
+def start(argv: list[str], cwd: Path) -> subprocess.Popen:
+    # A session of its own, like a shell's job: Ctrl-C goes to its process group.
+    return subprocess.Popen([GEOFED, *argv], cwd=cwd, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def assert_clean_end(proc: subprocess.Popen, before: dict, status: int, last_line: str) -> str:
+    out, err = proc.communicate(timeout=120)
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert proc.returncode == status, (out[-2000:], err[-3000:])
+    assert lines and lines[-1].startswith(last_line), err[-3000:]
+    # Everything else on stderr is progress ("geofed: ..."), no abort banner, no traceback.
+    assert all(l.startswith("geofed: ") for l in lines), err[-3000:]
+    assert "Traceback" not in err and "BAD TERMINATION" not in err + out
+    assert job_processes() == []
+    after = snapshot()
+    assert after["shm"] <= before["shm"], after["shm"] - before["shm"]
+    assert after["tmp"] <= before["tmp"], after["tmp"] - before["tmp"]
+    return lines[-1]
+
+
+@pytest.mark.parametrize("workload", sorted(LONG))
+def test_ctrl_c_stops_the_whole_job(workload, fed, tmp_path):
+    before = snapshot()
+    proc = start([*LONG[workload], "-f", fed, "--out", str(tmp_path / "out")], tmp_path)
+    try:
+        wait_for_rank(RANK_MODULE[workload], proc)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert_clean_end(proc, before, 130, INTERRUPTED)
+    finally:
+        proc.kill()
+
+
+@pytest.mark.parametrize("workload", sorted(LONG))
+def test_timeout_stops_the_whole_job(workload, fed, tmp_path):
+    before = snapshot()
+    proc = start([*LONG[workload], "-f", fed, "--out", str(tmp_path / "out"), "--timeout", "6"], tmp_path)
+    try:
+        line = assert_clean_end(proc, before, 124, "geofed: failed: ")
+    finally:
+        proc.kill()
+    assert "6 s" in line
+    if workload != "workflow":  # the workflow's parts keep their logs in its run directory
+        assert "log: geofed-out/logs/" in line
+        (log,) = (tmp_path / "geofed-out" / "logs").iterdir()
+        assert log.stat().st_size > 0
+
+
+def test_a_tiny_timeout_leaves_no_proxy(fed, tmp_path):
+    # Stopped while the launcher is still starting Hydra's proxies in the node namespaces.
+    before = snapshot()
+    proc = start(["run", "-f", fed, "-p", "G2W2", "--timeout", "0.05", "--", "sleep", "30"], tmp_path)
+    assert_clean_end(proc, before, 124, "geofed: failed: the job did not finish within --timeout 0.05 s")
+
+
+def test_ctrl_c_through_the_hostfile_path(tmp_path):
+    # This machine is the one host of site W, and (by another name) of site G: Hydra
+    # starts local proxies without ssh, as on a login node with two local slots.
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text(f"{socket.gethostname()} W\nlocalhost G\n")
+    before = snapshot()
+    proc = start([*LONG["mdfs"], "--hostfile", str(hostfile), "--out", str(tmp_path / "out")], tmp_path)
+    try:
+        wait_for_rank(RANK_MODULE["mdfs"], proc)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert_clean_end(proc, before, 130, INTERRUPTED)
+    finally:
+        proc.kill()
+    assert [p for p in tmp_path.iterdir() if p.name.startswith(".geofed")] == []
