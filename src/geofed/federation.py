@@ -170,6 +170,15 @@ class Federation:
             return self.site(src).local.bandwidth_gbps
         return min(link.bandwidth_gbps for link in self.route(src, dst))
 
+    def rtt_ms(self, src: str, dst: str) -> float:
+        """Modelled round trip between nodes at sites `src` and `dst`: the one RTT of a site pair."""
+        return 2 * self.one_way_ms(src, dst)
+
+    def bdp_bytes(self, src: str, dst: str) -> int | None:
+        """Bytes in flight that keep the path from `src` to `dst` full (None: no bandwidth cap)."""
+        gbps = self.bandwidth_gbps(src, dst)
+        return None if gbps is None else bdp_bytes(gbps, self.rtt_ms(src, dst))
+
 
 # ---------------------------------------------------------------- loading
 

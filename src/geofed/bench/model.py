@@ -36,7 +36,7 @@ def pair_model(fed: Federation | None, site_a: str | None, site_b: str | None) -
         "propagation_us": propagation_ms * 1e3,
         "local_us": (one_way_ms - propagation_ms) * 1e3,
         "bandwidth_MBps": bytes_per_us,  # bytes per us = decimal MB/s, OSU's unit
-        "bdp_bytes": None if gbps is None else int(bytes_per_us * 2 * one_way_ms * 1e3),
+        "bdp_bytes": fed.bdp_bytes(site_a, site_b),
     }
 
 

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise RuntimeError(f"rank {peer} returned corrupted data")
             st = {k: 2 * row["stats"][k] / 1e3 for k in ("min", "p50", "p99")}  # RTT/2 in us -> RTT in ms
             a, b = where[0], where[peer]
-            model = 2 * fed.one_way_ms(a["site"], b["site"]) if fed and a["site"] and b["site"] else None
+            model = fed.rtt_ms(a["site"], b["site"]) if fed and a["site"] and b["site"] else None
             pairs.append({
                 "a": f"0@{a['node']}", "b": f"{peer}@{b['node']}",
                 "class": runtime.pair_class(a["node"] or a["host"], b["node"] or b["host"]),

@@ -54,7 +54,7 @@ def verify(fed: Federation, rtt_count: int = 200, streams: int = 4, seconds: flo
         progress(f"measuring {src.node.name} -> {dst.node.name} ({cls})")
         samples, lost = probe.rtt_samples_ms(src, dst, count=rtt_count)
         mbps = probe.throughput_mbps(src, dst, streams=streams, seconds=seconds)
-        configured_rtt = 2 * fed.one_way_ms(a, b)
+        configured_rtt = fed.rtt_ms(a, b)
         bw = fed.bandwidth_gbps(a, b)
         configured_mbps = bw * 1000 if bw else None
         median = statistics.median(samples)

@@ -31,7 +31,8 @@ def solve(p, sites, scheme, network="eth"):
             for e2 in eps:
                 e2.close()  # unblock the others
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    # Daemons: a peer stuck past its join deadline must not keep the test process alive.
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(n)]
     try:
         for t in threads:
             t.start()
@@ -40,6 +41,7 @@ def solve(p, sites, scheme, network="eth"):
     finally:
         for e in eps:
             e.close()
+    assert not any(t.is_alive() for t in threads), "a peer did not finish within 120 s"
     assert not errors, errors
     assert all(r is not None for r in results)
     return results

@@ -1,5 +1,7 @@
 """The P2PSAP bindings over real loopback sockets: sessions, semantics, authentication."""
 
+import time
+
 import numpy as np
 import pytest
 
@@ -45,7 +47,9 @@ def test_sync_delivers_in_order_exactly_once_then_reconfigures_to_async(pair, ne
         a.send(1, 2, str(i).encode())
     assert b.wait(0, 2, 10)
     seen = []
+    deadline = time.monotonic() + 30  # the newest message must arrive, but not forever
     while len(seen) == 0 or seen[-1] != 50:
+        assert time.monotonic() < deadline, f"message 50 never arrived; saw {seen}"
         if b.wait(0, 2, 10):
             n, d = b.receive(0, 2)
             assert d == str(n - 1).encode()

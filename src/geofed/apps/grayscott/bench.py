@@ -88,7 +88,7 @@ def run(fed: Federation, base: Settings, sizes: list[tuple[int, int]], out: Path
             "staging_overhead": staging_ms / off_ms,
         })
     data = {"settings": base.to_json(), "sim_site": sim_site, "analysis_site": analysis_site, "sim_ranks": sim_ranks,
-            "link": {"rtt_ms": 2 * fed.one_way_ms(sim_site, analysis_site),
+            "link": {"rtt_ms": fed.rtt_ms(sim_site, analysis_site),
                      "bandwidth_gbps": fed.bandwidth_gbps(sim_site, analysis_site)},
             "cases": cases}
     return records.make("bench.grayscott", data, **records.federation_meta(fed))

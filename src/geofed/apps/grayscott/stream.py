@@ -180,13 +180,26 @@ def watchdog(seconds: float, message: str):
         guard.wait()
 
 
+# On timeout it also removes the MPICH shared-memory files the process had mapped:
+# a process ended by a signal does not finalise MPI and would leave them in /dev/shm.
 _WATCHDOG = """
 import os, select, signal, sys
 ready, _, _ = select.select([sys.stdin], [], [], float(sys.argv[2]))
 if not ready:
     sys.stderr.write(sys.argv[3] + "\\n")
     sys.stderr.flush()
-    os.kill(int(sys.argv[1]), signal.SIGTERM)
+    pid = int(sys.argv[1])
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            shm = {l.split(maxsplit=5)[-1].strip() for l in f if "/dev/shm/mpich" in l}
+    except OSError:
+        shm = set()
+    os.kill(pid, signal.SIGTERM)
+    for path in shm:
+        try:
+            os.unlink(path.removesuffix(" (deleted)"))
+        except OSError:
+            pass
 """
 
 

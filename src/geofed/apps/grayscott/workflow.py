@@ -279,7 +279,7 @@ def run(fed: Federation, s: Settings, out: Path, *, sim_site: str = "G", analysi
     crossed = after - before if before is not None else None
     data = {
         "settings": s.to_json(), "sim_site": sim_site, "analysis_site": analysis_site, "run_dir": str(run_dir),
-        "link": {"rtt_ms": 2 * fed.one_way_ms(sim_site, analysis_site),
+        "link": {"rtt_ms": fed.rtt_ms(sim_site, analysis_site),
                  "bandwidth_gbps": gbps, "hops": len(link)},
         "parts": [{"name": p.name, "describe": p.describe, "nodes": p.nodes, "ranks": len(p.nodes) * p.ranks_per_node,
                    "delay_s": (delays or {}).get(p.name, 0.0)} for p in parts],
