@@ -17,6 +17,8 @@ command -v "$PY" >/dev/null || apt_missing+=(python3)
 if command -v "$PY" >/dev/null && ! "$PY" -c 'import ensurepip, venv' 2>/dev/null; then apt_missing+=(python3-venv); fi
 # SimGrid, the simulation peer of `geofed bench model` (Debian's module, for the system python3)
 /usr/bin/python3 -c 'import simgrid' 2>/dev/null || apt_missing+=(python3-simgrid)
+# OpenBLAS, the BLAS that HPL is built with (`geofed bench hpl`)
+[ -e /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h ] || apt_missing+=(libopenblas-dev)
 if [ ${#apt_missing[@]} -gt 0 ]; then
   echo "setup: installing ${apt_missing[*]} with apt"
   apt-get update -q
@@ -55,5 +57,40 @@ seedlib=.venv/lib/libgeofed_sstseed.so
 if [ ! -e "$seedlib" ] || [ src/geofed/apps/grayscott/sstseed.c -nt "$seedlib" ]; then
   echo "setup: building the SST seed fix ($seedlib)"
   cc -O2 -Wall -shared -fPIC -o "$seedlib" src/geofed/apps/grayscott/sstseed.c -ldl
+fi
+# HPL 2.0 for `geofed bench hpl`: Debian has no HPL package and its hpcc binary links
+# Open MPI, so the HPL inside HPCC 1.5.0's source (Debian's source package, fetched
+# with a private apt configuration that leaves the system's sources alone) is built
+# with the venv's mpicc and OpenBLAS; geofed's own driver (src/geofed/apps/hpl/xhpl.c)
+# runs it. Rebuilt only when missing or older than the driver.
+xhpl=.venv/bin/geofed-xhpl
+if [ ! -x "$xhpl" ] || [ src/geofed/apps/hpl/xhpl.c -nt "$xhpl" ]; then
+  echo "setup: building HPL ($xhpl)"
+  cache="$PWD/.cache/hpl"
+  mkdir -p "$cache/apt/lists/partial" "$cache/apt/archives/partial"
+  echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm main" \
+    > "$cache/sources.list"
+  apt_private=(-q -o "Dir::Etc::SourceList=$cache/sources.list" -o Dir::Etc::SourceParts=/dev/null
+               -o "Dir::State::Lists=$cache/apt/lists" -o "Dir::Cache=$cache/apt")
+  if ! ls "$cache"/hpcc_*.orig.tar.gz >/dev/null 2>&1; then
+    apt-get "${apt_private[@]}" update >/dev/null
+    # Only the upstream tarball is needed; the Debian patch tarball may be missing on the mirror.
+    (cd "$cache" && apt-get "${apt_private[@]}" source --download-only hpcc >/dev/null 2>&1) || true
+  fi
+  tarball=$(ls "$cache"/hpcc_*.orig.tar.gz)
+  # The tarball's checksum from the .dsc, which apt verified against the signed Release file.
+  sum=$(awk '/^Checksums-Sha256:/ {f = 1; next} f && /orig\.tar\.gz/ {print $1; exit}' "$cache"/hpcc_*.dsc)
+  echo "$sum  $tarball" | sha256sum -c --quiet -
+  rm -rf "$cache/src" && mkdir "$cache/src" && tar xzf "$tarball" -C "$cache/src" --strip-components=1
+  venv_bin="$PWD/.venv/bin"
+  sed -e 's|^MPinc *=.*|MPinc =|' -e 's|^MPlib *=.*|MPlib =|' \
+      -e 's|^LAinc *=.*|LAinc = -I/usr/include/x86_64-linux-gnu/openblas-pthread|' -e 's|^LAlib *=.*|LAlib = -lopenblas|' \
+      -e "s|^CC  *=.*|CC = $venv_bin/mpicc|" -e "s|^LINKER *=.*|LINKER = $venv_bin/mpicc|" \
+      -e 's|^CCFLAGS *=.*|CCFLAGS = $(HPL_DEFS) -O2 -fcommon|' \
+      "$cache/src/hpl/setup/Make.Linux_PII_CBLAS" > "$cache/src/hpl/Make.geofed"
+  make -s -C "$cache/src" arch=geofed -j2 >"$cache/build.log" 2>&1 || { tail -20 "$cache/build.log"; exit 1; }
+  .venv/bin/mpicc -O2 -Wall -fcommon -DHPL_CALL_CBLAS -I"$cache/src/include" -I"$cache/src/hpl/include" \
+    -I"$cache/src/hpl/include/geofed" -I/usr/include/x86_64-linux-gnu/openblas-pthread -o "$xhpl" \
+    src/geofed/apps/hpl/xhpl.c "$cache/src/hpl/lib/geofed/libhpl.a" -lopenblas -lm
 fi
 echo "setup: done; try: .venv/bin/geofed demo"

@@ -90,6 +90,10 @@ FLAG_CASES = [
     (["monitor", "run", "--count", "1", "--interval", "{v}"], ("nan", "inf", "negative")),
     (["monitor", "run", "--duration", "{v}"], ("nan", "zero", "negative")),
     (["monitor", "show", "x.db", "--k", "{v}"], ("nan", "inf", "zero", "negative")),
+    (["bench", "hpl", "-p", "W1G1", "--nb", "{v}"], ("zero", "negative", "word")),
+    (["bench", "hpl", "-p", "W1G1", "--memory", "{v}"], ("nan", "inf", "zero", "negative")),
+    (["bench", "hpl", "-p", "W1G1", "--n", "{v}"], ("zero", "negative", "word")),
+    (["bench", "hpl", "-p", "W1G1", "--timeout", "{v}"], ("nan", "zero", "negative")),
 ]
 
 # Names a user can get wrong, some with shell metacharacters.
@@ -128,6 +132,13 @@ NAME_CASES = [
     ["predict", "mpi-latency", "-f", "icm-task", "-p", "Q1"],
     ["advise", "mpi-latency", "-f", "icm-task", "--nodes", "0"],
     ["model", "calibrate", "-f", "icm-task", "{in}/no-such-records"],
+    ["bench", "hpl", "-p", "W1G1", "--n", "40"],
+    ["bench", "hpl", "-p", "W1G1", "--grid", "2x2"],
+    ["bench", "hpl", "-p", "W1G1", "--grid", "2;x"],
+    ["bench", "hpl", "-p", "W1G1", "--bcast", "ring"],
+    ["bench", "hpl", "-p", "W1G1", "--memory", "0.95"],
+    ["bench", "hpl", "-p", "W1G1", "--n", "1000", "--memory", "0.1"],
+    ["bench", "hpl", "-p", "Z1"],
     ["report", "{in}/empty"],
     ["report", "{in}/truncated"],
     ["report", "{in}/no-such-directory"],

@@ -26,6 +26,7 @@ PLUGINS: list[str] = [
     "geofed.apps.mdfs.cli",
     "geofed.apps.grayscott.cli",
     "geofed.apps.obstacle.cli",
+    "geofed.apps.hpl.cli",
     "geofed.model.cli",
 ]
 

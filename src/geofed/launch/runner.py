@@ -46,9 +46,11 @@ def command(job: launch.Job, hostfile: str | None = None, check_up: bool = True)
 
 
 class Running:
-    """A started job; its output goes to `log` (and to stdout too when `echo`)."""
+    """A started job; its output goes to `log` (and to stdout too when `echo`). `cwd`
+    is mpiexec's working directory, which Hydra gives every rank."""
 
-    def __init__(self, job: launch.Job, cmd: launch.Command, log: Path, echo: bool = False):
+    def __init__(self, job: launch.Job, cmd: launch.Command, log: Path, echo: bool = False,
+                 cwd: str | Path | None = None):
         self.job, self.cmd, self.log, self.echo = job, cmd, log, echo
         self.showing = True
         self.stopped = False
@@ -56,7 +58,8 @@ class Running:
             Path(path).write_text(content)
         self._log = open(log, "wb")
         self.proc = subprocess.Popen(cmd.argv, env=dict(os.environ, **cmd.env), stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                                     cwd=cwd)
         self._copier = threading.Thread(target=self._copy, name=f"geofed-log-{job.id}", daemon=True)
         self._copier.start()
 
@@ -152,18 +155,20 @@ def deferred_interrupt():
             raise KeyboardInterrupt
 
 
-def start(job: launch.Job, log: Path, *, hostfile: str | None = None, echo: bool = False) -> Running:
+def start(job: launch.Job, log: Path, *, hostfile: str | None = None, echo: bool = False,
+          cwd: str | Path | None = None) -> Running:
     """Start `job`; call inside deferred_interrupt() and keep the result where a stop finds it."""
-    return Running(job, command(job, hostfile), log, echo)
+    return Running(job, command(job, hostfile), log, echo, cwd)
 
 
 @contextmanager
-def started(job: launch.Job, log: Path, *, hostfile: str | None = None, echo: bool = False):
+def started(job: launch.Job, log: Path, *, hostfile: str | None = None, echo: bool = False,
+            cwd: str | Path | None = None):
     """A running job for the block; stopped when the block ends, however it ends."""
     running = None
     try:
         with deferred_interrupt():
-            running = start(job, log, hostfile=hostfile, echo=echo)
+            running = start(job, log, hostfile=hostfile, echo=echo, cwd=cwd)
         yield running
     finally:
         if running is not None:

@@ -39,6 +39,7 @@ SECTION_MODULES = [
     "geofed.report.launch",
     "geofed.report.bench",
     "geofed.report.monitor",
+    "geofed.report.hpl",
     "geofed.report.mdfs",
     "geofed.report.grayscott",
     "geofed.report.obstacle",

@@ -1,0 +1,122 @@
+"""HPL's input: the choices a user makes, checked, and written in HPL.dat's format.
+
+HPCC's HPL reads `hpccinf.txt` and appends its results to `hpccoutf.txt`, both in
+the working directory of rank 0 (HPL.dat's layout: one value list per line, with
+a count line before each list). One run solves every N in `ns` with one NB, one
+P x Q grid and one broadcast/lookahead variant; the panel factorisation stays at
+HPL's defaults from its tuning notes (right-looking, Crout recursion, NBMIN 4).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from geofed.errors import UserError
+
+# HPL's codes for the panel broadcast: increasing ring (1rg), its modified form
+# (1rM), two rings (2rg, 2rM), long (Lng, LnM: bandwidth reducing, for slow links).
+BCASTS = {"1rg": 0, "1rM": 1, "2rg": 2, "2rM": 3, "Lng": 4, "LnM": 5}
+DOUBLE = 8  # bytes
+
+
+@dataclass(frozen=True)
+class Params:
+    ns: tuple[int, ...]
+    nb: int
+    p: int
+    q: int
+    bcast: str = "1rM"
+    depth: int = 1  # lookahead depth: 0 none, 1 overlaps the next panel's broadcast
+
+    @property
+    def ranks(self) -> int:
+        return self.p * self.q
+
+    def as_dict(self) -> dict:
+        return {"ns": list(self.ns), "nb": self.nb, "p": self.p, "q": self.q, "bcast": self.bcast, "depth": self.depth}
+
+
+def grid(ranks: int) -> tuple[int, int]:
+    """P x Q for `ranks`: as square as possible with P <= Q (HPL's tuning advice: a
+    flat grid suits Ethernet-like networks, and P = 1 is allowed)."""
+    p = max(d for d in range(1, math.isqrt(ranks) + 1) if ranks % d == 0)
+    return p, ranks // p
+
+
+def parse_grid(text: str) -> tuple[int, int]:
+    try:
+        p, q = (int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise UserError(f"--grid {text!r}: expected P x Q like 2x4") from None
+    if p < 1 or q < 1:
+        raise UserError(f"--grid {text!r}: P and Q must be at least 1")
+    return p, q
+
+
+def n_for_memory(fraction: float, memory_bytes: float, nb: int) -> int:
+    """The largest N (a multiple of NB) whose matrix fills `fraction` of `memory_bytes`."""
+    if not 0 < fraction <= 0.9:
+        raise UserError(f"--memory {fraction:g}: expected a fraction above 0 and at most 0.9 (HPL needs room besides A)")
+    n = int(math.sqrt(fraction * memory_bytes / DOUBLE)) // nb * nb
+    if n < nb:
+        raise UserError(f"--memory {fraction:g}: {fraction:g} of {memory_bytes / 1e9:.3g} GB holds no {nb} x {nb} block")
+    return n
+
+
+def check(params: Params, ranks: int, where: str) -> Params:
+    """Every mistake HPL itself would only report after the ranks started."""
+    if params.bcast not in BCASTS:
+        raise UserError(f"--bcast {params.bcast!r}: unknown variant (known: {', '.join(BCASTS)})")
+    if params.nb < 1:
+        raise UserError(f"--nb {params.nb}: must be at least 1")
+    for n in params.ns:
+        if n < params.nb:
+            raise UserError(f"--n {n}: smaller than the block size NB = {params.nb}")
+    if params.ranks != ranks:
+        raise UserError(f"--grid {params.p}x{params.q}: {params.ranks} processes, but {where} has {ranks} ranks")
+    if params.depth < 0:
+        raise UserError(f"--depth {params.depth}: must be 0 or more")
+    return params
+
+
+def text(params: Params) -> str:
+    """hpccinf.txt for these choices. HPCC's HPL always writes its results to
+    hpccoutf.txt in the working directory, whatever the device line says."""
+    def line(value, what: str) -> str:
+        return f"{value:<12} {what}"
+    ns = " ".join(map(str, params.ns))
+    lines = [
+        "HPLinpack benchmark input file",
+        "written by geofed (geofed.apps.hpl.params)",
+        line("HPL.out", "output file name (if any)"),
+        line(8, "device out (6=stdout,7=stderr,file)"),
+        line(len(params.ns), "# of problems sizes (N)"),
+        line(ns, "Ns"),
+        line(1, "# of NBs"),
+        line(params.nb, "NBs"),
+        line(0, "PMAP process mapping (0=Row-,1=Column-major)"),
+        line(1, "# of process grids (P x Q)"),
+        line(params.p, "Ps"),
+        line(params.q, "Qs"),
+        line("16.0", "threshold"),
+        line(1, "# of panel fact"),
+        line(2, "PFACTs (0=left, 1=Crout, 2=Right)"),
+        line(1, "# of recursive stopping criterium"),
+        line(4, "NBMINs (>= 1)"),
+        line(1, "# of panels in recursion"),
+        line(2, "NDIVs"),
+        line(1, "# of recursive panel fact."),
+        line(1, "RFACTs (0=left, 1=Crout, 2=Right)"),
+        line(1, "# of broadcast"),
+        line(BCASTS[params.bcast], "BCASTs (0=1rg,1=1rM,2=2rg,3=2rM,4=Lng,5=LnM)"),
+        line(1, "# of lookahead depth"),
+        line(params.depth, "DEPTHs (>=0)"),
+        line(2, "SWAP (0=bin-exch,1=long,2=mix)"),
+        line(64, "swapping threshold"),
+        line(0, "L1 in (0=transposed,1=no-transposed) form"),
+        line(0, "U  in (0=transposed,1=no-transposed) form"),
+        line(1, "Equilibration (0=no,1=yes)"),
+        line(8, "memory alignment in double (> 0)"),
+    ]
+    return "\n".join(lines) + "\n"
