@@ -181,9 +181,11 @@ def _inputs(d: Path) -> None:
 
 
 def _state() -> dict:
-    tmp = {p for p in os.listdir("/tmp") if "geofed" in p}
-    run = set(os.listdir("/run/geofed")) if os.path.isdir("/run/geofed") else set()
-    return {"netns": set(netns_list()), "tmp": tmp, "run": run}
+    """What a case could have left: the icm-task testbed's namespaces and state (every
+    federation here is named icm-task or is refused by name); temporary files go to the
+    case's own TMPDIR, checked apart, so other work on the host does not count."""
+    run = {p for p in os.listdir("/run/geofed") if p == "icm-task"} if os.path.isdir("/run/geofed") else set()
+    return {"netns": {n for n in netns_list() if n.startswith("geofed-icm-task.")}, "run": run}
 
 
 @pytest.fixture
@@ -191,6 +193,7 @@ def dirs(tmp_path):
     _inputs(tmp_path / "in")
     cwd = tmp_path / "cwd"
     cwd.mkdir()
+    (tmp_path / "tmp").mkdir()
     return tmp_path / "in", cwd
 
 
@@ -198,7 +201,9 @@ def assert_refused(argv: list[str], dirs, fragment: str | None = None) -> None:
     inp, cwd = dirs
     argv = [a.replace("{in}", str(inp)) for a in argv]
     before = _state()
-    res = subprocess.run([GEOFED, *argv], cwd=cwd, capture_output=True, text=True, timeout=120)
+    tmp = cwd.parent / "tmp"
+    res = subprocess.run([GEOFED, *argv], cwd=cwd, capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, TMPDIR=str(tmp)))
     lines = res.stderr.strip().splitlines()
     assert res.returncode == 2, (argv, res.returncode, res.stderr[-2000:])
     assert "Traceback" not in res.stderr, (argv, res.stderr)
@@ -206,6 +211,7 @@ def assert_refused(argv: list[str], dirs, fragment: str | None = None) -> None:
     if fragment:
         assert fragment in lines[0], (argv, lines[0])
     assert list(cwd.iterdir()) == [], (argv, "created", list(cwd.iterdir()))
+    assert list(tmp.iterdir()) == [], (argv, "left in TMPDIR", list(tmp.iterdir()))
     assert not (cwd.parent / "pwned").exists() and not (cwd / "pwned").exists()
     after = _state()
     for what in before:

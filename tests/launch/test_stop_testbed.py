@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -70,16 +71,29 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
-def job_processes() -> list[tuple[int, bytes]]:
-    """Every process on this host that belongs to some geofed job (ranks, proxies, mpiexec)."""
+def job_processes(mark: str) -> list[tuple[int, bytes]]:
+    """Processes of geofed jobs that this test started (ranks, proxies, mpiexec): every
+    one inherits the test's mark, so other work on the host does not count."""
     pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
+    mine = f"GEOFED_TEST_MARK={mark}".encode()
     return [(p, _cmdline(p)[:200]) for p in pids
-            if any(x.startswith(b"GEOFED_JOB=") for x in _environ(p).split(b"\0"))]
+            if mine in (env := _environ(p).split(b"\0")) and any(x.startswith(b"GEOFED_JOB=") for x in env)]
+
+
+def mapped_shm() -> set[str]:
+    """MPICH shared-memory files that some live process maps (a running job's, not a leak)."""
+    found = set()
+    for d in (d for d in os.listdir("/proc") if d.isdigit()):
+        try:
+            with open(f"/proc/{d}/maps") as f:
+                found |= {l.split("/dev/shm/", 1)[1].split()[0] for l in f if "/dev/shm/mpich" in l}
+        except OSError:
+            pass
+    return found
 
 
 def snapshot() -> dict:
-    return {"shm": {f for f in os.listdir("/dev/shm") if f.startswith("mpich")},
-            "tmp": {f for f in os.listdir("/tmp") if f.startswith("geofed")}}
+    return {"shm": {f for f in os.listdir("/dev/shm") if f.startswith("mpich")}}
 
 
 def _mpi_ready(pid: int) -> bool:
@@ -104,9 +118,15 @@ def wait_for_rank(module: bytes, proc: subprocess.Popen, deadline_s: float = 120
 
 
 def start(argv: list[str], cwd: Path) -> subprocess.Popen:
-    # A session of its own, like a shell's job: Ctrl-C goes to its process group.
-    return subprocess.Popen([GEOFED, *argv], cwd=cwd, start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    """geofed in a session of its own, like a shell's job (Ctrl-C goes to its process
+    group), with its temporary files in the test's directory and the test's mark."""
+    (cwd / "tmp").mkdir()
+    mark = uuid.uuid4().hex
+    env = dict(os.environ, TMPDIR=str(cwd / "tmp"), GEOFED_TEST_MARK=mark)
+    proc = subprocess.Popen([GEOFED, *argv], cwd=cwd, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    proc.mark, proc.tmp = mark, cwd / "tmp"
+    return proc
 
 
 def assert_clean_end(proc: subprocess.Popen, before: dict, status: int, last_line: str) -> str:
@@ -117,10 +137,10 @@ def assert_clean_end(proc: subprocess.Popen, before: dict, status: int, last_lin
     # Everything else on stderr is progress ("geofed: ..."), no abort banner, no traceback.
     assert all(l.startswith("geofed: ") for l in lines), err[-3000:]
     assert "Traceback" not in err and "BAD TERMINATION" not in err + out
-    assert job_processes() == []
-    after = snapshot()
-    assert after["shm"] <= before["shm"], after["shm"] - before["shm"]
-    assert after["tmp"] <= before["tmp"], after["tmp"] - before["tmp"]
+    assert job_processes(proc.mark) == []
+    leaked = snapshot()["shm"] - before["shm"] - mapped_shm()
+    assert leaked == set(), leaked
+    assert list(proc.tmp.iterdir()) == []
     return lines[-1]
 
 
