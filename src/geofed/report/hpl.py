@@ -32,3 +32,34 @@ def runs(records: list[dict], outdir: Path) -> str:
     return (note + table(["placement", "ranks", "ranks per site", "link RTT", "N", "NB", "P x Q", "time [s]",
                           "GFLOPS", "residual", "check"], rows, classes)
             + figure(fig, outdir, "hpl-gflops.png", "HPL GFLOPS against N per placement"))
+
+
+@section("bench.hpl.sweep", "HPL tables: T, S, SP and SPF over placements (seed 002), one site against two (seed 001)",
+         order=47)
+def sweep(records: list[dict], outdir: Path) -> str:
+    out = []
+    for k, r in enumerate(records):
+        d = r["data"]
+        peer = any("peer_time_s" in x for x in d["rows"])
+        rows = [[x["placement"], x["nodes"], "+".join(x["sites"]), x["n"], f"{x['time_s']:.2f}", f"{x['speedup']:.2f}",
+                 f"{x['gflops']:.3f}", f"{x['peak_gflops']:.1f}", f"{x['spf']:.1%}"]
+                + ([f"{x['peer_time_s']:.2f}", f"{x['testbed_over_peer']:.2f}"] if peer else []) for x in d["rows"]]
+        link = f"link {d['link']['rtt_ms']:.4g} ms, {d['link']['bandwidth_gbps']:g} Gb/s" if d["link"] else "no link"
+        out.append(f"<p class='meta'>{esc(r['meta'].get('federation', ''))}: {esc(link)}; NB {d['nb']}, "
+                   f"medians of {d['repeat']}; peak per node "
+                   + esc(", ".join(f"{s} {g:.1f} GFLOPS" for s, g in d["peaks_gflops"].items()))
+                   + f" ({esc(d['peak_source'])}) · {esc(r['created'])}</p>")
+        out.append(table(["placement", "nodes P", "sites", "N", "T [s]", "S", "SP [GFLOPS]", "PP [GFLOPS]", "SPF"]
+                         + (["peer T [s]", "testbed / peer"] if peer else []), rows))
+        fig, ax = plt.subplots(figsize=(7, 3.2))
+        for n in d["ns"]:
+            for across in (False, True):
+                pts = sorted((x["nodes"], x["speedup"]) for x in d["rows"]
+                             if x["n"] == n and (len(x["sites"]) > 1) == across)
+                if pts:
+                    ax.plot(*zip(*pts), "o--" if across else "o-", label=f"N = {n}, {'two sites' if across else 'one site'}")
+        ax.set_xlabel("nodes P")
+        ax.set_ylabel("speed-up S")
+        ax.legend(fontsize=8)
+        out.append(figure(fig, outdir, f"hpl-speedup-{k}.png", "HPL speed-up against nodes, one site and two"))
+    return "\n".join(out)

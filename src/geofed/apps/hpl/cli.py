@@ -12,7 +12,7 @@ DEFAULT_NB = 80
 DEFAULT_MEMORY = 0.02
 
 
-def _ns(text: str) -> list[int]:
+def parse_ns(text: str) -> list[int]:
     from geofed.errors import UserError
     try:
         ns = [positive_int(x) for x in text.split(",") if x]
@@ -35,7 +35,7 @@ def cmd_bench_hpl(args) -> int:
     if args.n and args.memory:
         raise UserError("--n and --memory: give one (the matrix order, or the share of the nodes' memory it fills)")
     if args.n:
-        ns = _ns(args.n)
+        ns = parse_ns(args.n)
     else:
         memory = sum(fed.site(n.site).memory_gb for n in placement.nodes(fed)) * 1e9
         ns = [P.n_for_memory(args.memory or DEFAULT_MEMORY, memory, args.nb)]
@@ -43,11 +43,17 @@ def cmd_bench_hpl(args) -> int:
     params = P.check(P.Params(tuple(ns), args.nb, p, q, args.bcast, args.depth), ranks,
                      f"placement {placement.code} with {args.ranks_per_node} rank per node")
     data = run.run(fed, placement, params, ranks_per_node=args.ranks_per_node, hostfile=args.hostfile,
-                   timeout=args.timeout, cpu_limit=not args.no_cpu_limit)
+                   timeout=args.timeout, cpu_limit=args.cpu_limit)
     print(run.format_table(data))
     rec = records.make("bench.hpl", data, **records.federation_meta(fed))
     print(f"record: {records.save(rec, args.out)}")
     return 0 if data["passed"] else 1
+
+
+def cmd_bench_hpl_sweep(args) -> int:
+    from geofed.apps.hpl import sweep
+    from geofed.progress import progress
+    return sweep.main(args, progress)
 
 
 def register(commands, bench) -> None:
@@ -64,8 +70,23 @@ def register(commands, bench) -> None:
     p.add_argument("--bcast", choices=list(BCASTS), default="1rM", help="panel broadcast variant (default 1rM)")
     p.add_argument("--depth", type=int, default=1, choices=[0, 1, 2], help="lookahead depth (default 1)")
     p.add_argument("--hostfile", help="real cluster: lines 'HOST SITE'; srun inside a Slurm allocation")
-    p.add_argument("--no-cpu-limit", action="store_true",
-                   help="testbed: ranks without their node's CPU quota (default: the quota sets the node's speed)")
+    p.add_argument("--cpu-limit", action="store_true",
+                   help="testbed: ranks under their node's CPU quota (default off: HPL's broadcasts poll, and a "
+                        "polling rank under a quota is throttled; docs/hpl.md)")
     p.add_argument("--timeout", type=positive_float, default=900, help="stop the run after this many seconds")
     p.add_argument("--out", default="geofed-out/bench", help="directory for the bench.hpl record")
     p.set_defaults(func=cmd_bench_hpl)
+
+    p = bench.add_parser("hpl-sweep", help="seed 002's HPL tables T, S, SP, SPF over placements and N on a "
+                                           "private copy of the federation (root)")
+    p.add_argument("--federation", "-f", default="icm-task", help="federation to copy and bring up (default icm-task)")
+    p.add_argument("--placements", default="W1,W2,G1W1",
+                   help="placements, the first of one node (the speed-up's base); default W1,W2,G1W1 (one rank "
+                        "per host core here; W4,G2W2 oversubscribe a 2-core host)")
+    p.add_argument("--n", default="2000,3000", help="matrix orders (default 2000,3000)")
+    p.add_argument("--nb", type=positive_int, default=DEFAULT_NB, help=f"block size NB (default {DEFAULT_NB})")
+    p.add_argument("--repeat", type=positive_int, default=1, help="runs per placement; medians (default 1)")
+    p.add_argument("--peer", action="store_true",
+                   help="also run each placement's rank count on this host without the testbed (plain mpiexec)")
+    p.add_argument("--out", default="geofed-out/bench", help="directory for the bench.hpl.sweep record")
+    p.set_defaults(func=cmd_bench_hpl_sweep)

@@ -21,7 +21,7 @@ from geofed.native import binary
 
 
 def run(fed: Federation, placement: Placement, params: Params, *, ranks_per_node: int = 1,
-        hostfile: str | None = None, timeout: float | None = None, cpu_limit: bool = True) -> dict:
+        hostfile: str | None = None, timeout: float | None = None, cpu_limit: bool = False) -> dict:
     """The data of a `bench.hpl` record: every N's time, GFLOPS and residual check."""
     xhpl = binary("geofed-xhpl")
     what = f"hpl on {placement.code}"

@@ -1,0 +1,146 @@
+"""`geofed bench hpl-sweep`: seed 002's HPL tables and seed 001's comparison, on the testbed.
+
+On a private copy of the federation (its own name, brought up here and always taken
+down): first each site's peak, measured by a one-node DGEMM run (recorded as measured;
+the federation file declares no peak); then HPL on every
+placement for every N, `repeat` times, medians. Per placement P and order N:
+  T(P, N)   HPL's time;
+  S(P, N)   T(one node, N) / T(P, N), the one node being the first of the first site;
+  SP(P, N)  HPL's GFLOPS (sustained performance);
+  SPF(P, N) SP / PP(P), PP the sum of the peaks of the placement's nodes.
+With `--peer`, the same HPL with the same rank count on this host without the testbed
+(plain mpiexec, no namespaces): what the emulation costs, as a ratio.
+Like `bench hpl`, without the nodes' CPU quotas (docs/hpl.md: HPL's polling ranks
+are throttled under one, which varied the times 2-4 fold from run to run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from geofed import federation
+from geofed.apps.hpl import params as P
+from geofed.apps.hpl import run
+from geofed.errors import JobFailed, UserError
+from geofed.launch import job as launch
+from geofed.launch import runner
+from geofed.launch.placement import Placement, parse
+
+
+def site_peaks(fed, progress) -> dict[str, float]:
+    """GFLOPS of one node of each site, from DGEMM (no quota, as the HPL runs)."""
+    code = "".join(f"{s.code}1" for s in fed.sites)
+    progress(f"hpl sweep: DGEMM on {code} for the peak of each site's nodes")
+    with tempfile.TemporaryDirectory(prefix="geofed-hpl-peak-") as tmp:
+        out = Path(tmp) / "peaks.json"
+        job = launch.Job(fed, parse(code, fed), ["env", "OPENBLAS_NUM_THREADS=1", sys.executable, "-m",
+                                                  "geofed.apps.hpl.dgemm", "--out", str(out)], cpu_limit=False)
+        runner.run(job, what="hpl sweep peak (DGEMM)", timeout=300)
+        return {r["site"]: r["gflops"] for r in json.loads(out.read_text())}
+
+
+def _peer(fed, placement: Placement, params: P.Params, tmp: Path) -> dict:
+    """The same rank count on this host: one 'node' holding every rank, through a hostfile."""
+    hostfile = tmp / "peer-hosts"
+    site = placement.groups[0][0]
+    hostfile.write_text(f"{socket.gethostname()} {site}\n")
+    ranks = placement.node_count
+    return run.run(fed, parse(f"{site}1", fed), params, ranks_per_node=ranks, hostfile=str(hostfile),
+                   timeout=900)
+
+
+def sweep(fed, codes: list[str], ns: list[int], nb: int, repeat: int, peer: bool, progress) -> dict:
+    peaks = site_peaks(fed, progress)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="geofed-hpl-sweep-") as tmp:
+        cwd = os.getcwd()
+        os.chdir(tmp)  # the peer's input lives in the current directory, as on a real cluster
+        try:
+            for code in codes:
+                pl = parse(code, fed)
+                p, q = P.grid(pl.node_count)
+                params = P.check(P.Params(tuple(ns), nb, p, q), pl.node_count, f"placement {code}")
+                runs = []
+                for r in range(repeat):
+                    progress(f"hpl sweep: {code} ({p}x{q}), N = {','.join(map(str, ns))}, run {r + 1}/{repeat}")
+                    runs.append(run.run(fed, pl, params, timeout=1800))
+                peer_runs = []
+                if peer:
+                    progress(f"hpl sweep: {code}'s peer, {pl.node_count} ranks on this host without the testbed")
+                    peer_runs.append(_peer(fed, pl, params, Path(tmp)))
+                nodes = pl.nodes(fed)
+                pp = sum(peaks[n.site] for n in nodes)
+                for i, n in enumerate(ns):
+                    if not all(x["rows"][i]["passed"] for x in runs + peer_runs):
+                        raise JobFailed(f"hpl sweep: the residual check FAILED on {code} at N = {n}; "
+                                        f"no table is made of wrong answers")
+                    t = statistics.median(x["rows"][i]["time_s"] for x in runs)
+                    sp = statistics.median(x["rows"][i]["gflops"] for x in runs)
+                    row = {"placement": code, "nodes": len(nodes), "sites": sorted({x.site for x in nodes}),
+                           "p": p, "q": q, "n": n, "nb": nb, "time_s": t, "gflops": sp, "peak_gflops": pp,
+                           "spf": sp / pp, "times_s": [x["rows"][i]["time_s"] for x in runs]}
+                    if peer_runs:
+                        row["peer_time_s"] = peer_runs[0]["rows"][i]["time_s"]
+                        row["testbed_over_peer"] = t / row["peer_time_s"]
+                    rows.append(row)
+        finally:
+            os.chdir(cwd)
+    for row in rows:
+        base = next(r for r in rows if r["n"] == row["n"] and r["nodes"] == 1 and r["placement"] == codes[0])
+        row["speedup"] = base["time_s"] / row["time_s"]
+    link = fed.links[0] if fed.links else None
+    return {"placements": codes, "ns": ns, "nb": nb, "repeat": repeat, "peaks_gflops": peaks,
+            "peak_source": "measured: DGEMM (numpy's OpenBLAS, 1 thread) on one node per site",
+            "link": None if link is None else {"name": link.name, "rtt_ms": link.rtt_ms,
+                                               "bandwidth_gbps": link.bandwidth_gbps},
+            "rows": rows}
+
+
+def format_table(data: dict) -> str:
+    head = (f"{'placement':<9} {'P':>2} {'N':>6} {'T [s]':>8} {'S':>6} {'SP [GFLOPS]':>12} {'PP':>7} {'SPF':>6}"
+            + (f" {'peer T':>8} {'T/peer':>7}" if any("peer_time_s" in r for r in data["rows"]) else ""))
+    lines = [head]
+    for r in data["rows"]:
+        line = (f"{r['placement']:<9} {r['nodes']:>2} {r['n']:>6} {r['time_s']:>8.2f} {r['speedup']:>6.2f} "
+                f"{r['gflops']:>12.3f} {r['peak_gflops']:>7.1f} {r['spf']:>6.1%}")
+        if "peer_time_s" in r:
+            line += f" {r['peer_time_s']:>8.2f} {r['testbed_over_peer']:>7.2f}"
+        lines.append(line)
+    lines.append("peak per node (GFLOPS, " + data["peak_source"] + "): "
+                 + ", ".join(f"{s} {g:.1f}" for s, g in data["peaks_gflops"].items()))
+    return "\n".join(lines)
+
+
+def main(args, progress) -> int:
+    from geofed import records
+    from geofed.apps.hpl.cli import parse_ns
+    from geofed.testbed import core as tb
+    base = federation.load(args.federation)
+    codes = [c.strip() for c in args.placements.split(",") if c.strip()]
+    ns = parse_ns(args.n)
+    for code in codes:  # every mistake before a testbed comes up
+        pl = parse(code, base)
+        p, q = P.grid(pl.node_count)
+        P.check(P.Params(tuple(ns), args.nb, p, q), pl.node_count, f"placement {code}")
+    if parse(codes[0], base).node_count != 1:
+        raise UserError(f"--placements: the first ({codes[0]}) must be one node, the base of the speed-up")
+    tb.require_root("sweep HPL on")
+    with tempfile.TemporaryDirectory(prefix="geofed-hpl-sweep-") as tmp:
+        fed = federation.load(federation.derive(base, Path(tmp), f"gfhpl-{base.name[:12]}-{os.getpid()}"[:32]))
+        try:
+            progress(f"hpl sweep: bringing up {fed.name} (a copy of {base.name})")
+            tb.up(fed, progress)
+            data = sweep(fed, codes, ns, args.nb, args.repeat, args.peer, progress)
+        finally:
+            progress(f"hpl sweep: taking {fed.name} down")
+            tb.down(fed.name)
+    print(format_table(data))
+    rec = records.make("bench.hpl.sweep", data, **records.federation_meta(base))
+    print(f"record: {records.save(rec, args.out)}")
+    return 0
