@@ -2,25 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
-
 from geofed.validate import positive_float, positive_int
 
 DEFAULT_NB = 80
 # A small share of the nodes' memory: on the scaled testbed (2 GB per node, 0.4 core)
 # a 2-node run then takes seconds, not minutes. Acceptance runs ask for more.
 DEFAULT_MEMORY = 0.02
-
-
-def parse_ns(text: str) -> list[int]:
-    from geofed.errors import UserError
-    try:
-        ns = [positive_int(x) for x in text.split(",") if x]
-    except argparse.ArgumentTypeError:
-        ns = []
-    if not ns:
-        raise UserError(f"--n {text!r}: expected matrix orders separated by commas, like 2000,4000")
-    return ns
 
 
 def cmd_bench_hpl(args) -> int:
@@ -35,7 +22,7 @@ def cmd_bench_hpl(args) -> int:
     if args.n and args.memory:
         raise UserError("--n and --memory: give one (the matrix order, or the share of the nodes' memory it fills)")
     if args.n:
-        ns = parse_ns(args.n)
+        ns = P.parse_ns(args.n)
     else:
         memory = sum(fed.site(n.site).memory_gb for n in placement.nodes(fed)) * 1e9
         ns = [P.n_for_memory(args.memory or DEFAULT_MEMORY, memory, args.nb)]

@@ -9,10 +9,12 @@ HPL's defaults from its tuning notes (right-looking, Crout recursion, NBMIN 4).
 
 from __future__ import annotations
 
+import argparse
 import math
 from dataclasses import dataclass
 
 from geofed.errors import UserError
+from geofed.validate import positive_int
 
 # HPL's codes for the panel broadcast: increasing ring (1rg), its modified form
 # (1rM), two rings (2rg, 2rM), long (Lng, LnM: bandwidth reducing, for slow links).
@@ -52,6 +54,17 @@ def parse_grid(text: str) -> tuple[int, int]:
     if p < 1 or q < 1:
         raise UserError(f"--grid {text!r}: P and Q must be at least 1")
     return p, q
+
+
+def parse_ns(text: str) -> list[int]:
+    """--n: matrix orders separated by commas."""
+    try:
+        ns = [positive_int(x) for x in text.split(",") if x]
+    except argparse.ArgumentTypeError:
+        ns = []
+    if not ns:
+        raise UserError(f"--n {text!r}: expected matrix orders separated by commas, like 2000,4000")
+    return ns
 
 
 def n_for_memory(fraction: float, memory_bytes: float, nb: int) -> int:

@@ -119,11 +119,10 @@ def format_table(data: dict) -> str:
 
 def main(args, progress) -> int:
     from geofed import records
-    from geofed.apps.hpl.cli import parse_ns
     from geofed.testbed import core as tb
     base = federation.load(args.federation)
     codes = [c.strip() for c in args.placements.split(",") if c.strip()]
-    ns = parse_ns(args.n)
+    ns = P.parse_ns(args.n)
     for code in codes:  # every mistake before a testbed comes up
         pl = parse(code, base)
         p, q = P.grid(pl.node_count)
