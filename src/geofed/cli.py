@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -262,6 +263,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("geofed: interrupted; everything it had started was stopped", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader of our output went away (`| head`): nothing more to say, and no
+        # traceback when Python flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except Exception as e:  # a host failure, not the user's input: keep it to one line too
         from geofed.testbed.host import HostError
         if isinstance(e, HostError):

@@ -144,6 +144,7 @@ def fit(fed, recs: list[tuple[str, dict]]) -> Calibration:
     latency: dict[str, dict[int, list[float]]] = {}
     bandwidth: dict[str, list[float]] = {}
     used = set()
+    hpl: dict[str, dict[int, list[float]]] = {}  # site -> N -> seconds per flop
     for where, rec in recs:
         kind, data = rec.get("kind"), rec.get("data", {})
         if kind == "bench.mpi":
@@ -169,6 +170,9 @@ def fit(fed, recs: list[tuple[str, dict]]) -> Calibration:
         elif kind == "bench.grayscott":
             if _fit_grayscott(cal, data):
                 used.add(where)
+        elif kind in ("bench.hpl", "bench.hpl.sweep"):
+            if _fit_hpl(hpl, data):
+                used.add(where)
     for site, by_size in latency.items():
         sizes = sorted(by_size)
         consts = cal.sites.setdefault(site, {})
@@ -176,9 +180,14 @@ def fit(fed, recs: list[tuple[str, dict]]) -> Calibration:
         consts["mpi_latency_us"] = [round(statistics.median(by_size[s]), 3) for s in sizes]
     for site, values in bandwidth.items():
         cal.sites.setdefault(site, {})["mpi_bw_MBps"] = round(max(values), 1)
+    for site, by_n in hpl.items():
+        consts = cal.sites.setdefault(site, {})
+        consts["hpl_n"] = sorted(by_n)
+        consts["hpl_flop_ns"] = [round(statistics.median(by_n[n]) * 1e9, 6) for n in sorted(by_n)]
     cal.sources = sorted(used)
     if not cal.sources:
-        raise UserError("no one-site run of a known kind (bench.mpi, mdfs.sweep, bench.obstacle) in the records given")
+        raise UserError("no one-site run of a known kind (bench.mpi, mdfs.sweep, bench.obstacle, bench.grayscott, "
+                        "bench.hpl, bench.hpl.sweep) in the records given")
     return cal
 
 
@@ -246,6 +255,25 @@ def _fit_obstacle(cal: Calibration, data: dict) -> bool:
             consts[f"obstacle_{scheme}_iterations"] = int(row[f"{scheme}_iterations"])
             consts[f"obstacle_{scheme}_comm_s"] = round(max(per_iter - compute, 1e-9), 9)
         found = True
+    return found
+
+
+def _fit_hpl(hpl: dict, data: dict) -> bool:
+    """HPL's time per flop by N on one node (one rank), from single runs or a sweep's rows."""
+    from geofed.model.hpl import flops
+    found = False
+    if "rows" in data and "ranks_per_site" in data:  # bench.hpl
+        if data["ranks"] == 1:
+            (site,) = data["ranks_per_site"]
+            for r in data["rows"]:
+                if r["passed"]:
+                    hpl.setdefault(site, {}).setdefault(int(r["n"]), []).append(r["time_s"] / flops(r["n"]))
+                    found = True
+        return found
+    for r in data.get("rows", []):  # bench.hpl.sweep
+        if r["nodes"] == 1:
+            hpl.setdefault(r["sites"][0], {}).setdefault(int(r["n"]), []).append(r["time_s"] / flops(r["n"]))
+            found = True
     return found
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from geofed.errors import UserError
-from geofed.model import grayscott, mdfs, mpi, obstacle, transfer
+from geofed.model import grayscott, hpl, mdfs, mpi, obstacle, transfer
 
-MODELS = {m.name: m for m in (*mpi.MODELS, *mdfs.MODELS, *obstacle.MODELS, *grayscott.MODELS, *transfer.MODELS)}
+MODELS = {m.name: m for m in (*mpi.MODELS, *mdfs.MODELS, *obstacle.MODELS, *grayscott.MODELS, *transfer.MODELS,
+                                  *hpl.MODELS)}
 
 
 def get(name: str):

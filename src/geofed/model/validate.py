@@ -1,7 +1,7 @@
 """Predicted against measured: every inter-site run in a set of records.
 
 Rows come from records geofed already writes (bench.mpi across sites, mdfs.sweep,
-bench.obstacle); each is predicted with the same models `geofed predict` uses, from
+bench.obstacle, bench.grayscott, bench.hpl and its sweep); each is predicted with the same models `geofed predict` uses, from
 a calibration that saw only one-site runs. SimGrid (LV08 and CM02) predicts the MPI
 point-to-point rows beside geofed.
 """
@@ -35,6 +35,8 @@ def rows_from(fed, cal, recs: list[tuple[str, dict]]) -> list[dict]:
             rows += _obstacle_rows(fed, cal, data, where) + _transfer_rows(fed, cal, data, where)
         elif kind == "bench.grayscott" and data.get("sim_site") != data.get("analysis_site"):
             rows += _grayscott_rows(fed, cal, data, where)
+        elif kind in ("bench.hpl", "bench.hpl.sweep"):
+            rows += _hpl_rows(fed, cal, data, where)
     for r in rows:
         r["error"] = r["predicted"] / r["measured"] - 1 if r["measured"] else None
     return rows
@@ -98,6 +100,24 @@ def _obstacle_rows(fed, cal, data, where) -> list[dict]:
             args = Namespace(scheme=scheme, n=int(data["n"]))
             pred = model.predict(fed, cal, row["placement"], _nodes_of(fed, row["placement"]), args)
             out.append(_row("obstacle", row["placement"], {"scheme": scheme, "n": args.n}, measured, "s", pred, where))
+    return out
+
+
+def _hpl_rows(fed, cal, data, where) -> list[dict]:
+    """HPL runs whose ranks (one per node) sit at two sites: every N of a run, every row of a sweep."""
+    model = registry.get("hpl")
+    if "ranks_per_site" in data:  # bench.hpl
+        if len(data["ranks_per_site"]) < 2 or data["ranks_per_node"] != 1 or data["where"] != "testbed":
+            return []
+        runs = [(data["placement"], r["n"], r["nb"], r["p"], r["q"], r["time_s"]) for r in data["rows"] if r["passed"]]
+    else:  # bench.hpl.sweep
+        runs = [(r["placement"], r["n"], r["nb"], r["p"], r["q"], r["time_s"]) for r in data.get("rows", [])
+                if len(r["sites"]) > 1]
+    out = []
+    for placement, n, nb, p, q, measured in runs:
+        args = Namespace(n=n, nb=nb, grid=f"{p}x{q}")
+        pred = model.predict(fed, cal, placement, _nodes_of(fed, placement), args)
+        out.append(_row("hpl", placement, {"n": n, "nb": nb, "grid": args.grid}, measured, "s", pred, where))
     return out
 
 

@@ -1,0 +1,117 @@
+"""HPL (seeds 001 and 002): HPL's own scalability analysis, every message costed on the federation.
+
+HPL's www/scalability.html (shipped in its source) sums, over the N / NB panels with
+m = N - k NB rows left, the panel factorisation, the panel broadcast and the
+trailing update, which gives T = 2 g3 N^3 / (3 P Q) + b N^2 (3P + Q) / (2 P Q) +
+a N ((NB + 1) log P + P) / NB on a uniform network. Here the phases are kept apart
+because a federation is not uniform: on a P x Q grid (row-major: rank r in row
+r // Q, column r % Q, one rank per node in the placement's order)
+- compute: (2/3 N^3 + 3/2 N^2) flops / (P Q) at the slowest node's HPL rate at this N,
+  from one-node runs (calibration `hpl_n`, `hpl_flop_ns`: time per flop);
+- panel factorisation, along a process column: NB log2 P exchanges of 2 NB doubles;
+- panel broadcast, along a process row: with the increasing ring (modified) one
+  message of m NB / P doubles lies on the critical path;
+- row swaps of the update, along a process column: log2 P + P - 1 messages carrying
+  3 m NB / Q doubles in all;
+- backward substitution: per panel two messages of NB doubles from one diagonal
+  block's owner to the next (across the link when rows or columns cross it).
+A message between ranks at two sites costs what network.mpi_message_s says (the
+link's extra latency, its rate, a round trip per full TCP send buffer); the link
+carries the messages of every process row (or column) that crosses it at once, so
+they share its rate. Local messages cost the one-site MPI curve. Only per-node
+constants are fitted (one-node HPL, one-site MPI); the link is the federation file's.
+"""
+
+from __future__ import annotations
+
+import math
+
+from geofed.model import Prediction, interpolate, prediction
+from geofed.model.network import mpi_message_s
+from geofed.validate import positive_int
+
+DOUBLE = 8
+
+
+def flops(n: int) -> float:
+    """HPL's operation count, the one its GFLOPS are reported against."""
+    return 2 / 3 * n**3 + 3 / 2 * n**2
+
+
+def kruse_speedup_bound(p: int) -> float:
+    """Seed 001 slide 18: the simple model (Kruse 2009) bounding HPL's speed-up by p / ln p."""
+    return 1.0 if p < 2 else p / math.log(p)
+
+
+class Hpl:
+    name = "hpl"
+    help = "High-Performance Linpack (seeds 001, 002): HPL's scalability model on the federation's links"
+    measured_unit = "s"
+
+    def add_arguments(self, ap) -> None:
+        ap.add_argument("--n", type=positive_int, required=True, help="matrix order N")
+        ap.add_argument("--nb", type=positive_int, default=80, help="block size NB (default 80)")
+        ap.add_argument("--grid", help="process grid PxQ (default: as square as the node count allows, P <= Q)")
+
+    def predict(self, fed, cal, placement, nodes, args) -> Prediction:
+        from geofed.apps.hpl import params as hpl_params
+        ranks = len(nodes)
+        p, q = hpl_params.parse_grid(args.grid) if args.grid else hpl_params.grid(ranks)
+        hpl_params.check(hpl_params.Params((args.n,), args.nb, p, q), ranks, f"placement {placement}")
+        n, nb = args.n, args.nb
+        sites = [node.site for node in nodes]
+        per_flop = max(self._flop_s(cal, s, n) for s in set(sites))
+        compute = flops(n) * per_flop / (p * q)
+
+        rows = [sites[r * q:(r + 1) * q] for r in range(p)]
+        cols = [sites[c::q] for c in range(q)]
+        row_pair, row_flows = _worst(rows)
+        col_pair, col_flows = _worst(cols)
+        # the diagonal blocks' owners move along rows and columns alike
+        back_pair = next((pair for pair, size in ((row_pair, q), (col_pair, p)) if size > 1 and pair[0] != pair[1]),
+                         row_pair if q > 1 else col_pair)
+        local = link = 0.0
+        link_bytes = 0.0
+        for k in range(math.ceil(n / nb)):
+            m = n - k * nb
+            steps = []
+            if p > 1:
+                steps.append((col_pair, col_flows, nb * math.log2(p), 2 * nb * DOUBLE))  # panel factorisation
+                swaps = math.log2(p) + p - 1
+                steps.append((col_pair, col_flows, swaps, 3 * m * nb / q * DOUBLE / swaps))  # row swaps
+            if q > 1:
+                steps.append((row_pair, row_flows, 1, m * nb / p * DOUBLE))  # panel broadcast
+            if p * q > 1:
+                steps.append((back_pair, 1, 2, nb * DOUBLE))  # backward substitution
+            for (a, b), flows, count, nbytes in steps:
+                t = count * mpi_message_s(fed, cal, a, b, nbytes * flows)
+                if a != b:
+                    link += t
+                    link_bytes += count * nbytes * flows
+                else:
+                    local += t
+        notes = [f"{p}x{q} grid; {len(set(sites))} site(s); Kruse's bound on the speed-up: "
+                 f"{kruse_speedup_bound(ranks):.2f}"]
+        return prediction(self.name, placement, compute=compute, local_comm=local, link_comm=link,
+                          link_bytes=link_bytes, notes=notes)
+
+    @staticmethod
+    def _flop_s(cal, site: str, n: int) -> float:
+        ns = cal.value(site, "hpl_n", "HPL one-node runs")
+        per = cal.value(site, "hpl_flop_ns", "HPL one-node runs")
+        # Within the measured orders the rate is interpolated; beyond them it is held
+        # at the nearest measurement (a node's DGEMM rate saturates as N grows).
+        return interpolate(ns, per, n, beyond="flat") / 1e9 if n >= ns[0] else per[0] / 1e9
+
+
+def _worst(groups: list[list[str]]) -> tuple[tuple[str, str], int]:
+    """The pair of sites a group's messages travel between (a crossing one when any
+    group crosses the link), and how many groups cross it at once."""
+    crossing = [g for g in groups if len(set(g)) > 1]
+    if crossing:
+        g = crossing[0]
+        return (g[0], next(s for s in g if s != g[0])), len(crossing)
+    return (groups[0][0], groups[0][0]), 1
+
+
+MODELS = (Hpl(),)
