@@ -8,6 +8,7 @@
 //! Pipeline per packet: tail-drop queue -> serialisation at `rate` ->
 //! random loss -> propagation `delay` + uniform `jitter` -> FIFO clamp.
 
+pub mod gso;
 pub mod sys;
 
 use std::fmt;
@@ -67,6 +68,15 @@ pub enum Verdict {
     Drop(Reason),
 }
 
+/// What a burst of wire frames met: the survivors' release, if any survived,
+/// and the indices of the frames lost (tail drop or loss on the wire).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Burst {
+    pub release_ns: Option<u64>,
+    pub dropped: Vec<usize>,
+}
+
+/// Per wire frame: a GSO super-frame counts as the frames it stands for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
     pub delivered: u64,
@@ -159,11 +169,30 @@ impl LinkModel {
     /// A packet of `bytes` arrives at `now_ns`. Calls must come with
     /// non-decreasing `now_ns` (one clock, one thread per direction).
     pub fn on_packet(&mut self, now_ns: u64, bytes: usize) -> Verdict {
+        match self.wire(now_ns, bytes) {
+            Err(r) => Verdict::Drop(r),
+            Ok(()) => Verdict::Deliver { release_ns: self.release() },
+        }
+    }
+
+    /// Back-to-back wire frames of `sizes` bytes arrive together at `now_ns`
+    /// (a GSO super-frame): each meets the queue, the wire and the loss draw
+    /// on its own; the survivors travel on as one unit, released together when
+    /// the last of them has crossed.
+    pub fn on_burst(&mut self, now_ns: u64, sizes: &[usize]) -> Burst {
+        let dropped: Vec<usize> =
+            sizes.iter().enumerate().filter(|&(_, &b)| self.wire(now_ns, b).is_err()).map(|(i, _)| i).collect();
+        let release_ns = (dropped.len() < sizes.len()).then(|| self.release());
+        Burst { release_ns, dropped }
+    }
+
+    /// Queue, serialisation and loss of one frame; counts what happened.
+    fn wire(&mut self, now_ns: u64, bytes: usize) -> Result<(), Reason> {
         let bytes64 = bytes as u64;
         if self.backlog_bytes(now_ns).saturating_add(bytes64) > self.cfg.queue_limit_bytes {
             // A dropped packet never reaches the wire, so busy_until stays.
             self.counters.dropped_queue += 1;
-            return Verdict::Drop(Reason::Queue);
+            return Err(Reason::Queue);
         }
 
         let start = if self.busy_until_ns > now_ns {
@@ -184,9 +213,16 @@ impl LinkModel {
         // also keeps queueing identical with and without loss for one seed.
         if self.cfg.loss > 0.0 && self.rng.next_f64() < self.cfg.loss {
             self.counters.dropped_loss += 1;
-            return Verdict::Drop(Reason::Loss);
+            return Err(Reason::Loss);
         }
+        self.counters.delivered += 1;
+        self.counters.bytes += bytes64;
+        Ok(())
+    }
 
+    /// When what has been serialised so far reaches the far end: propagation
+    /// plus one jitter draw, never before an earlier release (FIFO).
+    fn release(&mut self) -> u64 {
         let jitter = if self.cfg.jitter_ns > 0 { self.rng.below_inclusive(self.cfg.jitter_ns) } else { 0 };
         let mut release = self.busy_until_ns.saturating_add(self.cfg.delay_ns).saturating_add(jitter);
         // Fibre is FIFO: jitter may stretch gaps but must never reorder.
@@ -194,9 +230,7 @@ impl LinkModel {
             release = self.last_release_ns;
         }
         self.last_release_ns = release;
-        self.counters.delivered += 1;
-        self.counters.bytes += bytes64;
-        Verdict::Deliver { release_ns: release }
+        release
     }
 }
 
@@ -354,6 +388,60 @@ mod tests {
         let p = cnt.dropped_loss as f64 / n as f64;
         // sigma = sqrt(0.02*0.98/2e5) ~ 3e-4; allow ~5 sigma.
         assert!((p - 0.02).abs() < 0.0015, "loss rate {p}");
+    }
+
+    #[test]
+    fn a_burst_is_its_frames_back_to_back() {
+        // Three 1500 B frames at 1 Gbit/s: 36 us of wire, released together
+        // when the last has crossed, exactly as three single packets.
+        let mut burst = LinkModel::new(cfg(1_000_000, 1_000_000_000, 1 << 30)).unwrap();
+        let mut single = burst.clone();
+        let b = burst.on_burst(0, &[1500, 1500, 1500]);
+        let last = (0..3).map(|_| release(single.on_packet(0, 1500))).last().unwrap();
+        assert_eq!(b, Burst { release_ns: Some(last), dropped: vec![] });
+        assert_eq!(last, 36_000 + 1_000_000);
+        assert_eq!(burst.counters(), single.counters());
+        assert_eq!(burst.counters().delivered, 3);
+    }
+
+    #[test]
+    fn loss_hits_wire_frames_not_bursts() {
+        // 44-frame bursts (a 64 KiB super-frame) at 3 %: the rate holds per
+        // frame; drawn per burst, a quarter of the bursts would cross intact.
+        let mut c = cfg(1_000, 100_000_000_000, 1 << 30);
+        c.loss = 0.03;
+        c.seed = 11;
+        let mut m = LinkModel::new(c).unwrap();
+        let (bursts, per) = (20_000u64, 44usize);
+        let mut intact = 0u64;
+        for i in 0..bursts {
+            let b = m.on_burst(i * 100_000, &[1514; 44]);
+            assert!(b.dropped.windows(2).all(|w| w[0] < w[1]) && b.dropped.iter().all(|&d| d < per));
+            intact += b.dropped.is_empty() as u64;
+            assert!(b.release_ns.is_some(), "a whole burst lost is ~1e-67 likely");
+        }
+        let cnt = m.counters();
+        let n = bursts * per as u64;
+        assert_eq!(cnt.delivered + cnt.dropped_loss, n);
+        let p = cnt.dropped_loss as f64 / n as f64;
+        // sigma = sqrt(0.03*0.97/8.8e5) ~ 1.8e-4; allow ~5 sigma.
+        assert!((p - 0.03).abs() < 0.001, "loss rate {p}");
+        let p_intact = intact as f64 / bursts as f64;
+        assert!((p_intact - 0.97f64.powi(44)).abs() < 0.02, "intact bursts {p_intact}");
+    }
+
+    #[test]
+    fn a_burst_lost_entirely_is_not_released() {
+        let mut c = cfg(0, 1_000_000_000, 1 << 30);
+        c.loss = 1.0;
+        let mut m = LinkModel::new(c).unwrap();
+        assert_eq!(m.on_burst(0, &[1500, 1500]), Burst { release_ns: None, dropped: vec![0, 1] });
+        assert_eq!(m.backlog_bytes(0), 3000, "lost frames still used the wire");
+        // A queue with room for two of three frames drops the tail one only.
+        let mut q = LinkModel::new(cfg(0, 1_000_000_000, 3000)).unwrap();
+        let b = q.on_burst(0, &[1500, 1500, 1500]);
+        assert_eq!(b.dropped, vec![2]);
+        assert_eq!(q.counters().dropped_queue, 1);
     }
 
     #[test]

@@ -23,7 +23,9 @@ const USAGE: &str = "usage:
   geofed-probe tcp-send --to IP:PORT --bytes B [--streams N=1]   (B per stream, timed until acknowledged)";
 
 /// Sequence number + send timestamp.
-const RTT_HDR: usize = 16;
+/// seq, send time, the echo's receive time: all CLOCK_MONOTONIC, which every
+/// namespace of one host shares, so the two halves of a round trip are one-way delays.
+const RTT_HDR: usize = 24;
 const TCP_BUF: usize = 1 << 20;
 
 // ---------- argument parsing ----------
@@ -126,7 +128,7 @@ fn parse_cmd(argv: &[String]) -> Result<Cmd, String> {
             Ok(Cmd::Rtt {
                 to: f.addr("--to")?,
                 count: f.uint("--count", 200, 1, 10_000_000)?,
-                // Room for seq + timestamp; 65507 is the IPv4 UDP payload maximum.
+                // Room for seq and two timestamps; 65507 is the IPv4 UDP payload maximum.
                 size: f.uint("--size", 64, RTT_HDR as u64, 65507)? as usize,
                 interval_us: f.uint("--interval-us", 1000, 0, 3_600_000_000)?,
                 timeout_ms: f.uint("--timeout-ms", 2000, 1, 3_600_000)?,
@@ -190,6 +192,9 @@ fn udp_echo(bind: SocketAddr, max_seconds: f64) {
     loop {
         match sock.recv_from(&mut buf) {
             Ok((n, src)) => {
+                if n >= RTT_HDR {
+                    buf[16..24].copy_from_slice(&mono_ns().to_be_bytes());
+                }
                 let _ = sock.send_to(&buf[..n], src);
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -209,6 +214,7 @@ fn rtt(to: SocketAddr, count: u64, size: usize, interval_us: u64, timeout_ms: u6
     let mut pkt = vec![0u8; size];
     let mut buf = vec![0u8; 65536];
     let mut samples: Vec<u64> = Vec::with_capacity(count as usize);
+    let mut forward: Vec<u64> = Vec::with_capacity(count as usize);
     let mut lost = 0u64;
     for seq in 0..count {
         let t0 = mono_ns();
@@ -231,6 +237,8 @@ fn rtt(to: SocketAddr, count: u64, size: usize, interval_us: u64, timeout_ms: u6
                         // Late echoes of earlier (timed-out) probes are ignored.
                         if n >= RTT_HDR && buf[0..8] == pkt[0..8] && buf[8..16] == pkt[8..16] {
                             samples.push(t1 - t0);
+                            let echoed = u64::from_be_bytes(buf[16..24].try_into().unwrap());
+                            forward.push(echoed.saturating_sub(t0));
                             break;
                         }
                     }
@@ -247,8 +255,8 @@ fn rtt(to: SocketAddr, count: u64, size: usize, interval_us: u64, timeout_ms: u6
             thread::sleep(Duration::from_micros(interval_us));
         }
     }
-    let list: Vec<String> = samples.iter().map(|s| s.to_string()).collect();
-    println!("{{\"samples_ns\": [{}], \"lost\": {}}}", list.join(", "), lost);
+    let list = |v: &[u64]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ");
+    println!("{{\"samples_ns\": [{}], \"forward_ns\": [{}], \"lost\": {}}}", list(&samples), list(&forward), lost);
 }
 
 // ---------- tcp-sink / tcp-send ----------

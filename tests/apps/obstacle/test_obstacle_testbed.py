@@ -55,9 +55,11 @@ def test_across_a_lossy_link_agrees_with_sor(lossy, reference, scheme, placement
 def test_bulk_stream_delivers_everything_across_the_lossy_link(lossy):
     res = bench.stream(lossy, "G1W1", 4, "eth", timeout=300)  # 4 MB in 1 MiB messages
     assert res["messages"] == 3 and res["delivered"] == 3 and res["corrupt_or_missing"] == 0 and not res["extra"]
-    # The loss was met and repaired. Seen 0 in 3 of about 8 full-suite runs, never alone
-    # (issue 18 notes): the message carries what the stream saw, to find out why.
-    assert res["sender"]["retransmissions"] > 0, {k: v for k, v in res.items() if k != "arrivals"}
+    # The loss was met and repaired, frame by frame: when the emulator drew loss once per
+    # 64 KB GSO super-frame this stream crossed without a loss in about one run in four.
+    # Of ~2300 segments 3 % are lost (sd ~8); half of that is far outside chance.
+    sender = res["sender"]
+    assert sender["retransmissions"] >= LOSS / 2 * sender["segments_sent"], sender
     assert 0 < res["transfer_mbps"] < lossy.links[0].bandwidth_gbps * 1e3
 
 

@@ -15,12 +15,11 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
 
+use geofed_linkemu::gso::{Layout, VNET_HDR_LEN};
 use geofed_linkemu::sys::{args_or_exit, mono_ns, setsockopt};
 use geofed_linkemu::{Counters, LinkConfig, LinkModel, Verdict};
 
 const PROG: &str = "geofed-linkemu";
-/// sizeof(struct virtio_net_hdr); present on every frame once PACKET_VNET_HDR is set.
-const VNET_HDR_LEN: usize = 10;
 /// veth hands us whole GSO super-frames (up to 64 KiB, more with BIG TCP).
 const RX_BUF_LEN: usize = 256 * 1024;
 /// Big socket buffers so bursts are queued by the model, not dropped by the kernel.
@@ -33,24 +32,22 @@ const RX_PRIORITY: libc::c_int = 51;
 const TX_PRIORITY: libc::c_int = 50;
 
 const USAGE: &str = "usage: geofed-linkemu --if-a NAME --if-b NAME --delay-us F --rate-mbps F \
---queue-bytes N [--jitter-us F] [--loss F] [--seed N] [--stats PATH] [--cpu-dma-latency-us N]";
+--queue-bytes N [--jitter-us F] [--loss F] [--back-delay-us F] [--back-rate-mbps F] [--back-queue-bytes N] \
+[--back-jitter-us F] [--back-loss F] [--seed N] [--stats PATH] [--cpu-dma-latency-us N]\n\
+The flags describe frames from --if-a to --if-b; --back-* ones the other way where it differs.";
 
+/// One direction of the link as given on the command line.
 #[derive(Debug, Clone, PartialEq)]
-struct Args {
-    if_a: String,
-    if_b: String,
+struct Way {
     delay_us: f64,
     rate_mbps: f64,
     queue_bytes: u64,
     jitter_us: f64,
     loss: f64,
-    seed: u64,
-    stats: Option<String>,
-    cpu_dma_latency_us: Option<u64>,
 }
 
-impl Args {
-    fn link_config(&self, seed: u64) -> LinkConfig {
+impl Way {
+    fn config(&self, seed: u64) -> LinkConfig {
         LinkConfig {
             delay_ns: (self.delay_us * 1e3).round() as u64,
             rate_bps: (self.rate_mbps * 1e6).round() as u64,
@@ -61,6 +58,72 @@ impl Args {
         }
     }
 }
+
+#[derive(Debug, Clone, PartialEq)]
+struct Args {
+    if_a: String,
+    if_b: String,
+    /// Frames from `if_a` to `if_b`.
+    a_to_b: Way,
+    /// The other way: `a_to_b` unless a `--back-*` flag differs (asymmetric link).
+    b_to_a: Way,
+    seed: u64,
+    stats: Option<String>,
+    cpu_dma_latency_us: Option<u64>,
+}
+
+/// The per-direction flags of one direction, as far as given.
+#[derive(Default)]
+struct WayFlags {
+    delay_us: Option<f64>,
+    rate_mbps: Option<f64>,
+    queue_bytes: Option<u64>,
+    jitter_us: Option<f64>,
+    loss: Option<f64>,
+}
+
+impl WayFlags {
+    /// `name` is the flag without `--` or `--back-`; `flag` the whole one, for errors.
+    fn set(&mut self, name: &str, flag: &str, v: &str) -> Result<(), String> {
+        match name {
+            "delay-us" => self.delay_us = Some(parse_f64(flag, v, 0.0, 60e6, false)?),
+            "rate-mbps" => self.rate_mbps = Some(parse_f64(flag, v, 0.0, 1e7, true)?),
+            "queue-bytes" => {
+                let q = parse_u64(flag, v)?;
+                if q == 0 {
+                    return Err(format!("{flag}: must be > 0"));
+                }
+                self.queue_bytes = Some(q)
+            }
+            "jitter-us" => self.jitter_us = Some(parse_f64(flag, v, 0.0, 60e6, false)?),
+            "loss" => self.loss = Some(parse_f64(flag, v, 0.0, 1.0, false)?),
+            _ => unreachable!(),
+        }
+        Ok(())
+    }
+
+    fn forward(self) -> Result<Way, String> {
+        Ok(Way {
+            delay_us: self.delay_us.ok_or("--delay-us: required")?,
+            rate_mbps: self.rate_mbps.ok_or("--rate-mbps: required")?,
+            queue_bytes: self.queue_bytes.ok_or("--queue-bytes: required")?,
+            jitter_us: self.jitter_us.unwrap_or(0.0),
+            loss: self.loss.unwrap_or(0.0),
+        })
+    }
+
+    fn back(self, forward: &Way) -> Way {
+        Way {
+            delay_us: self.delay_us.unwrap_or(forward.delay_us),
+            rate_mbps: self.rate_mbps.unwrap_or(forward.rate_mbps),
+            queue_bytes: self.queue_bytes.unwrap_or(forward.queue_bytes),
+            jitter_us: self.jitter_us.unwrap_or(forward.jitter_us),
+            loss: self.loss.unwrap_or(forward.loss),
+        }
+    }
+}
+
+const WAY_FLAGS: [&str; 5] = ["delay-us", "rate-mbps", "queue-bytes", "jitter-us", "loss"];
 
 fn parse_f64(flag: &str, v: &str, min: f64, max: f64, min_exclusive: bool) -> Result<f64, String> {
     let x: f64 = v.parse().map_err(|_| format!("{flag}: expected a number, got '{v}'"))?;
@@ -81,11 +144,8 @@ fn parse_u64(flag: &str, v: &str) -> Result<u64, String> {
 fn parse_args(argv: &[String]) -> Result<Args, String> {
     let mut if_a = None;
     let mut if_b = None;
-    let mut delay = None;
-    let mut rate = None;
-    let mut queue = None;
-    let mut jitter = 0.0;
-    let mut loss = 0.0;
+    let mut forward = WayFlags::default();
+    let mut back = WayFlags::default();
     let mut seed = 1u64;
     let mut stats = None;
     let mut cpu_dma_latency_us = None;
@@ -99,25 +159,23 @@ fn parse_args(argv: &[String]) -> Result<Args, String> {
         if flag == "--help" || flag == "-h" {
             return Err("help".into());
         }
-        let known = [
-            "--if-a",
-            "--if-b",
-            "--delay-us",
-            "--rate-mbps",
-            "--queue-bytes",
-            "--jitter-us",
-            "--loss",
-            "--seed",
-            "--stats",
-            "--cpu-dma-latency-us",
-        ];
-        if !known.contains(&flag) {
+        let way = flag
+            .strip_prefix("--back-")
+            .filter(|n| WAY_FLAGS.contains(n))
+            .map(|n| (&mut back, n))
+            .or_else(|| flag.strip_prefix("--").filter(|n| WAY_FLAGS.contains(n)).map(|n| (&mut forward, n)));
+        let known = ["--if-a", "--if-b", "--seed", "--stats", "--cpu-dma-latency-us"];
+        if way.is_none() && !known.contains(&flag) {
             return Err(format!("{flag}: unknown argument"));
         }
         let v = match inline {
             Some(v) => v,
             None => it.next().cloned().ok_or_else(|| format!("{flag}: missing value"))?,
         };
+        if let Some((w, name)) = way {
+            w.set(name, flag, &v)?;
+            continue;
+        }
         match flag {
             "--if-a" | "--if-b" => {
                 // IFNAMSIZ is 16 including the NUL.
@@ -130,17 +188,6 @@ fn parse_args(argv: &[String]) -> Result<Args, String> {
                     if_b = Some(v)
                 }
             }
-            "--delay-us" => delay = Some(parse_f64(flag, &v, 0.0, 60e6, false)?),
-            "--rate-mbps" => rate = Some(parse_f64(flag, &v, 0.0, 1e7, true)?),
-            "--queue-bytes" => {
-                let q = parse_u64(flag, &v)?;
-                if q == 0 {
-                    return Err(format!("{flag}: must be > 0"));
-                }
-                queue = Some(q)
-            }
-            "--jitter-us" => jitter = parse_f64(flag, &v, 0.0, 60e6, false)?,
-            "--loss" => loss = parse_f64(flag, &v, 0.0, 1.0, false)?,
             "--seed" => seed = parse_u64(flag, &v)?,
             "--cpu-dma-latency-us" => {
                 let us = parse_u64(flag, &v)?;
@@ -158,25 +205,19 @@ fn parse_args(argv: &[String]) -> Result<Args, String> {
             _ => unreachable!(),
         }
     }
-    let args = Args {
-        if_a: if_a.ok_or("--if-a: required")?,
-        if_b: if_b.ok_or("--if-b: required")?,
-        delay_us: delay.ok_or("--delay-us: required")?,
-        rate_mbps: rate.ok_or("--rate-mbps: required")?,
-        queue_bytes: queue.ok_or("--queue-bytes: required")?,
-        jitter_us: jitter,
-        loss,
-        seed,
-        stats,
-        cpu_dma_latency_us,
-    };
-    if args.if_a == args.if_b {
+    let if_a = if_a.ok_or("--if-a: required")?;
+    let if_b = if_b.ok_or("--if-b: required")?;
+    let a_to_b = forward.forward()?;
+    let b_to_a = back.back(&a_to_b);
+    if if_a == if_b {
         return Err("--if-b: must differ from --if-a".into());
     }
-    if args.link_config(0).rate_bps == 0 {
-        return Err("--rate-mbps: below 1 bit/s".into());
+    for (way, prefix) in [(&a_to_b, "--"), (&b_to_a, "--back-")] {
+        if way.config(0).rate_bps == 0 {
+            return Err(format!("{prefix}rate-mbps: below 1 bit/s"));
+        }
     }
-    Ok(args)
+    Ok(Args { if_a, if_b, a_to_b, b_to_a, seed, stats, cpu_dma_latency_us })
 }
 
 fn errno() -> i32 {
@@ -380,14 +421,36 @@ fn rx_loop(name: &str, fd: RawFd, mut model: LinkModel, out: mpsc::Sender<Frame>
         // The model wants non-decreasing time; mixed stamp sources could step back.
         let arrival = arrival_ns(kstamp, now, now_real).max(last_arrival);
         last_arrival = arrival;
-        // The wire carries the Ethernet frame; the vnet header is metadata.
-        if let Verdict::Deliver { release_ns } = model.on_packet(arrival, n - VNET_HDR_LEN) {
-            if out.send((release_ns, buf[..n].to_vec())).is_err() {
-                break;
-            }
+        if forward(&mut model, arrival, &buf[..n], &out).is_err() {
+            break;
         }
     }
     model.counters()
+}
+
+/// Puts one received frame through the model and queues what survives for
+/// sending. A GSO super-frame meets the link as the wire frames it stands
+/// for; it stays whole unless some of them were lost, and then the survivors
+/// go out cut. Err when the tx thread is gone.
+fn forward(model: &mut LinkModel, arrival: u64, frame: &[u8], out: &mpsc::Sender<Frame>) -> Result<(), ()> {
+    let send = |release_ns: u64, f: Vec<u8>| out.send((release_ns, f)).map_err(|_| ());
+    let Some(layout) = Layout::parse(frame) else {
+        // The wire carries the Ethernet frame; the vnet header is metadata.
+        return match model.on_packet(arrival, frame.len() - VNET_HDR_LEN) {
+            Verdict::Deliver { release_ns } => send(release_ns, frame.to_vec()),
+            Verdict::Drop(_) => Ok(()),
+        };
+    };
+    let sizes: Vec<usize> = layout.wire_sizes().collect();
+    let burst = model.on_burst(arrival, &sizes);
+    let Some(release_ns) = burst.release_ns else { return Ok(()) };
+    if burst.dropped.is_empty() {
+        return send(release_ns, frame.to_vec());
+    }
+    for i in (0..sizes.len()).filter(|i| !burst.dropped.contains(i)) {
+        send(release_ns, layout.segment(frame, i))?;
+    }
+    Ok(())
 }
 
 /// Timer wake-ups on this class of host (KVM guest) arrive ~15-60 us late
@@ -465,8 +528,8 @@ fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let args = args_or_exit(PROG, USAGE, parse_args(&argv));
     // Distinct PRNG streams per direction, both derived from the one seed.
-    let model_ab = LinkModel::new(args.link_config(args.seed));
-    let model_ba = LinkModel::new(args.link_config(args.seed ^ 0x5DEE_CE66_D1CE_F00D));
+    let model_ab = LinkModel::new(args.a_to_b.config(args.seed));
+    let model_ba = LinkModel::new(args.b_to_a.config(args.seed ^ 0x5DEE_CE66_D1CE_F00D));
     let (model_ab, model_ba) = match (model_ab, model_ba) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => {
@@ -555,20 +618,33 @@ mod tests {
     fn parses_minimal_and_full() {
         let p = parse_args(&a(BASE)).unwrap();
         assert_eq!(p.if_a, "a");
-        assert_eq!(p.delay_us, 4500.0);
-        let c = p.link_config(p.seed);
+        assert_eq!(p.a_to_b.delay_us, 4500.0);
+        assert_eq!(p.b_to_a, p.a_to_b, "symmetric unless told otherwise");
+        let c = p.a_to_b.config(p.seed);
         assert_eq!(c.delay_ns, 4_500_000);
         assert_eq!(c.rate_bps, 4_000_000_000);
         let p = parse_args(&a(&format!(
             "{BASE} --jitter-us 12.5 --loss=0.01 --seed 9 --stats /tmp/x.json --cpu-dma-latency-us 0"
         )))
         .unwrap();
-        assert_eq!(p.link_config(p.seed).jitter_ns, 12_500);
-        assert_eq!(p.loss, 0.01);
+        assert_eq!(p.a_to_b.config(p.seed).jitter_ns, 12_500);
+        assert_eq!(p.b_to_a.loss, 0.01);
         assert_eq!(p.seed, 9);
         assert_eq!(p.stats.as_deref(), Some("/tmp/x.json"));
         assert_eq!(p.cpu_dma_latency_us, Some(0));
         assert_eq!(parse_args(&a(BASE)).unwrap().cpu_dma_latency_us, None);
+    }
+
+    #[test]
+    fn back_flags_make_the_link_asymmetric() {
+        let p = parse_args(&a(&format!(
+            "{BASE} --jitter-us 10 --back-delay-us 5000 --back-rate-mbps=1000 --back-loss 0.02"
+        )))
+        .unwrap();
+        assert_eq!((p.a_to_b.delay_us, p.a_to_b.rate_mbps, p.a_to_b.loss), (4500.0, 4000.0, 0.0));
+        assert_eq!((p.b_to_a.delay_us, p.b_to_a.rate_mbps, p.b_to_a.loss), (5000.0, 1000.0, 0.02));
+        // What the back flags leave out is the forward direction's.
+        assert_eq!((p.b_to_a.queue_bytes, p.b_to_a.jitter_us), (2_250_000, 10.0));
     }
 
     #[test]
@@ -596,6 +672,9 @@ mod tests {
             (&format!("{BASE} --seed"), "--seed"),
             (&format!("{BASE} --bogus 1"), "--bogus"),
             ("--if-a a --if-b a --delay-us 1 --rate-mbps 1 --queue-bytes 1", "--if-b"),
+            (&format!("{BASE} --back-loss 1.5"), "--back-loss"),
+            (&format!("{BASE} --back-rate-mbps 0.0000001"), "--back-rate-mbps"),
+            (&format!("{BASE} --back-seed 1"), "--back-seed"),
         ];
         for (argv, flag) in cases {
             let e = parse_args(&a(argv)).unwrap_err();
