@@ -87,6 +87,14 @@ def test_ranks_get_their_node_cpu_share_unless_told_not_to(icm):
     assert "geofed/icm-task/G1" not in res.stdout
 
 
+def test_a_finished_job_shows_all_of_its_output(icm):
+    # The copier used to stop showing as soon as mpiexec exited, cutting off what was
+    # still in the pipe (seen: one line of /proc/self/cgroup's ten).
+    res = run_geofed("run", "--placement", "G1", "--", "seq", "1", "200000")
+    assert res.returncode == 0
+    assert res.stdout.split() == [str(i) for i in range(1, 200001)]
+
+
 def test_a_timed_out_job_leaves_no_rank_behind(icm):
     res = run_geofed("run", "--placement", "W1G1", "--timeout", "3", "--", "sleep", "600")
     assert res.returncode == 124 and "--timeout 3" in res.stderr

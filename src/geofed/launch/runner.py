@@ -91,15 +91,18 @@ class Running:
         except KeyboardInterrupt:
             self.stop()
             raise
-        self.stop()  # mpiexec is gone; a rank it lost track of may not be
+        # mpiexec is gone; a rank it lost track of may not be. What the job wrote before
+        # it ended may still be in the pipe: it is shown, not cut off mid-output.
+        self.stop(quiet=False)
         return rc
 
-    def stop(self) -> None:
-        """Stop everything of the job, then close the log; once, and not cut short by Ctrl-C."""
+    def stop(self, quiet: bool = True) -> None:
+        """Stop everything of the job, then close the log; once, and not cut short by Ctrl-C.
+        `quiet`: from now on output goes to the log only (MPI's abort noise after a failure)."""
         if self.stopped:
             return
         with deferred_interrupt():
-            self.showing = False
+            self.showing = not quiet
             launch.stop(self.proc, self.job)
             self._copier.join(timeout=10)
             self.proc.stdout.close()
