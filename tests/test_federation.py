@@ -113,7 +113,37 @@ ERRORS = [
     (BASE, "site G is not joined"),
     (BASE + 'storage = "Q"\n', "unknown key"),  # storage after a table belongs to the table
     ('name = "t"\nstorage = "Q"\n[[site]]\ncode = "W"\nnodes = 1\n', "storage: unknown site 'Q'"),
+    (BASE + '[[link]]\nsites = ["W", "G"]\nrtt_ms = 2\nbandwidth_gbps = 1\n[link.back]\nfibre_km = 300\n',
+     "link[0].back.fibre_km: needs the link's own fibre_km"),
+    (BASE + '[[link]]\nsites = ["W", "G"]\nfibre_km = 1\nbandwidth_gbps = 1\n[link.back]\nrtt_ms = 3\n', "link[0].back.rtt_ms: unknown key"),
+    (BASE + '[[link]]\nsites = ["W", "G"]\nfibre_km = 1\nbandwidth_gbps = 1\nback = 2\n', "link[0].back: must be a table"),
+    (BASE + '[[link]]\nsites = ["W", "G"]\nfibre_km = 1\nbandwidth_gbps = 1\n[link.back]\nloss = 1\n', "link[0].back.loss: must be below 1"),
+    (BASE + '[[link]]\nsites = ["W", "G"]\nfibre_km = 1\nbandwidth_gbps = 1\n[link.back]\nbandwidth_gbps = 0\n',
+     "link[0].back.bandwidth_gbps: must be positive"),
 ]
+
+
+def test_an_asymmetric_link_has_a_way_back_and_a_round_trip_of_both(write_fed, tmp_path):
+    fed = federation.load(write_fed(BASE + '[local]\nlatency_us = 0\n[[link]]\nsites = ["W", "G"]\nfibre_km = 100\n'
+                                    'bandwidth_gbps = 1\njitter_us = 5\n[link.back]\nfibre_km = 300\nbandwidth_gbps = 0.25\n'
+                                    'loss = 0.01\n'))
+    link = fed.links[0]
+    there, back = link.way("W"), link.way("G")
+    assert (there.propagation_ms, there.bandwidth_gbps, there.loss, there.jitter_us) == (0.5, 1.0, 0.0, 5.0)
+    # The way back takes what it leaves out (jitter) from the way there; its queue is its own BDP.
+    assert (back.propagation_ms, back.bandwidth_gbps, back.loss, back.jitter_us) == (1.5, 0.25, 0.01, 5.0)
+    assert back.queue_bytes == max(bdp_bytes(0.25, 3.0), federation.MIN_QUEUE_BYTES)
+    assert link.rtt_ms == fed.rtt_ms("G", "W") == pytest.approx(2.0)
+    assert link.propagation_rtt_ms == pytest.approx(2.0)
+    assert fed.one_way_ms("G", "W") == pytest.approx(1.5) and fed.bandwidth_gbps("G", "W") == 0.25
+    with pytest.raises(KeyError):
+        link.way("X")
+    # A copy keeps the way back; a change applies to both ways.
+    copy = federation.load(federation.derive(fed, tmp_path, "t-copy", loss=0.02)).links[0]
+    assert copy.loss == copy.way("G").loss == 0.02
+    assert copy.way("G").bandwidth_gbps == 0.25 and copy.way("G").propagation_ms == 1.5
+    symmetric = federation.load(federation.derive(fed, tmp_path, "t-rtt", rtt_ms=4)).links[0]
+    assert symmetric.way("G").propagation_ms == symmetric.propagation_ms == 2.0
 
 
 @pytest.mark.parametrize("text,message", ERRORS)

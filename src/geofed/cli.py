@@ -93,7 +93,8 @@ def cmd_testbed_status(args) -> int:
     print(f"  namespaces {present}/{len(st['namespaces'])}, cgroups {sum(st['cgroups'].values())}/{len(st['cgroups'])}")
     for name, e in st["emulators"].items():
         print(f"  link {name}: emulator pid {e['pid']} {'running' if e['alive'] else 'DEAD'},"
-              f" holds {e['delay_us']:.1f} us per direction (the fibre's propagation); floor: probe RTT "
+              f" holds {', '.join(f'{d:.1f} us from {s}' for s, d in e['delay_us'].items())}"
+              f" (the fibre's propagation); floor: probe RTT "
               f"{e['floor']['probe_rtt_ms']['median']:.4f} ms median with nothing held")
     return 0 if st["up"] else 1
 
@@ -149,9 +150,22 @@ def _floats(text: str) -> list[float]:
     return vals
 
 
+LINK_PARTS = ("rtt", "throughput", "ways")
+
+
+def _parts(text: str) -> list[str]:
+    parts = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [x for x in parts if x not in LINK_PARTS]
+    if bad or not parts:
+        raise argparse.ArgumentTypeError(f"expected some of {', '.join(LINK_PARTS)} separated by commas, got {text!r}")
+    return parts
+
+
 def cmd_bench_link(args) -> int:
     from geofed.bench import link
-    rec = link.run(args.rtt, args.rate, [int(s) for s in args.streams], args.throughput_rtt, args.seconds, progress)
+    parts = set(args.parts)
+    rec = link.run(args.rtt if "rtt" in parts else [], args.rate if "throughput" in parts else [],
+                   [int(s) for s in args.streams], args.throughput_rtt, args.seconds, progress, ways="ways" in parts)
     print(link.format_table(rec))
     print(f"record: {records.save(rec, args.out)}")
     return 0
@@ -230,6 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--streams", type=_floats, default=[1, 4], help="TCP stream counts (default 1,4)")
     p.add_argument("--throughput-rtt", type=positive_float, default=9.0, help="RTT of the throughput runs (default 9 ms)")
     p.add_argument("--seconds", type=positive_float, default=5.0, help="throughput measurement time (default 5)")
+    p.add_argument("--parts", type=_parts, default=list(LINK_PARTS),
+                   help="what to measure, comma-separated: rtt, throughput, ways (each direction of an "
+                        "asymmetric link and the jitter and loss delivered); default all")
     p.add_argument("--out", default="geofed-out/bench", help="directory for the JSON record")
     p.set_defaults(func=cmd_bench_link)
 

@@ -21,6 +21,9 @@ LIGHT_IN_FIBRE_KM_PER_MS = 200.0
 # The emulator forwards 64 KiB GSO frames; a queue smaller than a few of them drops
 # whole TCP bursts on short links, which a real buffer counted in cells would not.
 MIN_QUEUE_BYTES = 256 * 1024
+# TCP's payload per byte on an Ethernet wire of MTU 1500: 1448 bytes (1500 less IP, TCP
+# and its timestamp option) in every 1514-byte frame. A link's rate is the wire's.
+TCP_PAYLOAD_PER_WIRE_BYTE = 1448 / 1514
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 CODE_RE = re.compile(r"^[A-Z]$")
@@ -69,8 +72,21 @@ class Site:
 
 
 @dataclass(frozen=True)
+class Way:
+    """One direction of a link: what a frame meets on its way from one site to the other."""
+
+    propagation_ms: float  # one-way, fibre only
+    one_way_ms: float  # node to node: propagation plus the local fabrics' latency
+    bandwidth_gbps: float
+    queue_bytes: int
+    jitter_us: float
+    loss: float
+
+
+@dataclass(frozen=True)
 class Link:
-    """A long-haul link between two sites, symmetric in both directions."""
+    """A long-haul link between two sites. Its fields describe the way from `a` to `b`,
+    and the way back too unless `back` says otherwise (an asymmetric link)."""
 
     a: str
     b: str
@@ -81,10 +97,25 @@ class Link:
     queue_bytes: int
     jitter_us: float
     loss: float
+    back: Way | None = None  # from b to a, where it differs
+
+    def way(self, src: str) -> Way:
+        """The direction that leaves site `src`."""
+        if src == self.b and self.back is not None:
+            return self.back
+        if src not in (self.a, self.b):
+            raise KeyError(src)
+        return Way(self.propagation_ms, self.one_way_ms, self.bandwidth_gbps, self.queue_bytes,
+                   self.jitter_us, self.loss)
 
     @property
     def rtt_ms(self) -> float:
-        return 2 * self.one_way_ms
+        return self.one_way_ms + self.way(self.b).one_way_ms
+
+    @property
+    def propagation_rtt_ms(self) -> float:
+        """The fibre's share of a round trip, both ways."""
+        return self.propagation_ms + self.way(self.b).propagation_ms
 
     @property
     def bdp_bytes(self) -> int:
@@ -162,17 +193,25 @@ class Federation:
             return self.site(src).local.latency_us / 1e3
         # Crossing a transit site's fabric costs its local latency, which the two
         # links' halves (see Link.one_way_ms) add up to.
-        return sum(link.one_way_ms for link in self.route(src, dst))
+        return sum(way.one_way_ms for way in self.ways(src, dst))
+
+    def ways(self, src: str, dst: str) -> list[Way]:
+        """The direction of each link crossed from site `src` to site `dst`."""
+        out, here = [], src
+        for link in self.route(src, dst):
+            out.append(link.way(here))
+            here = link.b if here == link.a else link.a
+        return out
 
     def bandwidth_gbps(self, src: str, dst: str) -> float | None:
         """Modelled bandwidth cap between nodes at sites `src` and `dst`."""
         if src == dst:
             return self.site(src).local.bandwidth_gbps
-        return min(link.bandwidth_gbps for link in self.route(src, dst))
+        return min(way.bandwidth_gbps for way in self.ways(src, dst))
 
     def rtt_ms(self, src: str, dst: str) -> float:
         """Modelled round trip between nodes at sites `src` and `dst`: the one RTT of a site pair."""
-        return 2 * self.one_way_ms(src, dst)
+        return self.one_way_ms(src, dst) + self.one_way_ms(dst, src)
 
     def bdp_bytes(self, src: str, dst: str) -> int | None:
         """Bytes in flight that keep the path from `src` to `dst` full (None: no bandwidth cap)."""
@@ -218,7 +257,8 @@ def derive(fed: Federation, directory: str | Path, name: str, **link_changes) ->
     """Write a copy of `fed`'s file under another name (and with every link changed) into `directory`.
 
     Testbeds are named after their federation, so a private copy keeps a run from
-    touching a shipped federation's testbed. `fibre_km` and `rtt_ms` replace each other.
+    touching a shipped federation's testbed. `fibre_km` and `rtt_ms` replace each other;
+    a change applies to both ways of an asymmetric link.
     """
     if not NAME_RE.match(name):
         raise UserError(f"federation name {name!r}: expected lowercase letters, digits and '-', at most 32")
@@ -232,6 +272,9 @@ def derive(fed: Federation, directory: str | Path, name: str, **link_changes) ->
             if key in link_changes:
                 link.pop("rtt_ms" if key == "fibre_km" else "fibre_km", None)
         link.update(link_changes)
+        # A change sets both ways: the way back inherits what it no longer overrides.
+        for key in link_changes:
+            link.get("back", {}).pop("fibre_km" if key == "rtt_ms" else key, None)
     path = Path(directory) / f"{name}.toml"
     path.write_text(to_toml(doc))
     load(path)  # the copy must be as valid as its original
@@ -402,7 +445,7 @@ class _Parser:
     def link(self, d, where: str, sites: dict[str, Site]) -> Link:
         if not isinstance(d, dict):
             raise self.fail(where, "must be a table")
-        self.keys(d, where, {"sites", "fibre_km", "rtt_ms", "bandwidth_gbps", "queue_bytes", "jitter_us", "loss"})
+        self.keys(d, where, {"sites", "fibre_km", "rtt_ms", "bandwidth_gbps", "queue_bytes", "jitter_us", "loss", "back"})
         ends = d.get("sites")
         if not (isinstance(ends, list) and len(ends) == 2 and all(isinstance(e, str) for e in ends)):
             raise self.fail(f"{where}.sites", f"must be two site codes like [\"W\", \"G\"], got {ends!r}")
@@ -431,21 +474,36 @@ class _Parser:
                 )
         else:
             propagation = fibre_one_way_ms(fibre_km)
-        bandwidth = float(self.number(d, "bandwidth_gbps", where, positive=True))
+        forward = self.way(d, where, propagation, local_one_way_ms, None)
+        back = None
+        if "back" in d:
+            back_doc = d["back"]
+            if not isinstance(back_doc, dict):
+                raise self.fail(f"{where}.back", "must be a table (the way from the second site to the first)")
+            self.keys(back_doc, f"{where}.back", {"fibre_km", "bandwidth_gbps", "queue_bytes", "jitter_us", "loss"})
+            if "fibre_km" in back_doc and fibre_km is None:
+                raise self.fail(f"{where}.back.fibre_km", "needs the link's own fibre_km (rtt_ms describes both ways)")
+            back_propagation = (fibre_one_way_ms(float(self.number(back_doc, "fibre_km", f"{where}.back", positive=True)))
+                                if "fibre_km" in back_doc else propagation)
+            back = self.way(back_doc, f"{where}.back", back_propagation, local_one_way_ms, forward)
+        return Link(a=a, b=b, fibre_km=fibre_km, propagation_ms=forward.propagation_ms,
+                    one_way_ms=forward.one_way_ms, bandwidth_gbps=forward.bandwidth_gbps,
+                    queue_bytes=forward.queue_bytes, jitter_us=forward.jitter_us, loss=forward.loss,
+                    back=back)
+
+    def way(self, d: dict, where: str, propagation: float, local_one_way_ms: float, forward: Way | None) -> Way:
+        """One direction's rate, queue, jitter and loss; the way back takes what it leaves out from `forward`."""
+        def given(key, **checks):
+            if forward is not None and key not in d:
+                return getattr(forward, key)
+            return self.number(d, key, where, **checks)
+        bandwidth = float(given("bandwidth_gbps", positive=True))
         one_way = propagation + local_one_way_ms
         queue = self.number(d, "queue_bytes", where, default=-1, integer=True)
         if queue == -1:
             queue = max(bdp_bytes(bandwidth, 2 * one_way), MIN_QUEUE_BYTES)
         elif queue < 9000:
             raise self.fail(f"{where}.queue_bytes", f"must hold at least one jumbo frame (9000 bytes), got {queue}")
-        return Link(
-            a=a,
-            b=b,
-            fibre_km=fibre_km,
-            propagation_ms=propagation,
-            one_way_ms=one_way,
-            bandwidth_gbps=bandwidth,
-            queue_bytes=int(queue),
-            jitter_us=float(self.number(d, "jitter_us", where, default=0.0, minimum=0)),
-            loss=float(self.number(d, "loss", where, default=0.0, minimum=0, below=1)),
-        )
+        return Way(propagation_ms=propagation, one_way_ms=one_way, bandwidth_gbps=bandwidth, queue_bytes=int(queue),
+                   jitter_us=float(given("jitter_us", default=0.0, minimum=0)),
+                   loss=float(given("loss", default=0.0, minimum=0, below=1)))

@@ -43,3 +43,17 @@ def test_report_has_a_section_per_kind_with_plots(tmp_path):
     assert "future.thing" in page  # unknown kinds are listed, not dropped silently
     assert (tmp_path / "pingpong-0.png").stat().st_size > 1000
     assert page.index("Testbed verification") < page.index("MPI job across a placement")
+
+
+def test_link_section_shows_each_way_against_its_configuration(tmp_path):
+    way = {"from": "A", "propagation_us": 500.0, "jitter_us": 200.0, "loss": 0.01, "bandwidth_gbps": 1.0,
+           "min_us": 516.2, "median_us": 629.5, "contribution_error": 0.017, "jitter_mean_us": 109.8,
+           "jitter_expected_mean_us": 100.0, "jitter_sd_us": 58.9, "jitter_expected_sd_us": 57.7,
+           "measured_gbps": 0.94}
+    back = {**way, "from": "B", "propagation_us": 1500.0, "bandwidth_gbps": 0.25, "measured_gbps": 0.239}
+    ways = {"ways": [way, back], "round_trips": 3003, "lost": 88, "lost_fraction": 88 / 3003,
+            "expected_lost_fraction": 0.0298, "lost_sd": 0.0031}
+    page = report.render([records.make("bench.link", {"rtt": [], "throughput": [], "asymmetric": ways})],
+                         tmp_path).read_text()
+    assert "from B" in page and "1500.0" in page and "0.239 of 0.25" in page
+    assert "109.8 (100.0)" in page and "88 of 3003" in page

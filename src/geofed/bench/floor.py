@@ -34,7 +34,7 @@ def measure_link(fed, a_node, b_node, count: int) -> dict:
     """Probe (one-way = RTT/2) and MPI one-way, us: measured and floor, from interleaved blocks."""
     plan = make_plan(fed)
     link = fed.links[0]
-    hold, fibre = core.FLOOR_HOLD_US, link.propagation_ms * 1e3
+    hold = core.FLOOR_HOLD_US
     per_block = max(50, count // BLOCKS)
     blocks = {"probe": [], "probe_floor": [], "mpi": [], "mpi_floor": []}
     probe_min = mpi_min = float("inf")
@@ -44,7 +44,7 @@ def measure_link(fed, a_node, b_node, count: int) -> dict:
             floor_rtt, _ = probe.rtt_samples_ms(a_node, b_node, count=per_block)
             blocks["probe_floor"].append(statistics.median(floor_rtt) / 2 * 1e3 - hold)
             blocks["mpi_floor"].append(mpi_latency_us(fed, link.a, link.b, per_block)["median"] - hold)
-            core.set_link_delay(plan, link.name, fibre)
+            core.set_link_delay(plan, link.name, None)
             rtt, _ = probe.rtt_samples_ms(a_node, b_node, count=per_block)
             blocks["probe"].append(statistics.median(rtt) / 2 * 1e3)
             probe_min = min(probe_min, min(rtt) / 2 * 1e3)
@@ -52,7 +52,7 @@ def measure_link(fed, a_node, b_node, count: int) -> dict:
             blocks["mpi"].append(mpi["median"])
             mpi_min = min(mpi_min, mpi["min"])
     finally:
-        core.set_link_delay(plan, link.name, fibre)
+        core.set_link_delay(plan, link.name, None)
     med = {k: statistics.median(v) for k, v in blocks.items()}
     state = core.read_state(plan)
     state["emulators"][link.name]["floor"]["mpi_one_way_us"] = {"median": med["mpi_floor"]}

@@ -52,8 +52,7 @@ class Route:
 def route(fed: Federation, a: str, b: str) -> Route:
     one_way = fed.one_way_ms(a, b) / 1e3
     gbps = fed.bandwidth_gbps(a, b)
-    links = fed.route(a, b)
-    loss = 1 - math.prod(1 - link.loss for link in links)
+    loss = 1 - math.prod(1 - way.loss for way in fed.ways(a, b))
     local = fed.one_way_ms(a, a) / 1e3
     return Route(a, b, one_way, max(0.0, one_way - local), None if gbps is None else gbps * 1e9 / 8, loss)
 

@@ -8,6 +8,7 @@ import shutil
 import socket
 import statistics
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -215,15 +216,22 @@ def _shape(netns: str, gbps: float) -> None:
         raise host.HostError(f"in {netns}: tc tbf: {res.stderr.strip()}")
 
 
-def _emulator_argv(plan: Plan, l: LinkPlan, delay_us: float) -> list[str]:
+def _emulator_argv(plan: Plan, l: LinkPlan, hold_us: float | None) -> list[str]:
+    """The emulator of link `l`, holding each frame for the fibre's propagation of its
+    direction, or for `hold_us` both ways (the floor's measurement)."""
     link = l.link
+    ways = [link.way(link.a), link.way(link.b)]
+    if hold_us is not None:
+        # The floor is the host's path: no fibre, and none of the link's randomness.
+        ways = [replace(w, propagation_ms=hold_us / 1e3, jitter_us=0.0, loss=0.0) for w in ways]
+
+    def flags(w, prefix: str) -> list[str]:
+        return [f"--{prefix}delay-us", f"{w.propagation_ms * 1e3:.3f}",
+                f"--{prefix}rate-mbps", f"{w.bandwidth_gbps * 1000:.3f}", f"--{prefix}queue-bytes", str(w.queue_bytes),
+                f"--{prefix}jitter-us", f"{w.jitter_us:.3f}", f"--{prefix}loss", f"{w.loss:.6f}"]
     return host.in_netns(l.netns, [
         binary("geofed-linkemu"), "--if-a", EMU_PORT_A, "--if-b", EMU_PORT_B,
-        "--delay-us", f"{delay_us:.3f}",
-        "--rate-mbps", f"{link.bandwidth_gbps * 1000:.3f}",
-        "--queue-bytes", str(link.queue_bytes),
-        "--jitter-us", f"{link.jitter_us:.3f}",
-        "--loss", f"{link.loss:.6f}",
+        *flags(ways[0], ""), *(flags(ways[1], "back-") if ways[1] != ways[0] else []),
         "--seed", "1",
         # Idle vCPUs of a virtual machine take 50-150 us to wake; the emulator's PM QoS
         # request keeps them polling while it runs (and ends with it): at 1 ms RTT the
@@ -251,16 +259,17 @@ def _start_emulator(plan: Plan, l: LinkPlan) -> dict:
     finally:
         _stop_emulator(floor)
     samples = [x - 2 * FLOOR_HOLD_US / 1e3 for x in held]
-    emu = _run_emulator(plan, l, l.link.propagation_ms * 1e3)
+    emu = _run_emulator(plan, l, None)
     emu["floor"] = {"probe_rtt_ms": {"min": min(samples), "median": statistics.median(samples),
                                      "samples": len(samples)}}
     return emu
 
 
-def _run_emulator(plan: Plan, l: LinkPlan, delay_us: float) -> dict:
+def _run_emulator(plan: Plan, l: LinkPlan, hold_us: float | None) -> dict:
     log = f"{plan.state_dir}/link-{l.link.a}{l.link.b}.log"
-    proc = host.spawn_ready(_emulator_argv(plan, l, delay_us), log)
-    return {"pid": proc.pid, "delay_us": delay_us, "netns": l.netns, "proc": proc}
+    proc = host.spawn_ready(_emulator_argv(plan, l, hold_us), log)
+    held = [hold_us] * 2 if hold_us is not None else [l.link.way(s).propagation_ms * 1e3 for s in (l.link.a, l.link.b)]
+    return {"pid": proc.pid, "delay_us": dict(zip((l.link.a, l.link.b), held)), "netns": l.netns, "proc": proc}
 
 
 def _stop_emulator(emu: dict) -> None:
@@ -268,15 +277,15 @@ def _stop_emulator(emu: dict) -> None:
     emu["proc"].wait()
 
 
-def set_link_delay(plan: Plan, link_name: str, delay_us: float) -> None:
-    """Restart a running testbed's emulator of one link with another hold (the floor's
-    MPI measurement holds nothing); the state file follows."""
+def set_link_delay(plan: Plan, link_name: str, hold_us: float | None) -> None:
+    """Restart a running testbed's emulator of one link with a fixed hold both ways (the
+    floor's MPI measurement), or with the fibre's (None); the state file follows."""
     state = read_state(plan)
     l = next(x for x in plan.links if x.link.name == link_name)
     emu = state["emulators"][link_name]
     host.terminate([emu["pid"]])
-    new = _run_emulator(plan, l, delay_us)
-    emu.update(pid=new["pid"], delay_us=delay_us)  # the process is the testbed's now, as at up
+    new = _run_emulator(plan, l, hold_us)
+    emu.update(pid=new["pid"], delay_us=new["delay_us"])  # the process is the testbed's now, as at up
     write_state(plan, state)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from geofed.native import binary
 from geofed.testbed import host
@@ -13,22 +14,42 @@ SINK_PORT = 47001
 ARP_WARMUP = 3
 
 
-def rtt_samples_ms(src: NodePlan, dst: NodePlan, count: int = 200, interval_us: int = 1000,
-                   size: int = 64) -> tuple[list[float], int]:
-    """Round trips of UDP datagrams from src to an echo server at dst: (samples in ms, lost)."""
+@dataclass
+class RoundTrips:
+    """UDP round trips from src to an echo at dst, in ms; each split at the echo's
+    receive time into its forward and back halves (one host, one clock)."""
+    rtt: list[float]
+    forward: list[float]
+    back: list[float]
+    lost: int
+
+
+def round_trips(src: NodePlan, dst: NodePlan, count: int = 200, interval_us: int = 1000,
+                size: int = 64, timeout_ms: int = 2000) -> RoundTrips:
+    """`timeout_ms`: how long a datagram may take before it counts as lost (on a lossy
+    link, a few RTTs keep a run from waiting seconds per loss)."""
     probe = binary("geofed-probe")
     server = host.spawn_ready(host.in_netns(dst.netns, [
         probe, "udp-echo", "--bind", f"{dst.address}:{PROBE_PORT}", "--max-seconds", "600"]))
     try:
         res = host.run_in(src.netns, [
             probe, "rtt", "--to", f"{dst.address}:{PROBE_PORT}", "--count", str(count + ARP_WARMUP),
-            "--interval-us", str(interval_us), "--size", str(size)], timeout=600)
+            "--interval-us", str(interval_us), "--size", str(size), "--timeout-ms", str(timeout_ms)], timeout=600)
     finally:
         host.terminate([server.pid])
         server.wait()
     out = json.loads(res.stdout)
     # The first datagrams wait for ARP on every hop: they measure address resolution.
-    return [s / 1e6 for s in out["samples_ns"][ARP_WARMUP:]], int(out["lost"])
+    rtt = [s / 1e6 for s in out["samples_ns"][ARP_WARMUP:]]
+    forward = [s / 1e6 for s in out["forward_ns"][ARP_WARMUP:]]
+    return RoundTrips(rtt, forward, [r - f for r, f in zip(rtt, forward)], int(out["lost"]))
+
+
+def rtt_samples_ms(src: NodePlan, dst: NodePlan, count: int = 200, interval_us: int = 1000,
+                   size: int = 64) -> tuple[list[float], int]:
+    """Round trips of UDP datagrams from src to an echo server at dst: (samples in ms, lost)."""
+    r = round_trips(src, dst, count, interval_us, size)
+    return r.rtt, r.lost
 
 
 def throughput_mbps(src: NodePlan, dst: NodePlan, streams: int = 4, seconds: float = 3.0,

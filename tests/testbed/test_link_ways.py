@@ -1,0 +1,73 @@
+"""Each direction of an emulated link delivers what the federation file configures:
+one-way delays never below the fibre's, the jitter's uniform distribution, the loss of
+both ways, and an asymmetric link's delay and rate measured both ways.
+
+One-way delays are the probe's round trips split at the echo's receive time (every
+namespace of one host shares CLOCK_MONOTONIC). Statistical bounds are 4-5 standard
+errors of the sample, so a miss is a defect, not bad luck (about 1 run in 10^4)."""
+
+import math
+import os
+
+import pytest
+
+from conftest import needs_root, no_leftovers
+from geofed import federation
+from geofed.bench import link
+from geofed.testbed import core
+
+pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow]
+SLACK = 0.01  # physics: no one-way delay more than 1 % below the fibre's propagation
+
+
+def measure(tmp_path, tag: str, ways: tuple[dict, dict], count: int, seconds: float = 0.0) -> dict:
+    name = f"gfways-{tag}-{os.getpid()}"[:32]
+    path = tmp_path / "fed.toml"
+    path.write_text(link.ways_toml(name, *ways))
+    fed = federation.load(path)
+    try:
+        plan = core.up(fed)
+        a, b = plan.nodes
+        res = link.ways_rows(fed, a, b, count, seconds)
+    finally:
+        core.down(name)
+    assert no_leftovers(name) == []
+    return res
+
+
+def load() -> str:
+    return "host load average %.2f %.2f %.2f (2 cores)" % os.getloadavg()
+
+
+def test_jitter_and_loss_are_delivered_per_direction_as_configured(tmp_path):
+    res = measure(tmp_path, "dist", link.DISTRIBUTIONS, count=3000)
+    forward, back = res["ways"]
+    for way, conf in zip((forward, back), link.DISTRIBUTIONS):
+        assert (way["jitter_us"], way["loss"]) == (conf["jitter_us"], conf["loss"])
+        assert way["min_us"] >= (1 - SLACK) * way["propagation_us"], way
+        n, j = way["samples"], way["jitter_us"]
+        # Uniform in [0, j]: the mean within 5 standard errors, on top of what the host
+        # adds beyond the floor's median (a few us, never as much as the floor again).
+        se = j / math.sqrt(12 * n)
+        assert -5 * se - way["floor_one_way_us"] <= way["jitter_mean_us"] - j / 2 <= 5 * se + way["floor_one_way_us"], \
+            f"{way}; {load()}"
+        # The spread is the jitter's: sd j/sqrt(12) within 10 % (its standard error is ~1.6 %).
+        assert abs(way["jitter_sd_us"] / way["jitter_expected_sd_us"] - 1) <= 0.10, f"{way}; {load()}"
+    # Round trips lost: 1 - (1 - 1 %)(1 - 2 %) = 2.98 %, within 4.5 standard errors.
+    assert abs(res["lost_fraction"] - res["expected_lost_fraction"]) <= 4.5 * res["lost_sd"], res
+
+
+def test_an_asymmetric_link_is_measured_both_ways(tmp_path):
+    res = measure(tmp_path, "asym", link.ASYMMETRIC, count=1000, seconds=2.0)
+    forward, back = res["ways"]
+    assert forward["propagation_us"] == pytest.approx(500.0) and back["propagation_us"] == pytest.approx(1500.0)
+    assert res["lost"] == 0
+    for way in (forward, back):
+        assert way["min_us"] >= (1 - SLACK) * way["propagation_us"], way
+        # Each way's own contribution against its fibre; the bound of test_link_physics.
+        assert abs(way["contribution_error"]) <= 0.15, f"{way}; {load()}"
+        # Each way's rate: TCP carries 1448 of every 1514 bytes on the wire (95.6 %).
+        assert 0.80 <= way["rate_ratio"] <= 1.0, f"{way}; {load()}"
+    # The two ways differ as configured: 1000 us more delay back, a quarter of the rate.
+    assert back["median_us"] - forward["median_us"] >= 900
+    assert back["measured_gbps"] < 0.3 < 0.8 < forward["measured_gbps"]
