@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import statistics
 from pathlib import Path
@@ -65,6 +66,7 @@ def render(recs: list[dict], outdir: Path) -> str:
         parts.append(table(["consumer", "stream", "steps written", "received", "missing", "digest differs"], rows, classes))
         verdict = "every step reached every consumer intact" if v["ok"] else "steps were lost or corrupted"
         parts.append(f"<p><b>{esc(verdict)}</b> ({v['expected_steps']} output steps, CRC32 per plane on both sides)</p>")
+        parts += [_bp_file(name, c, Path(d["run_dir"]), outdir) for name, c in v["consumers"].items() if "listing" in c]
         parts.append(_frames(d["frames"]["cross_section"], outdir) + "<br>" + _frames(d["frames"]["pdf"], outdir))
     return "\n".join(parts)
 
@@ -90,3 +92,13 @@ def render_bench(recs: list[dict], outdir: Path) -> str:
                             "staging ms/step", "staging / off", "compute ms/step off / on", "gather ms per output",
                             "staged ms per output", "per consumer Mb/s", "together Mb/s", "link Mb/s", "intact"], rows, classes))
     return "\n".join(parts)
+
+
+def _bp_file(name: str, check: dict, run_dir: Path, outdir: Path) -> str:
+    """A BP5 file the run left: a link and its variables as bpls lists them."""
+    path = run_dir / name
+    href = os.path.relpath(path, outdir)
+    head = (f"<p>{esc(name)} (BP5, <a href='{esc(href)}'>{esc(str(path))}</a>; read back: "
+            f"{check['received']} of {check['written']} steps, {len(check['differ'])} differ from what was written)</p>")
+    rows = [[x["type"], x["name"], x["steps"], x["shape"]] for x in check["listing"]]
+    return head + table(["type", "variable", "steps", "shape"], rows)

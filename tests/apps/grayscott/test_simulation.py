@@ -69,3 +69,63 @@ def test_too_many_ranks_for_L_is_an_error(tmp_path):
     res, _ = run_sim(tmp_path, 4, {"L": 1, "steps": 1, "engine": "none"})
     assert res.returncode == 2
     assert "too small" in res.stderr
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.05])
+def test_native_kernel_equals_numpy_bit_for_bit(noise):
+    from geofed.apps.grayscott import model, settings
+    rng = np.random.default_rng(3)
+    shape = (9, 6, 11)  # an uneven block, ghosts included
+    u0, v0 = rng.uniform(0, 1, shape), rng.uniform(0, 0.5, shape)
+    s = settings.from_dict({"L": 16, "noise": noise, "Du": 0.2, "Dv": 0.1, "F": 0.02, "k": 0.048, "dt": 1.0})
+    out = {}
+    for kernel, threads in (("numpy", 1), ("native", 1), ("native", 3)):
+        stepper = model.Stepper(s, tuple(n - 2 for n in shape), np.random.default_rng(11) if noise else None,
+                                kernel, threads)
+        u, v = u0.copy(), v0.copy()
+        u2, v2 = np.zeros(shape), np.zeros(shape)
+        for _ in range(5):  # ghosts stay as drawn: the kernels must agree on any input
+            stepper.step(u, v, u2, v2)
+            u[1:-1, 1:-1, 1:-1], v[1:-1, 1:-1, 1:-1] = u2[1:-1, 1:-1, 1:-1], v2[1:-1, 1:-1, 1:-1]
+        out[kernel, threads] = u, v
+    ref_u, ref_v = out["numpy", 1]
+    assert not np.array_equal(ref_u, u0)
+    for key in (("native", 1), ("native", 3)):
+        assert np.array_equal(out[key][0], ref_u) and np.array_equal(out[key][1], ref_v), key
+
+
+def test_kernels_agree_on_real_ranks_with_noise(tmp_path):
+    s = {"L": 16, "steps": 20, "plotgap": 10, "noise": 0.01, "engine": "none", "seed": 7}
+    native = np.load(run_sim(tmp_path / "native", 2, s, "--threads", "2")[1])
+    numpy_ = np.load(run_sim(tmp_path / "numpy", 2, s, "--kernel", "numpy")[1])
+    assert np.array_equal(native["U"], numpy_["U"]) and np.array_equal(native["V"], numpy_["V"])
+
+
+def test_a_restart_from_a_checkpoint_equals_the_uninterrupted_run(tmp_path):
+    s = {"L": 21, "steps": 60, "plotgap": 10, "noise": 0.0, "engine": "none"}
+    res, whole = run_sim(tmp_path / "whole", 2, s)
+    assert res.returncode == 0, res.stderr
+    ckpt = tmp_path / "gs.bp"
+    res, _ = run_sim(tmp_path / "first", 2, dict(s, steps=30), "--checkpoint", str(ckpt))
+    assert res.returncode == 0, res.stderr
+    # Restarted on another rank count: the checkpoint holds the global fields.
+    res, resumed = run_sim(tmp_path / "resumed", 4, s, "--restart", str(ckpt))
+    assert res.returncode == 0, res.stderr
+    a, b = np.load(whole), np.load(resumed)
+    assert np.array_equal(a["U"], b["U"]) and np.array_equal(a["V"], b["V"])
+    from geofed.apps.grayscott import outputs
+    assert sorted(outputs.step_digests(ckpt, ["U", "V"])) == [10, 20, 30]
+    names = {x["name"]: x for x in outputs.listing(ckpt)}
+    assert names["U"]["shape"].replace(" ", "") == "21,21,21" and names["U"]["steps"] == 3
+
+
+@pytest.mark.parametrize("bad,message", [("missing.bp", "not a readable checkpoint"), ("wrong-L", "the settings' L is 16")])
+def test_a_bad_restart_is_one_line_and_exit_2(tmp_path, bad, message):
+    path = tmp_path / bad
+    if bad == "wrong-L":
+        path = tmp_path / "gs.bp"
+        assert run_sim(tmp_path / "w", 1, {"L": 12, "steps": 10, "plotgap": 10, "engine": "none"},
+                       "--checkpoint", str(path))[0].returncode == 0
+    res, _ = run_sim(tmp_path / "r", 1, {"L": 16, "steps": 20, "plotgap": 10, "engine": "none"}, "--restart", str(path))
+    assert res.returncode == 2
+    assert message in res.stderr and "Traceback" not in res.stderr

@@ -32,7 +32,7 @@ def fed(tmp_path_factory):
 
 def test_every_step_crosses_the_9ms_link_intact(fed, tmp_path):
     res = run_geofed("workflow", "grayscott", "-f", str(fed.path), "--L", "24", "--steps", "60", "--plotgap", "10",
-                     "--out", str(tmp_path), "--timeout", "300")
+                     "--out", str(tmp_path), "--timeout", "300", "--checkpoint")
     assert res.returncode == 0, res.stderr
     rec = json.loads(next(tmp_path.glob("workflow.grayscott-*.json")).read_text())
     d = rec["data"]
@@ -45,7 +45,18 @@ def test_every_step_crosses_the_9ms_link_intact(fed, tmp_path):
     x = d["transfer"]
     assert x["link_bytes"] >= x["payload_bytes"] == 2 * 6 * 2 * 24 ** 3 * 8
     assert {p["name"]: p["nodes"][0][0] for p in d["parts"]} == {"simulation": "G", "pdf": "W", "gplot": "W", "pdfplot": "W"}
-    assert (tmp_path / "report.html").read_text().count("<img") >= 2
+    page = (tmp_path / "report.html").read_text()
+    assert page.count("<img") >= 2
+    # The BP5 files the run left, read back with adios2's Python API: pdf.bp holds what
+    # the PDF plotter received across the link, gs.bp what the simulation staged.
+    from pathlib import Path
+    from geofed.apps.grayscott import outputs
+    run_dir = Path(d["run_dir"])
+    assert outputs.step_digests(run_dir / "pdf.bp", ["U/pdf", "V/pdf"]) == {r["step"]: r["digest"] for r in d["pdf_stream"]}
+    assert outputs.step_digests(run_dir / "gs.bp", ["U", "V"]) == {r["step"]: r["digest"] for r in d["steps"]}
+    listed = {x["name"] for x in d["verify"]["consumers"]["pdf.bp"]["listing"]}
+    assert {"U/pdf", "V/pdf", "U/bins", "V/bins", "step"} <= listed
+    assert "pdf.bp (BP5" in page and "gs.bp (BP5" in page
 
 
 def test_bench_compares_staging_on_and_off_and_stays_below_the_link_rate(fed, tmp_path):

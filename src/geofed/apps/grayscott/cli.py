@@ -31,7 +31,7 @@ def cmd_workflow_grayscott(args) -> int:
     rec = workflow.run(fed, s, Path(args.out), sim_site=args.sim_site, analysis_site=args.analysis_site,
                        pdf_site=args.pdf_site, plot_site=args.plot_site, sim_ranks=args.sim_ranks,
                        pdf_ranks=args.pdf_ranks, connect_timeout=args.connect_timeout, timeout=args.timeout,
-                       delays=delays, progress=progress)
+                       delays=delays, checkpoint=args.checkpoint, progress=progress)
     print(workflow.format_table(rec))
     print(f"record: {records.save(rec, args.out)}")
     print(f"report: {report.render(records.load_dir(args.out), args.out, title='geofed workflow grayscott')}")
@@ -87,6 +87,8 @@ def register(commands, bench) -> None:
                    help="seconds the simulation waits for its consumers to connect (default 60)")
     p.add_argument("--timeout", type=positive_float, default=3600.0, help="stop the whole workflow after this many seconds")
     p.add_argument("--slow-pdf", type=nonnegative_float, default=0.0, help="make the PDF analysis take this many extra seconds per step")
+    p.add_argument("--checkpoint", action="store_true",
+                   help="the simulation also writes U and V at every output step to gs.bp (BP5) in the run's directory")
     p.add_argument("--out", default="geofed-out/grayscott", help="directory for records, frames and the report")
     _settings_args(p)
     p.set_defaults(func=cmd_workflow_grayscott)

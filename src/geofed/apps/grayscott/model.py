@@ -46,20 +46,39 @@ def initial(L: int, start: tuple[int, ...], shape: tuple[int, ...]) -> tuple[np.
     return u, v
 
 
+KERNELS = ("native", "numpy")
+
+
 class Stepper:
     """One Euler step on a ghosted block, with its scratch arrays allocated once.
 
-    Every update is a whole-array NumPy operation written into preallocated buffers,
-    so the time per step is spent in NumPy's loops, not in Python.
+    kernel "native": the Rust kernel (rust/stencil, module geofed_stencil), one pass over
+    memory, `threads` threads per rank, the GIL released. kernel "numpy": every update a
+    whole-array NumPy operation into preallocated buffers; the reference the native
+    kernel equals bit for bit (same operations, same order), and the benchmark's baseline.
+    Noise comes from the same generator either way.
     """
 
-    def __init__(self, s: Settings, shape: tuple[int, ...], rng: np.random.Generator | None):
+    def __init__(self, s: Settings, shape: tuple[int, ...], rng: np.random.Generator | None,
+                 kernel: str = "native", threads: int = 1):
+        if kernel not in KERNELS:
+            raise ValueError(f"kernel {kernel!r}: expected one of {', '.join(KERNELS)}")
         self.s = s
         self.rng = rng
+        self.kernel = kernel
+        self.threads = threads
         self.lap = np.empty(shape)
         self.uvv = np.empty(shape)
         self.tmp = np.empty(shape)
         self.noise = np.empty(shape) if s.noise > 0 else None
+
+    def draw_noise(self) -> np.ndarray | None:
+        """This step's noise, scaled, for the interior (None without noise)."""
+        if self.noise is None:
+            return None
+        self.noise[...] = self.rng.uniform(-1.0, 1.0, self.noise.shape)
+        self.noise *= self.s.noise
+        return self.noise
 
     def laplacian(self, f: np.ndarray) -> np.ndarray:
         c = f[1:-1, 1:-1, 1:-1]
@@ -77,6 +96,10 @@ class Stepper:
     def step(self, u: np.ndarray, v: np.ndarray, u_new: np.ndarray, v_new: np.ndarray) -> None:
         """Interior of u_new, v_new from u, v (whose ghosts are current)."""
         s = self.s
+        if self.kernel == "native":
+            import geofed_stencil
+            geofed_stencil.step(u, v, u_new, v_new, s.Du, s.Dv, s.F, s.k, s.dt, self.draw_noise(), self.threads)
+            return
         uc, vc = u[1:-1, 1:-1, 1:-1], v[1:-1, 1:-1, 1:-1]
         un, vn = u_new[1:-1, 1:-1, 1:-1], v_new[1:-1, 1:-1, 1:-1]
         np.multiply(uc, vc, out=self.uvv)
@@ -88,10 +111,9 @@ class Stepper:
         np.subtract(1.0, uc, out=self.tmp)
         self.tmp *= s.F
         lap += self.tmp
-        if self.noise is not None:
-            self.noise[...] = self.rng.uniform(-1.0, 1.0, self.noise.shape)
-            self.noise *= s.noise
-            lap += self.noise
+        noise = self.draw_noise()
+        if noise is not None:
+            lap += noise
         lap *= s.dt
         np.add(uc, lap, out=un)
         # dv = Dv lap(v) + u v^2 - (F + k) v

@@ -6,7 +6,9 @@ Each rank reads its share of the slices (planes along the first axis). The bins 
 a step span the step's global minimum to maximum of the field (an Allreduce), the
 same bins for every slice, so slices can be compared; each slice's histogram is
 normalised to a probability density. Rank 0 gathers the slices and writes U/pdf and
-V/pdf (slices x bins) with their bin edges U/bins and V/bins to --out-stream.
+V/pdf (slices x bins) with their bin edges U/bins and V/bins (and the step) to
+--out-stream, and with --out-file to a BP5 file as well: the variables of the ADIOS2
+tutorial's pdf_calc, readable with bpls or adios2's Python API afterwards.
 """
 
 from __future__ import annotations
@@ -37,11 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-stream", help="where to write the PDFs (omit: analyse only)")
     ap.add_argument("--out-engine", default="SST", help="SST (to the PDF plotter) or BP5 (a file)")
     ap.add_argument("--out-readers", type=int, default=1, help="SST readers of --out-stream")
+    ap.add_argument("--out-file", help="also write the PDFs to this BP5 file, at this site (the tutorial's pdf.bp)")
     args = ap.parse_args(argv)
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     reader = consumer.open_reader(args, f"pdf analysis (rank {rank})", ["U", "V"])
-    writer, rows = None, []
+    writers, rows = [], []
     try:
         for r in reader.steps((rank, size)):
             t0 = time.perf_counter()
@@ -59,14 +62,17 @@ def main(argv: list[str] | None = None) -> int:
             out = {f"{n}/pdf": np.concatenate([p[0][n] for p in parts]) for n in ("U", "V")}
             analysis_s = time.perf_counter() - t0
             stage_s, out_digest = 0.0, None
-            if args.out_stream:
-                if writer is None:
-                    L = out["U/pdf"].shape[0]
-                    writer = stream.Writer(args.out_stream, args.out_engine, args.out_readers,
-                                           {"U/pdf": (L, args.bins), "V/pdf": (L, args.bins)}, args.connect_timeout,
-                                           "pdf analysis", extras={"U/bins": (args.bins + 1,), "V/bins": (args.bins + 1,)})
-                w = writer.write(r.step, {**out, "U/bins": edges["U"], "V/bins": edges["V"]})
-                stage_s, out_digest = w.stage_s, w.digest
+            if not writers:
+                L = out["U/pdf"].shape[0]
+                shapes = {"U/pdf": (L, args.bins), "V/pdf": (L, args.bins)}
+                bins = {"U/bins": (args.bins + 1,), "V/bins": (args.bins + 1,)}
+                for path, engine in ((args.out_stream, args.out_engine), (args.out_file, "BP5")):
+                    if path:
+                        writers.append(stream.Writer(path, engine, args.out_readers, shapes, args.connect_timeout,
+                                                     "pdf analysis", extras=bins))
+            for w in writers:
+                written = w.write(r.step, {**out, "U/bins": edges["U"], "V/bins": edges["V"]})
+                stage_s, out_digest = stage_s + written.stage_s, written.digest
             # The step is asked for when the last rank asks, and in when the last rank has its share.
             rows.append({"step": r.step, "wait_s": max(p[2] for p in parts), "asked": max(p[3] for p in parts),
                          "arrived": max(p[4] for p in parts), "bytes": sum(p[5] for p in parts),
@@ -76,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         print(str(e), file=sys.stderr, flush=True)
         comm.Abort(4)
     reader.close()
-    if writer is not None:
-        writer.close()
+    for w in writers:
+        w.close()
     if rank == 0:
         consumer.save_result(args, "pdf", rows, size, bins=args.bins)
     return 0

@@ -234,7 +234,8 @@ class Reader:
         self.adios = ab.ADIOS()
         self.io = self.adios.DeclareIO(f"read-{os.getpid()}")
         self.io.SetEngine(engine)
-        extra = {"OpenTimeoutSecs": str(int(max(1, open_timeout_s)))} if engine == "SST" else {}
+        # BP5 waits for a file that is not there yet (a writer may be about to create it): bounded too.
+        extra = {"OpenTimeoutSecs": str(int(max(1, open_timeout_s)))}
         self.io.SetParameters(_params(engine, extra))
         self.names = fields
         self.extras = extras

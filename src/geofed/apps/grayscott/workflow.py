@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from geofed import records
-from geofed.apps.grayscott import stream
+from geofed.apps.grayscott import outputs, stream
 from geofed.apps.grayscott.settings import Settings
 from geofed.errors import JobFailed, UserError
 from geofed.federation import Federation, Node
@@ -34,6 +34,7 @@ from geofed.launch import runner
 from geofed.launch.placement import Placement
 
 MODULE = "geofed.apps.grayscott"
+PDF_FILE, CHECKPOINT = "pdf.bp", "gs.bp"  # BP5 files the run leaves in its directory
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,8 @@ def sim_layout(fed: Federation, site: str, ranks: int) -> tuple[int, int]:
 
 def plan_parts(fed: Federation, s: Settings, run_dir: Path, stream_dir: Path, *, sim_site: str, analysis_site: str,
                pdf_site: str | None, plot_site: str | None, sim_ranks: int, pdf_ranks: int,
-               connect_timeout: float, frame_every: int, delays: dict[str, float]) -> list[Part]:
+               connect_timeout: float, frame_every: int, delays: dict[str, float],
+               checkpoint: bool = False) -> list[Part]:
     check_sites(fed, sim_site=sim_site, analysis_site=analysis_site, pdf_site=pdf_site, plot_site=plot_site)
     taken: dict[str, int] = {}
     py = [*stream.preload_argv(), sys.executable]
@@ -113,9 +115,10 @@ def plan_parts(fed: Federation, s: Settings, run_dir: Path, stream_dir: Path, *,
     common = ["--connect-timeout", str(connect_timeout)]
     return [
         part("simulation", "the simulation", sim_site, n_nodes, per_node,
-             [str(settings_path), "--stream", gs, "--readers", str(pdf_ranks + 1), *common]),
+             [str(settings_path), "--stream", gs, "--readers", str(pdf_ranks + 1), *common,
+              *(["--checkpoint", str(run_dir / CHECKPOINT)] if checkpoint else [])]),
         part("pdf", "the pdf analysis", pdf_site or analysis_site, 1, pdf_ranks,
-             ["--stream", gs, "--out-stream", pdf, "--out-readers", "1", *common]),
+             ["--stream", gs, "--out-stream", pdf, "--out-readers", "1", "--out-file", str(run_dir / PDF_FILE), *common]),
         part("gplot", "the cross-section plot", plot_site or analysis_site, 1, 1,
              ["--stream", gs, "--frames", str(frames), "--every", str(frame_every), *common]),
         part("pdfplot", "the pdf plot", plot_site or analysis_site, 1, 1,
@@ -170,8 +173,10 @@ def run_parts(fed: Federation, parts: list[Part], timeout: float, progress: Call
         _stop_all(parts)
 
 
-def verify(sim: dict, consumers: dict[str, dict], pdf_out: dict | None, expected: list[int]) -> dict:
-    """Line up the writer's digests with every reader's: what is missing, what differs."""
+def verify(sim: dict, consumers: dict[str, dict], pdf_out: dict | None, expected: list[int],
+           files: dict[str, dict] | None = None) -> dict:
+    """Line up the writer's digests with every reader's, and with the BP5 files read
+    back (`files`, from outputs.check): what is missing, what differs."""
     written = {r["step"]: r["digest"] for r in sim["steps"]}
     checks = {}
     for name, res in consumers.items():
@@ -185,6 +190,7 @@ def verify(sim: dict, consumers: dict[str, dict], pdf_out: dict | None, expected
         checks["pdfplot"] = {"stream": "pdf", "written": len(pdf_written), "received": len(got),
                              "missing": sorted(set(pdf_written) - set(got)),
                              "differ": sorted(s for s in got if s in pdf_written and got[s] != pdf_written[s])}
+    checks.update(files or {})
     all_written = sorted(written) == expected
     ok = all_written and all(not c["missing"] and not c["differ"] and c["written"] == len(expected)
                              for c in checks.values())
@@ -246,8 +252,11 @@ def transfer_summary(steps: list[dict], link_gbps: float | None, link_bytes: int
 def run(fed: Federation, s: Settings, out: Path, *, sim_site: str = "G", analysis_site: str = "W",
         pdf_site: str | None = None, plot_site: str | None = None, sim_ranks: int = 4, pdf_ranks: int = 1,
         connect_timeout: float = 60.0, timeout: float = 3600.0, frame_every: int | None = None,
-        delays: dict[str, float] | None = None, progress: Callable[[str], None] = lambda m: None) -> dict:
-    """Run the workflow on the (up) testbed of `fed`; returns a `workflow.grayscott` record."""
+        delays: dict[str, float] | None = None, checkpoint: bool = False,
+        progress: Callable[[str], None] = lambda m: None) -> dict:
+    """Run the workflow on the (up) testbed of `fed`; returns a `workflow.grayscott` record.
+    The PDF analysis writes pdf.bp into the run's directory; with `checkpoint` the
+    simulation writes gs.bp (U, V at every output step) there too."""
     import tempfile
 
     from geofed.testbed.core import link_tx_bytes
@@ -266,13 +275,19 @@ def run(fed: Federation, s: Settings, out: Path, *, sim_site: str = "G", analysi
     with tempfile.TemporaryDirectory(prefix="geofed-gs-") as streams:
         parts = plan_parts(fed, s, run_dir, Path(streams), sim_site=sim_site, analysis_site=analysis_site,
                            pdf_site=pdf_site, plot_site=plot_site, sim_ranks=sim_ranks, pdf_ranks=pdf_ranks,
-                           connect_timeout=connect_timeout, frame_every=every, delays=delays or {})
+                           connect_timeout=connect_timeout, frame_every=every, delays=delays or {},
+                           checkpoint=checkpoint)
         before = link_tx_bytes(fed, sim_site, analysis_site)
         wall = run_parts(fed, parts, timeout, progress)
         after = link_tx_bytes(fed, sim_site, analysis_site)
     res = {p.name: json.loads(p.result.read_text()) for p in parts}
     consumers = {"pdf": res["pdf"], "gplot": res["gplot"]}
-    check = verify(res["simulation"], consumers, res["pdfplot"], expected)
+    files = {PDF_FILE: outputs.check(run_dir / PDF_FILE, ["U/pdf", "V/pdf"],
+                                     {r["step"]: r["out_digest"] for r in res["pdf"]["steps"]})}
+    if checkpoint:
+        files[CHECKPOINT] = outputs.check(run_dir / CHECKPOINT, ["U", "V"],
+                                          {r["step"]: r["checkpoint_digest"] for r in res["simulation"]["steps"]})
+    check = verify(res["simulation"], consumers, res["pdfplot"], expected, files)
     link = fed.route(sim_site, analysis_site)
     steps = step_table(res["simulation"], consumers)
     gbps = fed.bandwidth_gbps(sim_site, analysis_site)
