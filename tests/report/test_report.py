@@ -49,6 +49,7 @@ def test_link_section_shows_each_way_against_its_configuration(tmp_path):
     way = {"from": "A", "propagation_us": 500.0, "jitter_us": 200.0, "loss": 0.01, "bandwidth_gbps": 1.0,
            "min_us": 516.2, "median_us": 629.5, "contribution_error": 0.017, "jitter_mean_us": 109.8,
            "jitter_expected_mean_us": 100.0, "jitter_sd_us": 58.9, "jitter_expected_sd_us": 57.7,
+           "jitter_median_us": 104.1, "jitter_iqr_us": 101.5, "jitter_expected_iqr_us": 100.0,
            "measured_gbps": 0.94}
     back = {**way, "from": "B", "propagation_us": 1500.0, "bandwidth_gbps": 0.25, "measured_gbps": 0.239}
     ways = {"ways": [way, back], "round_trips": 3003, "lost": 88, "lost_fraction": 88 / 3003,
@@ -56,4 +57,4 @@ def test_link_section_shows_each_way_against_its_configuration(tmp_path):
     page = report.render([records.make("bench.link", {"rtt": [], "throughput": [], "asymmetric": ways})],
                          tmp_path).read_text()
     assert "from B" in page and "1500.0" in page and "0.239 of 0.25" in page
-    assert "109.8 (100.0)" in page and "88 of 3003" in page
+    assert "104.1 (100.0)" in page and "101.5 (100.0)" in page and "88 of 3003" in page

@@ -46,13 +46,16 @@ def test_jitter_and_loss_are_delivered_per_direction_as_configured(tmp_path):
         assert (way["jitter_us"], way["loss"]) == (conf["jitter_us"], conf["loss"])
         assert way["min_us"] >= (1 - SLACK) * way["propagation_us"], way
         n, j = way["samples"], way["jitter_us"]
-        # Uniform in [0, j]: the mean within 5 standard errors, on top of what the host
-        # adds beyond the floor's median (a few us, never as much as the floor again).
-        se = j / math.sqrt(12 * n)
-        assert -5 * se - way["floor_one_way_us"] <= way["jitter_mean_us"] - j / 2 <= 5 * se + way["floor_one_way_us"], \
+        # Uniform in [0, j], judged by quantiles: the host's scheduling outliers (a few
+        # samples milliseconds late on a busy 2-core host) moved the sd by 30 % in one
+        # full-suite run, but not the quartiles. The median within 5 standard errors
+        # (j / (2 sqrt(n))) of j/2, on top of what the host adds beyond the floor's median
+        # (a few us, never as much as the floor again); the interquartile range j/2 within
+        # 10 % (its standard error is ~2 %).
+        se = j / (2 * math.sqrt(n))
+        assert -5 * se - way["floor_one_way_us"] <= way["jitter_median_us"] - j / 2 <= 5 * se + way["floor_one_way_us"], \
             f"{way}; {load()}"
-        # The spread is the jitter's: sd j/sqrt(12) within 10 % (its standard error is ~1.6 %).
-        assert abs(way["jitter_sd_us"] / way["jitter_expected_sd_us"] - 1) <= 0.10, f"{way}; {load()}"
+        assert abs(way["jitter_iqr_us"] / way["jitter_expected_iqr_us"] - 1) <= 0.10, f"{way}; {load()}"
     # Round trips lost: 1 - (1 - 1 %)(1 - 2 %) = 2.98 %, within 4.5 standard errors.
     assert abs(res["lost_fraction"] - res["expected_lost_fraction"]) <= 4.5 * res["lost_sd"], res
 

@@ -111,8 +111,9 @@ ASYMMETRIC = ({"fibre_km": 100.0, "bandwidth_gbps": 1.0}, {"fibre_km": 300.0, "b
 def ways_rows(fed, a, b, count: int, seconds: float = 0.0) -> dict:
     """Each direction of the link delivered against its configuration: one-way delays
     (the probe's round trips split at the echo), the jitter's distribution (uniform in
-    [0, jitter]: mean jitter/2, sd jitter/sqrt(12)), round trips lost against the two
-    ways' loss, and with `seconds` TCP goodput each way (4 streams)."""
+    [0, jitter]: mean and median jitter/2, sd jitter/sqrt(12), interquartile range
+    jitter/2), round trips lost against the two ways' loss, and with `seconds` TCP
+    goodput each way (4 streams)."""
     link = fed.links[0]
     state = core.read_state(make_plan(fed))
     floor_one_way_ms = state["emulators"][link.name]["floor"]["probe_rtt_ms"]["median"] / 2
@@ -131,7 +132,10 @@ def ways_rows(fed, a, b, count: int, seconds: float = 0.0) -> dict:
                "min_us": min(us), "median_us": statistics.median(us),
                "contribution_us": contribution, "contribution_error": contribution / (prop + jitter / 2) - 1,
                "jitter_mean_us": statistics.fmean(extra), "jitter_expected_mean_us": jitter / 2,
-               "jitter_sd_us": statistics.stdev(extra), "jitter_expected_sd_us": jitter / math.sqrt(12)}
+               "jitter_sd_us": statistics.stdev(extra), "jitter_expected_sd_us": jitter / math.sqrt(12),
+               # Robust to the host's scheduling outliers, which move the mean and sd
+               "jitter_median_us": statistics.median(extra), "jitter_iqr_us": percentile(extra, 75) - percentile(extra, 25),
+               "jitter_expected_iqr_us": jitter / 2}
         if seconds:
             src_node = a if src == link.a else b
             mbps = probe.throughput_mbps(src_node, dst_node, streams=4, seconds=seconds, warmup=1.0)
@@ -196,14 +200,14 @@ def format_table(rec: dict) -> str:
 
 def format_ways(title: str, w: dict) -> list[str]:
     lines = [f"# {title}, one-way [us]: link = median - floor/2, held against fibre + jitter/2; jitter: "
-             "mean and sd of one-way - fibre - floor/2 against uniform [0, jitter]",
-             "# from  fibre  jitter  loss |    min  median   link    err | mean (exp)      sd (exp)   | Gb/s (of conf.)"]
+             "median and interquartile range of one-way - fibre - floor/2 against uniform [0, jitter]",
+             "# from  fibre  jitter  loss |    min  median   link    err | median (exp)   IQR (exp)   | Gb/s (of conf.)"]
     for x in w["ways"]:
         rate = f" {x['measured_gbps']:.3f} ({x['rate_ratio']:.1%})" if "measured_gbps" in x else ""
         lines.append(f"{x['from']:>6} {x['propagation_us']:>6.1f} {x['jitter_us']:>7g} {x['loss']:>5g} |"
                      f" {x['min_us']:>6.1f} {x['median_us']:>7.1f} {x['contribution_us']:>6.1f}"
-                     f" {x['contribution_error']:>+6.1%} | {x['jitter_mean_us']:>6.1f} ({x['jitter_expected_mean_us']:>5.1f})"
-                     f" {x['jitter_sd_us']:>6.1f} ({x['jitter_expected_sd_us']:>5.1f}) |{rate}")
+                     f" {x['contribution_error']:>+6.1%} | {x['jitter_median_us']:>6.1f} ({x['jitter_expected_mean_us']:>5.1f})"
+                     f" {x['jitter_iqr_us']:>6.1f} ({x['jitter_expected_iqr_us']:>5.1f}) |{rate}")
     lines.append(f"# round trips lost: {w['lost']} of {w['round_trips']} ({w['lost_fraction']:.2%}; expected "
                  f"{w['expected_lost_fraction']:.2%} +- {w['lost_sd']:.2%})")
     return lines

@@ -63,12 +63,13 @@ def _ways(w: dict, title: str) -> str:
     """One row per direction: delivered against configured (one-way delay, jitter, rate), and the loss."""
     rows = [[f"from {x['from']}", f"{x['propagation_us']:.1f}", f"{x['jitter_us']:g}", f"{x['loss']:g}",
              f"{x['min_us']:.1f}", f"{x['median_us']:.1f}", f"{x['contribution_error']:+.1%}",
-             f"{x['jitter_mean_us']:.1f} ({x['jitter_expected_mean_us']:.1f})",
-             f"{x['jitter_sd_us']:.1f} ({x['jitter_expected_sd_us']:.1f})",
+             f"{x['jitter_median_us']:.1f} ({x['jitter_expected_mean_us']:.1f})",
+             f"{x['jitter_iqr_us']:.1f} ({x['jitter_expected_iqr_us']:.1f})",
+             f"{x['jitter_mean_us']:.1f} / {x['jitter_sd_us']:.1f}",
              f"{x['measured_gbps']:.3f} of {x['bandwidth_gbps']:g}" if "measured_gbps" in x else "-"]
             for x in w["ways"]]
     head = ["way", "fibre [us]", "jitter [us]", "loss", "min [us]", "median [us]", "link error",
-            "jitter mean (uniform's)", "sd (uniform's)", "TCP [Gb/s]"]
+            "jitter median (uniform's)", "IQR (uniform's)", "mean / sd", "TCP [Gb/s]"]
     lost = (f"<p>{esc(title)}: round trips lost {w['lost']} of {w['round_trips']} ({w['lost_fraction']:.2%}; "
             f"expected {w['expected_lost_fraction']:.2%} ± {w['lost_sd']:.2%})</p>")
     return lost + table(head, rows)
