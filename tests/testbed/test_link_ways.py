@@ -74,3 +74,34 @@ def test_an_asymmetric_link_is_measured_both_ways(tmp_path):
     # The two ways differ as configured: 1000 us more delay back, a quarter of the rate.
     assert back["median_us"] - forward["median_us"] >= 900
     assert back["measured_gbps"] < 0.3 < 0.8 < forward["measured_gbps"]
+
+
+def snmp(netns: str) -> dict[str, int]:
+    """The namespace's /proc/net/snmp counters, as 'Tcp:InCsumErrors' and so on."""
+    from geofed.testbed import host
+    lines = host.run_in(netns, ["cat", "/proc/net/snmp"]).stdout.splitlines()
+    return {f"{k[0]}{name}": int(value) for k, v in zip(lines[::2], lines[1::2])
+            for k, v in [(k.split(), v.split())] for name, value in zip(k[1:], v[1:])}
+
+
+def test_tcp_frames_cut_after_a_loss_arrive_with_valid_checksums(tmp_path):
+    # TCP's 64 KB super-frames meet the loss frame by frame; the survivors are cut in
+    # userspace (gso.rs) with their own headers and checksums. A wrong checksum would be
+    # dropped silently by the receiver and cost a retransmission: count them.
+    from geofed.testbed import probe
+    name = f"gfways-tcp-{os.getpid()}"[:32]
+    path = tmp_path / "fed.toml"
+    path.write_text(link.two_site_toml(2.0, 1.0, name=name).replace("bandwidth_gbps = 1.0", "bandwidth_gbps = 1.0\nloss = 0.01"))
+    fed = federation.load(path)
+    try:
+        a, b = core.up(fed).nodes
+        before = snmp(b.netns), snmp(a.netns)
+        mbps = probe.throughput_mbps(a, b, streams=4, seconds=2, warmup=1)
+        after = snmp(b.netns), snmp(a.netns)
+    finally:
+        core.down(name)
+    assert no_leftovers(name) == []
+    assert mbps > 0
+    assert after[1]["Tcp:RetransSegs"] > before[1]["Tcp:RetransSegs"], "the loss was met"
+    assert after[0]["Tcp:InCsumErrors"] == before[0]["Tcp:InCsumErrors"], "cut frames carry valid checksums"
+    assert after[1]["Tcp:InCsumErrors"] == before[1]["Tcp:InCsumErrors"]
