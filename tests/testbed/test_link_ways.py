@@ -80,8 +80,11 @@ def snmp(netns: str) -> dict[str, int]:
     """The namespace's /proc/net/snmp counters, as 'Tcp:InCsumErrors' and so on."""
     from geofed.testbed import host
     lines = host.run_in(netns, ["cat", "/proc/net/snmp"]).stdout.splitlines()
-    return {f"{k[0]}{name}": int(value) for k, v in zip(lines[::2], lines[1::2])
-            for k, v in [(k.split(), v.split())] for name, value in zip(k[1:], v[1:])}
+    out = {}
+    for head, values in zip(lines[::2], lines[1::2]):  # "Tcp: RtoAlgorithm ..." then "Tcp: 1 ..."
+        names, numbers = head.split(), values.split()
+        out.update({f"{names[0]}{n}": int(v) for n, v in zip(names[1:], numbers[1:])})
+    return out
 
 
 def test_tcp_frames_cut_after_a_loss_arrive_with_valid_checksums(tmp_path):
