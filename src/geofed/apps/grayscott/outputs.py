@@ -15,7 +15,7 @@ from geofed.apps.grayscott import stream
 
 def listing(path: Path) -> list[dict]:
     """Variables of a BP5 file as bpls lists them: name, type, steps, shape."""
-    ab = stream._adios()
+    ab = stream.bindings()
     adios = ab.ADIOS()
     io = adios.DeclareIO(f"list-{path.name}")
     io.SetEngine("BP5")

@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     reader = consumer.open_reader(args, f"pdf analysis (rank {rank})", ["U", "V"])
-    writers, rows = [], []
+    writers, rows = None, []  # opened at the first step, which gives the slice count
     try:
         for r in reader.steps((rank, size)):
             t0 = time.perf_counter()
@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
             out = {f"{n}/pdf": np.concatenate([p[0][n] for p in parts]) for n in ("U", "V")}
             analysis_s = time.perf_counter() - t0
             stage_s, out_digest = 0.0, None
-            if not writers:
+            if writers is None:
+                writers = []
                 L = out["U/pdf"].shape[0]
                 shapes = {"U/pdf": (L, args.bins), "V/pdf": (L, args.bins)}
                 bins = {"U/bins": (args.bins + 1,), "V/bins": (args.bins + 1,)}
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         print(str(e), file=sys.stderr, flush=True)
         comm.Abort(4)
     reader.close()
-    for w in writers:
+    for w in writers or []:
         w.close()
     if rank == 0:
         consumer.save_result(args, "pdf", rows, size, bins=args.bins)

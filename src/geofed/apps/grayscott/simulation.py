@@ -183,13 +183,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from geofed.apps.grayscott.stream import Writer
     fields = {"U": (s.L,) * 3, "V": (s.L,) * 3}
-    writers = []  # rank 0 writes the stream and the checkpoint
+    # Rank 0 writes the stream and the checkpoint.
+    writer = checkpoint = None
     if s.engine != "none" and rank == 0:
-        writers.append(Writer(args.stream or s.output, s.engine, args.readers, fields, args.connect_timeout,
-                              describe="gray-scott simulation"))
+        writer = Writer(args.stream or s.output, s.engine, args.readers, fields, args.connect_timeout,
+                        describe="gray-scott simulation")
     if args.checkpoint and rank == 0:
-        writers.append(Writer(args.checkpoint, "BP5", 0, fields, args.connect_timeout, describe="checkpoint"))
-    writer = writers[0] if s.engine != "none" and rank == 0 else None
+        checkpoint = Writer(args.checkpoint, "BP5", 0, fields, args.connect_timeout, describe="checkpoint")
     runtime.quiet_barrier(cart)
 
     # One row per output interval (plotgap steps), with staging on or off: `interval_s`
@@ -210,12 +210,12 @@ def main(argv: list[str] | None = None) -> int:
             t1 = time.perf_counter()
             if gatherer.gather(u, v):
                 row["gather_s"] = time.perf_counter() - t1
-                for out in writers:
-                    w = out.write(step, {"U": gatherer.U, "V": gatherer.V})
-                    if out is writer:
-                        row.update(stage_s=w.stage_s, published=w.published, bytes=w.bytes, digest=w.digest)
-                    else:
-                        row["checkpoint_digest"] = w.digest
+                fields_now = {"U": gatherer.U, "V": gatherer.V}
+                if writer is not None:
+                    w = writer.write(step, fields_now)
+                    row.update(stage_s=w.stage_s, published=w.published, bytes=w.bytes, digest=w.digest)
+                if checkpoint is not None:
+                    row["checkpoint_digest"] = checkpoint.write(step, fields_now).digest
             # Others sleep while rank 0 stages: busy-polling in the next exchange
             # would take the node's CPU from the writer.
             runtime.quiet_barrier(cart)
@@ -224,8 +224,9 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(dict(row, interval_s=now - t_interval))
         t_interval, compute = now, 0.0
     wall = time.perf_counter() - t_start
-    for out in writers:
-        out.close()
+    for out in (writer, checkpoint):
+        if out is not None:
+            out.close()
     if args.final and gatherer.gather(u, v):
         np.savez(args.final, U=gatherer.U, V=gatherer.V)
     if rank == 0 and args.result:

@@ -91,7 +91,8 @@ def _params(engine: str, extra: dict[str, str]) -> dict[str, str]:
     return p
 
 
-def _adios():
+def bindings():
+    """adios2's low-level Python bindings, imported where first needed."""
     import adios2.bindings as ab
     return ab
 
@@ -114,7 +115,7 @@ class Writer:
 
     def __init__(self, path: str, engine: str, readers: int, fields: dict[str, tuple[int, ...]],
                  connect_timeout_s: float, describe: str = "stream", extras: dict[str, tuple[int, ...]] | None = None):
-        ab = _adios()
+        ab = bindings()
         self.ab = ab
         self.adios = ab.ADIOS()
         self.io = self.adios.DeclareIO(f"write-{os.getpid()}")
@@ -227,7 +228,7 @@ class Reader:
 
     def __init__(self, path: str, engine: str, fields: list[str], open_timeout_s: float, describe: str = "reader",
                  extras: tuple[str, ...] = ()):
-        ab = _adios()
+        ab = bindings()
         self.ab = ab
         self.describe = describe
         self.path = path
