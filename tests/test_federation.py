@@ -156,7 +156,7 @@ def test_errors_name_file_key_and_problem(write_fed, text, message):
 
 
 def test_missing_file_lists_shipped_names():
-    with pytest.raises(UserError, match="shipped: icm-task, ma-hd, single-site"):
+    with pytest.raises(UserError, match="shipped: icm-task, ma-hd, ma-hd-seed, single-site"):
         federation.load("/nonexistent/fed.toml")
 
 

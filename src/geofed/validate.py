@@ -27,6 +27,14 @@ def positive_int(text) -> int:
     return value
 
 
+def positive_int_list(text) -> list[int]:
+    """Positive integers separated by commas (`--ranks 16,32,64`)."""
+    values = [positive_int(x) for x in str(text).split(",") if x.strip()]
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got {text!r}")
+    return values
+
+
 def positive_float(text) -> float:
     value = _number(text, float)
     if value <= 0:

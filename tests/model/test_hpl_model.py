@@ -1,11 +1,12 @@
 """The HPL model on hand-computed cases: compute from one-node runs, messages on the federation's link."""
 
+import json
 import math
 from argparse import Namespace
 
 import pytest
 
-from geofed import federation
+from geofed import federation, records
 from geofed.errors import UserError
 from geofed.launch.placement import parse
 from geofed.model import calibration, hpl, network
@@ -42,7 +43,7 @@ def setup(write_fed, gbps=0.8):
 
 
 def predict(fed, cal, code, n=4000, nb=80, grid=None):
-    return hpl.Hpl().predict(fed, cal, code, parse(code, fed).nodes(fed), Namespace(n=n, nb=nb, grid=grid))
+    return hpl.Hpl().predict(fed, cal, code, parse(code, fed).nodes(fed), Namespace(n=n, nb=nb, grid=grid, ranks_per_node=1))
 
 
 def test_compute_is_hpl_flops_at_the_one_node_rate(write_fed):
@@ -103,3 +104,82 @@ def test_calibration_takes_one_node_runs_only(write_fed):
     assert cal.sites["A"]["hpl_flop_ns"] == pytest.approx([0.1 / hpl.flops(1000) * 1e9, 0.4 / hpl.flops(2000) * 1e9],
                                                           rel=1e-4)  # kept to 6 decimals
     assert "B" not in cal.sites and cal.sources == ["one.json"]
+
+
+def test_ranks_per_node_puts_several_ranks_on_a_node(write_fed):
+    fed, cal = setup(write_fed)
+    nodes = parse("A1B1", fed).nodes(fed)
+    four = hpl.Hpl().predict(fed, cal, "A1B1", nodes, Namespace(n=4000, nb=80, grid=None, ranks_per_node=2))
+    assert four.parts["compute"] == pytest.approx(predict(fed, cal, "A2B2").parts["compute"])
+    assert "2x2 grid" in four.notes[0]
+
+
+def test_the_shared_link_is_shared_but_each_message_keeps_its_local_path(write_fed):
+    fed, cal = setup(write_fed, gbps=80.0)  # a link far faster than the 1000 MB/s local path
+    one = network.mpi_message_s(fed, cal, "A", "B", 1 << 20)
+    assert network.mpi_message_s(fed, cal, "A", "B", 1 << 20, flows=4) == pytest.approx(one)
+    slow, _ = setup(write_fed, gbps=0.8)
+    r = network.route(slow, "A", "B")
+    # the link serialises all four messages; the local floor and latency are paid once
+    expected = cal.local_latency_s("A", 1) + r.extra_one_way_s + (4 << 20) / r.rate_Bps
+    assert network.mpi_message_s(slow, cal, "A", "B", 1 << 20, flows=4) == pytest.approx(expected)
+
+
+def seed_curve(fed, ranks, **what_if):
+    cal = calibration.load(calibration.find("ma-hd-seed"), fed)
+    return {r["ranks"]: r for r in hpl.speedup_curve(fed, cal, 40000, 80, 8, ranks)}
+
+
+def test_seed_001_across_the_link_the_speedup_stops_growing_and_bandwidth_is_the_bottleneck():
+    from geofed.model import whatif
+    fed = federation.load("ma-hd-seed")
+    ranks = [64, 256, 512, 1024, 2048]
+    now = seed_curve(fed, ranks)
+    two = {p: now[p]["two_sites"]["speedup"] for p in ranks}
+    assert two[512] > two[256] > two[64] and two[2048] < two[512]  # slide 19: constant, then decreasing
+    assert now[256]["one_site"]["speedup"] > 2.5 * two[256]  # slide 19: about 4x lower for p > 256
+    assert "one_site" not in now[2048]  # a site holds 1120 cores
+    link = now[2048]["two_sites"]["parts"]
+    assert link["link_comm"] > 10 * link["compute"]
+    gains = {}
+    for f in (2, 10):
+        faster = seed_curve(whatif.apply(fed, [f"link.bandwidth={f}x"]), ranks)
+        gains[f] = faster[2048]["two_sites"]["speedup"] / two[2048] - 1
+    assert 0.1 < gains[2] < gains[10] < 2  # slide 21: +25 % and +100 %
+
+
+def test_a_shipped_calibration_is_found_unless_the_user_has_one(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert calibration.find("ma-hd-seed").parent.name == "calibration"
+    (tmp_path / "ma-hd-seed.calibration.toml").write_text("federation = 'ma-hd-seed'\n")
+    assert calibration.find("ma-hd-seed") == tmp_path.joinpath("ma-hd-seed.calibration.toml").relative_to(tmp_path)
+    assert calibration.default_path("ma-hd-seed") == calibration.find("ma-hd-seed")
+    assert not calibration.find("icm-task").exists()  # no calibration ships with it
+
+
+def test_model_hpl_prints_the_table_and_writes_a_record(tmp_path):
+    from tests.conftest import run_geofed
+    done = run_geofed("model", "hpl", "-f", "ma-hd-seed", "--ranks-per-node", "8", "--ranks", "256,2048",
+                      "--vary", "link.fibre_km=2.86", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "link.fibre_km=2.86" in done.stdout and "seed 001" in done.stdout
+    rec = json.loads(next(tmp_path.glob("model.hpl.scaling-*.json")).read_text())
+    assert [r["ranks"] for r in rec["data"]["rows"]] == [256, 2048]
+    gain = rec["data"]["rows"][1]["variants"]["link.fibre_km=2.86"]["gain"]
+    assert gain > 0
+    from geofed import report
+    page = report.render(records.load_dir(tmp_path), tmp_path / "report").read_text()
+    assert f"({gain:+.0%})" in page and (tmp_path / "report" / "hpl-scaling-0.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--ranks", "0"], "--ranks"),
+    (["--vary", "link.bandwidth=fast"], "link.bandwidth"),
+    (["-f", "single-site"], "one site only"),
+])
+def test_model_hpl_bad_input(argv, message, tmp_path):
+    from tests.conftest import run_geofed
+    base = ["model", "hpl", "--out", str(tmp_path)]
+    done = run_geofed(*base, *(argv if "-f" in argv else ["-f", "ma-hd-seed", *argv]))
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+    assert not list(tmp_path.iterdir())

@@ -8,7 +8,9 @@ inter-site side of every prediction comes from the federation file alone.
 
 The file lives next to the federation file (`<file>.calibration.toml`); for a
 shipped federation named without a path, in the current directory
-(`<name>.calibration.toml`). A constant missing for a site is taken from another
+(`<name>.calibration.toml`); a shipped federation may ship one too
+(`geofed/federations/calibration/`), used when there is none of the user's own.
+A constant missing for a site is taken from another
 site of the federation, scaled by the sites' speeds where it is compute; the
 prediction says so.
 """
@@ -20,6 +22,7 @@ import math
 import statistics
 import tomllib
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
 from geofed.errors import UserError
@@ -31,11 +34,18 @@ COMPUTE_KEYS = ("mdfs_tuple_us", "mdfs_overhead_s", "obstacle_iter_s", "grayscot
 
 
 def default_path(spec: str) -> Path:
-    """Where the calibration of the federation named or stored at `spec` lives."""
+    """Where the calibration of the federation named or stored at `spec` is written."""
     p = Path(spec)
     if p.suffix == ".toml" or p.exists():
         return p.with_name(p.stem + ".calibration.toml")
     return Path(f"{spec}.calibration.toml")
+
+
+def find(spec: str) -> Path:
+    """The calibration to read for `spec`: the user's own, else the one shipped with a shipped federation."""
+    own = default_path(spec)
+    shipped = Path(str(resources.files("geofed") / "federations" / "calibration" / own.name))
+    return shipped if not own.exists() and shipped.exists() else own
 
 
 @dataclass

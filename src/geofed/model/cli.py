@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from geofed.errors import UserError
-from geofed.validate import positive_int
+from geofed.validate import positive_int, positive_int_list
 
 
 def _federation(args):
@@ -19,7 +19,7 @@ def _federation(args):
 
 def _calibration(args, fed):
     from geofed.model import calibration
-    path = Path(args.calibration) if args.calibration else calibration.default_path(args.federation)
+    path = Path(args.calibration) if args.calibration else calibration.find(args.federation)
     return calibration.load(path, fed)
 
 
@@ -116,6 +116,57 @@ def cmd_calibrate(args) -> int:
     return 0
 
 
+def cmd_model_hpl(args) -> int:
+    from geofed import federation, records
+    from geofed.model import hpl, whatif
+    fed = federation.load(args.federation)
+    if len(fed.sites) < 2:
+        raise UserError(f"{fed.path}: one site only; the speed-up across a link needs two")
+    cal = _calibration(args, fed)
+    most = 2 * min(s.nodes for s in fed.sites[:2]) * args.ranks_per_node
+    ranks = args.ranks or \
+        [2 ** k * args.ranks_per_node for k in range(0, 64) if 2 ** k * args.ranks_per_node <= most]
+    varies = args.vary or [f"link.bandwidth={f:g}x" for f in hpl.SEED_001_BANDWIDTH_GAINS]
+    variants = [(v, whatif.apply(fed, [v])) for v in varies]  # every change named before any work
+    rows = hpl.speedup_curve(fed, cal, args.n, args.nb, args.ranks_per_node, ranks)
+    for v, changed in variants:
+        for row, other in zip(rows, hpl.speedup_curve(changed, cal, args.n, args.nb, args.ranks_per_node, ranks)):
+            if "two_sites" in row:
+                row.setdefault("variants", {})[v] = {"speedup": other["two_sites"]["speedup"],
+                                                     "gain": other["two_sites"]["speedup"] / row["two_sites"]["speedup"] - 1}
+    a, b = fed.sites[0].code, fed.sites[1].code
+    print(f"HPL speed-up T(1)/T(p), N = {args.n}, NB = {args.nb}, {args.ranks_per_node} rank(s) per node, {fed.name}: "
+          f"one site ({a}) and split evenly ({a}+{b}) over {fed.links[0].name}")
+    head = f"{'p':>6} {'one site':>9} {'two sites':>9} {'one/two':>8} {'p/ln p':>7} {'link [s]':>9}"
+    print(head + "".join(f" {v:>20} {'gain':>6}" for v in varies))
+    for r in rows:
+        one, two = r.get("one_site"), r.get("two_sites")
+        line = (f"{r['ranks']:>6} {_num(one and one['speedup'], 9)} {_num(two and two['speedup'], 9)} "
+                f"{_num(one and two and one['speedup'] / two['speedup'], 8)} {r['kruse_bound']:7.1f} "
+                f"{_num(two and two['parts']['link_comm'], 9)}")
+        for v in varies:
+            x = r.get("variants", {}).get(v)
+            line += f" {_num(x and x['speedup'], 20)} {(format(x['gain'], '+6.0%') if x else '-'):>6}"
+        print(line)
+    seed = ", ".join(f"{f:g}x bandwidth {g:+.0%}" for f, g in hpl.SEED_001_BANDWIDTH_GAINS.items())
+    print(f"seed 001 (slides 19-21, n_p = 40000): across the link the speed-up is about 4x lower for p > 256 "
+          f"and stops growing beyond p = 500; the Kruse model gave {seed}")
+    for note in cal.notes:
+        print(f"note: {note}")
+    rec = records.make("model.hpl.scaling", {"n": args.n, "nb": args.nb, "ranks_per_node": args.ranks_per_node,
+                                             "sites": [a, b], "varies": varies, "rows": rows,
+                                             "seed_001_bandwidth_gains": {f"{f:g}x": g for f, g in
+                                                                          hpl.SEED_001_BANDWIDTH_GAINS.items()},
+                                             "calibration": cal.sources},
+                       **records.federation_meta(fed))
+    print(f"record: {records.save(rec, args.out)}")
+    return 0
+
+
+def _num(x, width: int) -> str:
+    return f"{x:>{width}.4g}" if x is not None else f"{'-':>{width}}"
+
+
 def cmd_bench_model(args) -> int:
     from geofed import federation, records
     from geofed.model import calibration, validate
@@ -175,6 +226,20 @@ def register(commands, bench) -> None:
     p.add_argument("records", nargs="+", help="record files or directories")
     p.add_argument("-o", "--output", help="calibration file to write (default: next to the federation file)")
     p.set_defaults(func=cmd_calibrate)
+    p = msub.add_parser("hpl", help="HPL's speed-up against p in one site and across the link, "
+                                    "beside changed links (seed 001's question)")
+    p.add_argument("-f", "--federation", required=True, help="federation file or shipped name (e.g. ma-hd-seed)")
+    p.add_argument("--calibration", help="calibration file (default: next to the federation file, or shipped)")
+    p.add_argument("--n", type=positive_int, default=40000, help="matrix order N (default 40000, seed 001's largest)")
+    p.add_argument("--nb", type=positive_int, default=80, help="block size NB (default 80)")
+    p.add_argument("--ranks-per-node", type=positive_int, default=1, help="ranks per node (default 1)")
+    p.add_argument("--ranks", type=positive_int_list, help="process counts p, comma-separated (default: powers of two up to what the "
+                                   "two sites hold)")
+    p.add_argument("--vary", action="append", metavar="KEY=VALUE",
+                   help="a changed link to compare, as --what-if takes it (repeatable; default "
+                        "link.bandwidth=2x and 10x)")
+    p.add_argument("--out", default="geofed-out/model", help="directory for the model.hpl.scaling record")
+    p.set_defaults(func=cmd_model_hpl)
     p = bench.add_parser("model", help="predicted against measured for every inter-site run in records")
     p.add_argument("-f", "--federation", required=True, help="federation file or shipped name")
     p.add_argument("records", nargs="+", help="record files or directories")

@@ -5,7 +5,8 @@ m = N - k NB rows left, the panel factorisation, the panel broadcast and the
 trailing update, which gives T = 2 g3 N^3 / (3 P Q) + b N^2 (3P + Q) / (2 P Q) +
 a N ((NB + 1) log P + P) / NB on a uniform network. Here the phases are kept apart
 because a federation is not uniform: on a P x Q grid (row-major: rank r in row
-r // Q, column r % Q, one rank per node in the placement's order)
+r // Q, column r % Q, `--ranks-per-node` ranks per node as `geofed bench hpl` places
+them, node after node in the placement's order)
 - compute: (2/3 N^3 + 3/2 N^2) flops / (P Q) at the slowest node's HPL rate at this N,
   from one-node runs (calibration `hpl_n`, `hpl_flop_ns`: time per flop);
 - panel factorisation, along a process column: NB log2 P exchanges of 2 NB doubles;
@@ -18,14 +19,17 @@ r // Q, column r % Q, one rank per node in the placement's order)
 A message between ranks at two sites costs what network.mpi_message_s says (the
 link's extra latency, its rate, a round trip per full TCP send buffer); the link
 carries the messages of every process row (or column) that crosses it at once, so
-they share its rate. Local messages cost the one-site MPI curve. Only per-node
+they share its rate (seed 001 slide 20: the link "modelled as shared medium"), while
+each keeps its own local path. Local messages cost the one-site MPI curve. Only per-node
 constants are fitted (one-node HPL, one-site MPI); the link is the federation file's.
 """
 
 from __future__ import annotations
 
 import math
+from argparse import Namespace
 
+from geofed.launch.placement import parse as parse_placement
 from geofed.model import Prediction, interpolate, prediction
 from geofed.model.network import mpi_message_s
 from geofed.validate import positive_int
@@ -51,15 +55,17 @@ class Hpl:
     def add_arguments(self, ap) -> None:
         ap.add_argument("--n", type=positive_int, required=True, help="matrix order N")
         ap.add_argument("--nb", type=positive_int, default=80, help="block size NB (default 80)")
+        ap.add_argument("--ranks-per-node", type=positive_int, default=1,
+                        help="ranks per node, as `geofed bench hpl` runs them (default 1)")
         ap.add_argument("--grid", help="process grid PxQ (default: as square as the node count allows, P <= Q)")
 
     def predict(self, fed, cal, placement, nodes, args) -> Prediction:
         from geofed.apps.hpl import params as hpl_params
-        ranks = len(nodes)
+        sites = [node.site for node in nodes for _ in range(args.ranks_per_node)]
+        ranks = len(sites)
         p, q = hpl_params.parse_grid(args.grid) if args.grid else hpl_params.grid(ranks)
         hpl_params.check(hpl_params.Params((args.n,), args.nb, p, q), ranks, f"placement {placement}")
         n, nb = args.n, args.nb
-        sites = [node.site for node in nodes]
         per_flop = max(self._flop_s(cal, s, n) for s in set(sites))
         compute = flops(n) * per_flop / (p * q)
 
@@ -84,7 +90,7 @@ class Hpl:
             if p * q > 1:
                 steps.append((back_pair, 1, 2, nb * DOUBLE))  # backward substitution
             for (a, b), flows, count, nbytes in steps:
-                t = count * mpi_message_s(fed, cal, a, b, nbytes * flows)
+                t = count * mpi_message_s(fed, cal, a, b, nbytes, flows)
                 if a != b:
                     link += t
                     link_bytes += count * nbytes * flows
@@ -112,6 +118,34 @@ def _worst(groups: list[list[str]]) -> tuple[tuple[str, str], int]:
         g = crossing[0]
         return (g[0], next(s for s in g if s != g[0])), len(crossing)
     return (groups[0][0], groups[0][0]), 1
+
+
+# Seed 001 slide 21 (n_p = 40000): what the Kruse model gave for a faster shared link.
+SEED_001_BANDWIDTH_GAINS = {2.0: 0.25, 10.0: 1.00}
+
+
+def speedup_curve(fed, cal, n: int, nb: int, ranks_per_node: int, ranks: list[int]) -> list[dict]:
+    """Seed 001's figures (slides 18 and 19): HPL's speed-up T(1) / T(p) against p, with
+    the p ranks at the first site ("one site", while it holds them) and split evenly over
+    the first two ("two sites"). T(1) is the compute of one rank: the seed's speed-ups
+    divide by the same single-processor time."""
+    a, b = fed.sites[0], fed.sites[1]
+    model, rows = Hpl(), []
+    t1 = flops(n) * model._flop_s(cal, a.code, n)
+    for p in ranks:
+        row = {"ranks": p, "kruse_bound": kruse_speedup_bound(p)}
+        for key, groups in (("one_site", [(a, p)]), ("two_sites", [(a, p // 2), (b, p // 2)])):
+            nodes_each = [k // ranks_per_node for _, k in groups]
+            if any(k % ranks_per_node or k == 0 for _, k in groups) or \
+                    any(m > site.nodes for (site, _), m in zip(groups, nodes_each)):
+                continue
+            code = "".join(f"{site.code}{m}" for (site, _), m in zip(groups, nodes_each))
+            args = Namespace(n=n, nb=nb, grid=None, ranks_per_node=ranks_per_node)
+            pred = model.predict(fed, cal, code, parse_placement(code, fed).nodes(fed), args)
+            row[key] = {"placement": code, "time_s": pred.total_s, "speedup": t1 / pred.total_s,
+                        "parts": dict(pred.parts), "link_bytes": pred.link_bytes}
+        rows.append(row)
+    return rows
 
 
 MODELS = (Hpl(),)

@@ -61,12 +61,14 @@ def serialisation_s(nbytes: float, rate_Bps: float | None) -> float:
     return 0.0 if not rate_Bps else nbytes / rate_Bps
 
 
-def mpi_message_s(fed: Federation, cal: Calibration, a: str, b: str, nbytes: float) -> float:
-    """One-way time of an MPI message of `nbytes` from a rank at site a to one at site b.
+def mpi_message_s(fed: Federation, cal: Calibration, a: str, b: str, nbytes: float, flows: int = 1) -> float:
+    """One-way time of an MPI message of `nbytes` from a rank at site a to one at site b,
+    when `flows` such messages between other pairs of ranks cross the link at once.
 
     The local part is the one-site measurement at this size (floor and local rate
-    included); a link adds its extra latency, the excess of its serialisation over
-    the local one, and a round trip per full send buffer.
+    included): every message has its own local path. A link adds its extra latency,
+    the excess of serialising all `flows` messages at its rate (it is one medium,
+    shared) over the local serialisation, and a round trip per full send buffer.
     """
     local = cal.local_latency_s(a, nbytes)
     r = route(fed, a, b)
@@ -74,7 +76,7 @@ def mpi_message_s(fed: Federation, cal: Calibration, a: str, b: str, nbytes: flo
         return local
     # the one-site curve already holds the local path's serialisation of this size
     local_serial = local - cal.local_latency_s(a, 1)
-    excess = max(0.0, serialisation_s(nbytes, r.rate_Bps) - local_serial)
+    excess = max(0.0, serialisation_s(nbytes * flows, r.rate_Bps) - local_serial)
     windows = 2 * r.extra_one_way_s * (nbytes // cal.tcp_window_bytes)
     return local + r.extra_one_way_s + excess + windows
 

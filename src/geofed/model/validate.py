@@ -104,18 +104,19 @@ def _obstacle_rows(fed, cal, data, where) -> list[dict]:
 
 
 def _hpl_rows(fed, cal, data, where) -> list[dict]:
-    """HPL runs whose ranks (one per node) sit at two sites: every N of a run, every row of a sweep."""
+    """HPL runs whose ranks sit at two sites: every N of a run, every row of a sweep (one rank per node)."""
     model = registry.get("hpl")
     if "ranks_per_site" in data:  # bench.hpl
-        if len(data["ranks_per_site"]) < 2 or data["ranks_per_node"] != 1 or data["where"] != "testbed":
+        if len(data["ranks_per_site"]) < 2 or data["where"] != "testbed":
             return []
-        runs = [(data["placement"], r["n"], r["nb"], r["p"], r["q"], r["time_s"]) for r in data["rows"] if r["passed"]]
+        runs = [(data["placement"], data["ranks_per_node"], r["n"], r["nb"], r["p"], r["q"], r["time_s"])
+                for r in data["rows"] if r["passed"]]
     else:  # bench.hpl.sweep
-        runs = [(r["placement"], r["n"], r["nb"], r["p"], r["q"], r["time_s"]) for r in data.get("rows", [])
+        runs = [(r["placement"], 1, r["n"], r["nb"], r["p"], r["q"], r["time_s"]) for r in data.get("rows", [])
                 if len(r["sites"]) > 1]
     out = []
-    for placement, n, nb, p, q, measured in runs:
-        args = Namespace(n=n, nb=nb, grid=f"{p}x{q}")
+    for placement, per_node, n, nb, p, q, measured in runs:
+        args = Namespace(n=n, nb=nb, grid=f"{p}x{q}", ranks_per_node=per_node)
         pred = model.predict(fed, cal, placement, _nodes_of(fed, placement), args)
         out.append(_row("hpl", placement, {"n": n, "nb": nb, "grid": args.grid}, measured, "s", pred, where))
     return out

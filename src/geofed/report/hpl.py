@@ -6,7 +6,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from geofed.report import esc, figure, section, table
+from geofed.report import esc, figure, num, section, table
 
 
 @section("bench.hpl", "High-Performance Linpack on placements (seeds 001 and 002)", order=46)
@@ -62,4 +62,41 @@ def sweep(records: list[dict], outdir: Path) -> str:
         ax.set_ylabel("speed-up S")
         ax.legend(fontsize=8)
         out.append(figure(fig, outdir, f"hpl-speedup-{k}.png", "HPL speed-up against nodes, one site and two"))
+    return "\n".join(out)
+
+
+@section("model.hpl.scaling", "HPL speed-up against p in one site and across the link, and a faster link (seed 001)",
+         order=48)
+def scaling(records: list[dict], outdir: Path) -> str:
+    out = []
+    for k, r in enumerate(records):
+        d = r["data"]
+        a, b = d["sites"]
+        seed = ", ".join(f"{f} {g:+.0%}" for f, g in d["seed_001_bandwidth_gains"].items())
+        out.append(f"<p class='meta'>{esc(r['meta'].get('federation', ''))}: the model (docs/hpl.md), N = {d['n']}, "
+                   f"NB = {d['nb']}, {d['ranks_per_node']} rank(s) per node; one site = {esc(a)}, two sites = "
+                   f"{esc(a)} + {esc(b)} evenly. Seed 001's Kruse model: {esc(seed)} · {esc(r['created'])}</p>")
+        rows = []
+        for x in d["rows"]:
+            one, two = x.get("one_site"), x.get("two_sites")
+            rows.append([x["ranks"], num(one and one["speedup"], ".1f"), num(two and two["speedup"], ".1f"),
+                         num(one and two and one["speedup"] / two["speedup"], ".2f"), f"{x['kruse_bound']:.1f}"]
+                        + [f"{v['speedup']:.1f} ({v['gain']:+.0%})" if v else "-"
+                           for v in (x.get("variants", {}).get(name) for name in d["varies"])])
+        out.append(table(["p", "one site", "two sites", "one / two", "p / ln p"] + d["varies"], rows))
+        fig, ax = plt.subplots(figsize=(7, 3.4))
+        ps = [x["ranks"] for x in d["rows"]]
+        ax.plot(ps, [x["kruse_bound"] for x in d["rows"]], "k:", label="p / ln p (Kruse 2009)")
+        for key, style, label in (("one_site", "o-", f"one site ({a})"), ("two_sites", "s-", f"two sites ({a}+{b})")):
+            pts = [(x["ranks"], x[key]["speedup"]) for x in d["rows"] if key in x]
+            ax.plot(*zip(*pts), style, label=label)
+        for name in d["varies"]:
+            pts = [(x["ranks"], x["variants"][name]["speedup"]) for x in d["rows"] if name in x.get("variants", {})]
+            ax.plot(*zip(*pts), "s--", label=f"two sites, {name}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("processes p")
+        ax.set_ylabel("speed-up T(1) / T(p)")
+        ax.legend(fontsize=7)
+        out.append(figure(fig, outdir, f"hpl-scaling-{k}.png", "HPL speed-up against p, one site, two sites, faster links"))
     return "\n".join(out)
