@@ -63,7 +63,13 @@ def test_one_site_has_no_link_and_two_sites_pay_the_broadcast_across_it(write_fe
     # messages of NB doubles, all across the link
     expected = sum(network.mpi_message_s(fed, cal, "A", "B", (4000 - k * 80) * 80 * 8)
                    + 2 * network.mpi_message_s(fed, cal, "A", "B", 80 * 8) for k in range(50))
-    assert across.parts["link_comm"] == pytest.approx(expected)
+    # and slow start, once each way, for the first 2.56 MB broadcast: the window grows
+    # from 14.6 kB to the 1.0 MB BDP (0.8 Gb/s x 10 ms) in 6 round trips
+    slow_start = 2 * 6 * 0.010004
+    assert across.parts["link_comm"] == pytest.approx(expected + slow_start)
+    assert any("slow start" in n for n in across.notes)
+    cal.transport = "infiniband"  # no slow start, no send-buffer round trips
+    assert predict(fed, cal, "A1B1").parts["link_comm"] == pytest.approx(expected)
     assert across.parts["local_comm"] == 0 and across.total_s > local.total_s
     assert across.link_bytes == pytest.approx(sum((4000 - k * 80) * 80 * 8 + 2 * 80 * 8 for k in range(50)))
 

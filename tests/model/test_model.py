@@ -189,7 +189,12 @@ def test_calibration_recovers_known_constants_and_ignores_inter_site_runs(fed, t
     assert "gs_far" not in cal.sources
     assert "far" not in cal.sources and "B" not in [s for s in cal.sites if "mpi_sizes" in cal.sites[s]]
     back = calibration.load(cal.save(tmp_path / "c.toml"), fed)
-    assert back.sites == cal.sites and back.tcp_window_bytes == cal.tcp_window_bytes
+    assert back.sites == cal.sites and back.tcp_window_bytes == cal.tcp_window_bytes and back.transport == "tcp"
+    cal.transport = "infiniband"
+    assert calibration.load(cal.save(tmp_path / "c.toml"), fed).transport == "infiniband"
+    (tmp_path / "c.toml").write_text((tmp_path / "c.toml").read_text().replace('"infiniband"', '"carrier pigeon"'))
+    with pytest.raises(UserError, match="transport: expected one of tcp, infiniband"):
+        calibration.load(tmp_path / "c.toml", fed)
 
 
 def test_advice_flips_where_the_computed_threshold_says(fed):

@@ -30,6 +30,7 @@ from geofed.launch.placement import GROUP_RE
 
 TCP_WMEM = Path("/proc/sys/net/ipv4/tcp_wmem")
 DEFAULT_TCP_WINDOW_BYTES = 4 << 20  # Linux's default net.ipv4.tcp_wmem maximum
+TRANSPORTS = ("tcp", "infiniband")  # what MPI's messages travel over between nodes
 COMPUTE_KEYS = ("mdfs_tuple_us", "mdfs_overhead_s", "obstacle_iter_s", "grayscott_compute_ms")
 
 
@@ -53,6 +54,9 @@ class Calibration:
     federation: str
     sites: dict[str, dict] = field(default_factory=dict)
     tcp_window_bytes: int = DEFAULT_TCP_WINDOW_BYTES  # the host's largest TCP send buffer
+    # MPI over TCP (geofed's MPICH, on the testbed and on Ethernet clusters) pays slow
+    # start and a round trip per full send buffer; over InfiniBand neither applies.
+    transport: str = "tcp"
     sources: list[str] = field(default_factory=list)
     speeds: dict[str, float] = field(default_factory=dict)  # site speed from the federation file
     notes: list[str] = field(default_factory=list)  # what was borrowed from another site
@@ -96,6 +100,7 @@ class Calibration:
         lines = [f"# geofed calibration of federation {self.federation}: constants measured inside one site",
                  f"federation = {_toml(self.federation)}",
                  f"tcp_window_bytes = {self.tcp_window_bytes}",
+                 f"transport = {_toml(self.transport)}",
                  f"sources = {_toml(self.sources)}"]
         for site in sorted(self.sites):
             lines.append(f"\n[site.{site}]")
@@ -128,6 +133,9 @@ def load(path: Path, fed) -> Calibration:
     cal = Calibration(fed.name, speeds={s.code: s.speed for s in fed.sites})
     cal.tcp_window_bytes = int(_number(doc.get("tcp_window_bytes", DEFAULT_TCP_WINDOW_BYTES), path, "tcp_window_bytes"))
     cal.sources = [str(s) for s in doc.get("sources", [])]
+    cal.transport = doc.get("transport", "tcp")
+    if cal.transport not in TRANSPORTS:
+        raise UserError(f"{path}: transport: expected one of {', '.join(TRANSPORTS)}, got {cal.transport!r}")
     for site, consts in doc.get("site", {}).items():
         if site not in cal.speeds:
             raise UserError(f"{path}: [site.{site}]: federation {fed.name} has no site {site}")

@@ -20,7 +20,8 @@ A message between ranks at two sites costs what network.mpi_message_s says (the
 link's extra latency, its rate, a round trip per full TCP send buffer); the link
 carries the messages of every process row (or column) that crosses it at once, so
 they share its rate (seed 001 slide 20: the link "modelled as shared medium"), while
-each keeps its own local path. Local messages cost the one-site MPI curve. Only per-node
+each keeps its own local path. Over TCP, the connections across the link start cold:
+the first large message each way pays slow start's round trips (`_slow_start_s`). Local messages cost the one-site MPI curve. Only per-node
 constants are fitted (one-node HPL, one-site MPI); the link is the federation file's.
 """
 
@@ -31,7 +32,7 @@ from argparse import Namespace
 
 from geofed.launch.placement import parse as parse_placement
 from geofed.model import Prediction, interpolate, prediction
-from geofed.model.network import mpi_message_s
+from geofed.model.network import mpi_message_s, route, slow_start_rounds
 from geofed.validate import positive_int
 
 DOUBLE = 8
@@ -78,6 +79,7 @@ class Hpl:
                          row_pair if q > 1 else col_pair)
         local = link = 0.0
         link_bytes = 0.0
+        first: dict[tuple, tuple] = {}  # step -> (pair, flows, bytes) of its first, largest message
         for k in range(math.ceil(n / nb)):
             m = n - k * nb
             steps = []
@@ -89,7 +91,8 @@ class Hpl:
                 steps.append((row_pair, row_flows, 1, m * nb / p * DOUBLE))  # panel broadcast
             if p * q > 1:
                 steps.append((back_pair, 1, 2, nb * DOUBLE))  # backward substitution
-            for (a, b), flows, count, nbytes in steps:
+            for i, ((a, b), flows, count, nbytes) in enumerate(steps):
+                first.setdefault(i, ((a, b), flows, nbytes))
                 t = count * mpi_message_s(fed, cal, a, b, nbytes, flows)
                 if a != b:
                     link += t
@@ -98,6 +101,10 @@ class Hpl:
                     local += t
         notes = [f"{p}x{q} grid; {len(set(sites))} site(s); Kruse's bound on the speed-up: "
                  f"{kruse_speedup_bound(ranks):.2f}"]
+        warm = _slow_start_s(fed, cal, first.values())
+        if warm:
+            link += warm
+            notes.append(f"TCP slow start across the link: {warm * 1e3:.0f} ms")
         return prediction(self.name, placement, compute=compute, local_comm=local, link_comm=link,
                           link_bytes=link_bytes, notes=notes)
 
@@ -108,6 +115,27 @@ class Hpl:
         # Within the measured orders the rate is interpolated; beyond them it is held
         # at the nearest measurement (a node's DGEMM rate saturates as N grows).
         return interpolate(ns, per, n, beyond="flat") / 1e9 if n >= ns[0] else per[0] / 1e9
+
+
+def _slow_start_s(fed, cal, firsts) -> float:
+    """Round trips the TCP connections across the link spend opening their windows.
+
+    Each connection starts cold and its first large message grows the window from 10
+    segments, a round trip per doubling (network.slow_start_rounds); both ways of a
+    step (the broadcast's source column alternates, pivots go up and down) start
+    cold once. Later panels find the window open: they follow each other faster than
+    Linux's restart after an idle RTO (200 ms at least). Over InfiniBand there is none.
+    """
+    if cal.transport != "tcp":
+        return 0.0
+    total = 0.0
+    for (a, b), flows, nbytes in firsts:
+        if a == b:
+            continue
+        r = route(fed, a, b)
+        bdp = (r.rate_Bps or 0.0) / flows * r.rtt_s
+        total += 2 * slow_start_rounds(nbytes, bdp) * r.rtt_s
+    return total
 
 
 def _worst(groups: list[list[str]]) -> tuple[tuple[str, str], int]:

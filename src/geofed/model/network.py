@@ -77,14 +77,14 @@ def mpi_message_s(fed: Federation, cal: Calibration, a: str, b: str, nbytes: flo
     # the one-site curve already holds the local path's serialisation of this size
     local_serial = local - cal.local_latency_s(a, 1)
     excess = max(0.0, serialisation_s(nbytes * flows, r.rate_Bps) - local_serial)
-    windows = 2 * r.extra_one_way_s * (nbytes // cal.tcp_window_bytes)
+    windows = 2 * r.extra_one_way_s * (nbytes // cal.tcp_window_bytes) if cal.transport == "tcp" else 0.0
     return local + r.extra_one_way_s + excess + windows
 
 
 def stream_cap_Bps(fed: Federation, cal: Calibration, a: str, b: str) -> float:
     """Rate of back-to-back messages from site a to b: the bottleneck, or one send buffer per round trip."""
     r = route(fed, a, b)
-    caps = [cal.local_rate_Bps(a), cal.tcp_window_bytes / r.rtt_s]
+    caps = [cal.local_rate_Bps(a)] + ([cal.tcp_window_bytes / r.rtt_s] if cal.transport == "tcp" else [])
     if r.rate_Bps:
         caps.append(r.rate_Bps)
     return min(caps)
