@@ -1,5 +1,6 @@
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -10,9 +11,27 @@ REPO = Path(__file__).resolve().parents[1]
 GEOFED = str(Path(sys.executable).parent / "geofed")
 
 
+def run_group(argv, timeout: float, **popen) -> subprocess.CompletedProcess:
+    """subprocess.run for a command that starts children (mpiexec's ranks, geofed's
+    jobs), with text output captured: on a timeout the whole process group is killed,
+    not only its leader, so nothing it started outlives the test."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, **popen)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
 def run_geofed(*args, check=False, timeout=600):
     """Run the installed CLI as a user would; returns the CompletedProcess."""
-    return subprocess.run([GEOFED, *args], capture_output=True, text=True, timeout=timeout, check=check)
+    done = run_group([GEOFED, *args], timeout)
+    if check:
+        done.check_returncode()
+    return done
 
 
 @pytest.fixture

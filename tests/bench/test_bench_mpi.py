@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from geofed.bench import compare, suite
+from tests.conftest import run_group
 
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
 REQUIRED = ("schema", "kind", "created", "geofed_version", "host", "meta", "data")
 
 
 def ranks(n: int, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([MPIEXEC, "-n", str(n), sys.executable, "-m", "geofed.bench.mpi", *args],
-                          capture_output=True, text=True, timeout=timeout)
+    return run_group([MPIEXEC, "-n", str(n), sys.executable, "-m", "geofed.bench.mpi", *args], timeout)
 
 
 def test_p2p_prints_osu_text_and_writes_the_record(tmp_path):

@@ -1,13 +1,13 @@
 """The simulation against a straightforward NumPy reference, on 1 and 4 real MPI ranks."""
 
 import json
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
 from geofed.native import binary
+from tests.conftest import run_group
 
 
 def reference(L, steps, Du, Dv, F, k, dt):
@@ -37,7 +37,7 @@ def run_sim(tmp_path, ranks, settings, *extra):
     final = tmp_path / f"final-{ranks}.npz"
     cmd = [binary("mpiexec"), "-n", str(ranks), sys.executable, "-m", "geofed.apps.grayscott.simulation",
            str(path), "--final", str(final), *extra]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    res = run_group(cmd, 300)
     return res, final
 
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from geofed.apps.grayscott import pdf, stream
 from geofed.native import binary
+from tests.conftest import run_group
 
 PY = [*stream.preload_argv(), sys.executable]  # every SST process with EVPath's seed fix, as the workflow
 
@@ -116,7 +117,7 @@ def test_bp5_files_carry_every_step_through_the_chain(tmp_path):
          "--result", str(tmp_path / "pdfplot.json")],
     ]
     for argv in steps:
-        res = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        res = run_group(argv, 120)
         assert res.returncode == 0, f"{argv[2:5]}: {res.stderr}"
     res = {n: json.loads((tmp_path / f"{n}.json").read_text())["steps"] for n in ("sim", "pdf", "gplot", "pdfplot")}
     written = [(r["step"], r["digest"]) for r in res["sim"]]
