@@ -114,7 +114,8 @@ class Writer:
     """Writes `fields` (same first dimension, checksummed per plane), `extras` and the step number."""
 
     def __init__(self, path: str, engine: str, readers: int, fields: dict[str, tuple[int, ...]],
-                 connect_timeout_s: float, describe: str = "stream", extras: dict[str, tuple[int, ...]] | None = None):
+                 connect_timeout_s: float, describe: str = "stream", extras: dict[str, tuple[int, ...]] | None = None,
+                 params: dict[str, str] | None = None):
         ab = bindings()
         self.ab = ab
         self.adios = ab.ADIOS()
@@ -123,7 +124,7 @@ class Writer:
         extra = {}
         if engine == "SST":
             extra = {"RendezvousReaderCount": str(readers), "QueueLimit": str(QUEUE_LIMIT), "QueueFullPolicy": "Block"}
-        self.io.SetParameters(_params(engine, extra))
+        self.io.SetParameters(_params(engine, {**extra, **(params or {})}))
         self.names = list(fields)
         self.vars = {}
         for name, shape in fields.items():
@@ -227,7 +228,7 @@ class Reader:
     """
 
     def __init__(self, path: str, engine: str, fields: list[str], open_timeout_s: float, describe: str = "reader",
-                 extras: tuple[str, ...] = ()):
+                 extras: tuple[str, ...] = (), params: dict[str, str] | None = None):
         ab = bindings()
         self.ab = ab
         self.describe = describe
@@ -236,7 +237,7 @@ class Reader:
         self.io = self.adios.DeclareIO(f"read-{os.getpid()}")
         self.io.SetEngine(engine)
         # BP5 waits for a file that is not there yet (a writer may be about to create it): bounded too.
-        extra = {"OpenTimeoutSecs": str(int(max(1, open_timeout_s)))}
+        extra = {"OpenTimeoutSecs": str(int(max(1, open_timeout_s))), **(params or {})}
         self.io.SetParameters(_params(engine, extra))
         self.names = fields
         self.extras = extras
