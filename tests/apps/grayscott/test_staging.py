@@ -1,8 +1,10 @@
 """Staging through real ADIOS2 SST between real processes on this host (no testbed)."""
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -136,3 +138,17 @@ def test_staging_off_still_times_every_output_interval(tmp_path):
     rows = json.loads((tmp_path / "sim.json").read_text())["steps"]
     assert [r["step"] for r in rows] == [10, 20, 30]
     assert all(r["interval_s"] >= r["compute_s"] > 0 and r["bytes"] == 0 and r["digest"] is None for r in rows)
+
+
+def test_reading_a_bp5_file_leaves_nothing_in_tmp(tmp_path):
+    # ADIOS2's BP5 reader writes /tmp/<name>_<pid hex>_profiling.json at every Close.
+    from geofed.apps.grayscott import outputs
+    path = tmp_path / f"geofed-test-{os.getpid()}.bp"
+    w = stream.Writer(str(path), "BP5", 1, {"U": (3, 2)}, 5.0)
+    w.write(10, {"U": np.ones((3, 2))})
+    w.close()
+    profile = Path(f"/tmp/{path.name}_{os.getpid():x}_profiling.json")
+    assert outputs.step_digests(path, ["U"]) == {10: stream.digest(stream.plane_crcs([np.ones((3, 2))]))}
+    assert not profile.exists()
+    assert [v["name"] for v in outputs.listing(path)] == ["U", "plane_crc", "step"]
+    assert not profile.exists()

@@ -24,6 +24,7 @@ def listing(path: Path) -> list[dict]:
         found = io.AvailableVariables()
     finally:
         engine.Close()
+        stream.drop_read_profile(str(path))
     return [{"name": name, "type": info.get("Type", "?"), "steps": int(info.get("AvailableStepsCount", "1")),
              "shape": info.get("Shape", "") or "scalar"} for name, info in sorted(found.items())]
 

@@ -91,6 +91,14 @@ def _params(engine: str, extra: dict[str, str]) -> dict[str, str]:
     return p
 
 
+def drop_read_profile(path: str) -> None:
+    """Remove the profile ADIOS2's BP5 reader writes at Close, unasked and whatever its
+    parameters say, to /tmp/<file name>_<pid in hex>_profiling.json: this process's own
+    litter, named exactly (ADIOS2 2.12, BP5Reader::FlushProfiler)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(f"/tmp/{os.path.basename(os.path.normpath(path))}_{os.getpid():x}_profiling.json")
+
+
 def bindings():
     """adios2's low-level Python bindings, imported where first needed."""
     import adios2.bindings as ab
@@ -233,6 +241,7 @@ class Reader:
         self.ab = ab
         self.describe = describe
         self.path = path
+        self.kind = engine
         self.adios = ab.ADIOS()
         self.io = self.adios.DeclareIO(f"read-{os.getpid()}")
         self.io.SetEngine(engine)
@@ -292,3 +301,5 @@ class Reader:
 
     def close(self) -> None:
         self.engine.Close()
+        if self.kind == "BP5":
+            drop_read_profile(self.path)
