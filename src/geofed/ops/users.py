@@ -1,0 +1,523 @@
+"""`geofed ops users sync|check`: one user database for the federation from the sites' directories.
+
+    geofed ops users sync -f ma-hd [--dry-run] [--out DIR]
+    geofed ops users check kredel -f ma-hd < password
+
+`sync` (seed 001, slides 13-14) reads every site's directory over LDAP with StartTLS
+(ldap3, the servers' certificate checked against the federation's CA), takes the
+activated users (the site's activation attribute holds its value; at an AD site the
+account must also be enabled), gives user and group ids the site's offset and group
+names its prefix, and writes the result into the federation's own directory and as
+passwd and group files. Every entry it makes carries the auxiliary class geofedEntry
+(its site and the DN at home): it adds, changes and deletes only those, so an entry
+made by hand in the admin directory survives every sync. What cannot be merged
+safely is refused and named, never guessed: the same activated name at two sites, an
+id that would leave the site's range, a group name that clashes after prefixing, a
+missing uidNumber or gidNumber, a name or id held by a hand-made entry. A refused
+name's entry from an earlier sync stays as it was. A second run changes nothing.
+
+`check` authenticates a merged user against the home directory (a simple bind to
+slapd or to Samba's AD with the DN at home); the merged directory holds no password.
+"""
+
+from __future__ import annotations
+
+import getpass
+import ssl
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from geofed import federation, records
+from geofed.errors import UserError
+from geofed.federation import Federation, SiteDirectory
+from geofed.ops import directory
+from geofed.ops.userbase import UF_ACCOUNTDISABLE
+
+OWNED_CLASS = "geofedEntry"
+USER_CLASSES = ["account", "posixAccount", OWNED_CLASS]
+GROUP_CLASSES = ["posixGroup", OWNED_CLASS]
+USER_ATTRS = ("cn", "uidNumber", "gidNumber", "homeDirectory", "loginShell", "gecos", "geofedSite", "geofedSource")
+GROUP_ATTRS = ("gidNumber", "memberUid", "geofedSite", "geofedSource")
+PAGE = 1000
+WINDOW = 64  # writes in flight to the admin server
+
+
+# ---------------------------------------------------------------- connections
+
+
+def connect(server: dict, ca: str, user: str | None = None, password: str | None = None, ldaps: bool = False,
+            pipelined: bool = False, bind: bool = True):
+    """An ldap3 connection to `server` (from the directory's state) over TLS checked
+    against the federation's CA: StartTLS on the LDAP port, or LDAPS; bound as the
+    server's administrator unless `user` is given, and not bound at all with bind=False.
+    `pipelined`: the ASYNC strategy, where the next request goes out before the last is answered."""
+    import ldap3
+    tls = ldap3.Tls(validate=ssl.CERT_REQUIRED, ca_certs_file=ca, version=ssl.PROTOCOL_TLS_CLIENT)
+    port = server["ldaps_port"] if ldaps else server["port"]
+    srv = ldap3.Server(server["host"], port=port, use_ssl=ldaps, tls=tls, get_info=ldap3.NONE, connect_timeout=10)
+    conn = ldap3.Connection(srv, user=user or server["bind_dn"], password=password or server["password"],
+                            client_strategy=ldap3.ASYNC if pipelined else ldap3.SYNC,
+                            receive_timeout=120, raise_exceptions=False, auto_referrals=False)
+    try:
+        conn.open()
+        if not ldaps and not conn.start_tls():
+            raise UserError(f"StartTLS with {server['host']}:{port} failed: {conn.result.get('description')}")
+        if bind and not conn.bind():
+            raise UserError(f"bind as {conn.user} at {server['host']}:{port} failed: {conn.result.get('description')}")
+    except ldap3.core.exceptions.LDAPException as e:
+        raise UserError(f"cannot talk to the directory at {server['host']}:{port}: {e}") from None
+    return conn
+
+
+def _paged(conn, base: str, flt: str, attrs: list[str]) -> list[dict]:
+    entries = conn.extend.standard.paged_search(base, flt, attributes=attrs, paged_size=PAGE, generator=False)
+    return [e for e in entries if e.get("type") == "searchResEntry"]
+
+
+def _one(v):
+    if isinstance(v, list):
+        return v[0] if v else None
+    return v
+
+
+# ---------------------------------------------------------------- reading the homes
+
+
+@dataclass
+class HomeRead:
+    users: list[dict]  # name, dn, uid, gid, gecos, home, shell, activated
+    groups: list[dict]  # name, dn, gid, members (names)
+
+
+def read_ldap(conn, d: SiteDirectory) -> HomeRead:
+    attr = d.activation_attribute
+    users = []
+    for e in _paged(conn, d.base, "(objectClass=posixAccount)",
+                    ["uid", "uidNumber", "gidNumber", "cn", "gecos", "homeDirectory", "loginShell", attr]):
+        a = e["attributes"]
+        name = _one(a.get("uid"))
+        users.append({"name": name, "dn": e["dn"], "uid": _int(_one(a.get("uidNumber"))),
+                      "gid": _int(_one(a.get("gidNumber"))),
+                      "gecos": _one(a.get("gecos")) or _one(a.get("cn")) or name,
+                      "home": _one(a.get("homeDirectory")) or f"/home/{name}", "shell": _one(a.get("loginShell")) or "/bin/bash",
+                      "activated": _holds(a.get(attr), d.activation_value)})
+    groups = [{"name": _one(e["attributes"].get("cn")), "dn": e["dn"], "gid": _int(_one(e["attributes"].get("gidNumber"))),
+               "members": list(e["attributes"].get("memberUid") or [])}
+              for e in _paged(conn, d.base, "(objectClass=posixGroup)", ["cn", "gidNumber", "memberUid"])]
+    return HomeRead(users, groups)
+
+
+def read_ad(conn, d: SiteDirectory) -> HomeRead:
+    """Users with their memberOf (so a big group's member list, which AD hands out in
+    ranges of 1500, is never read) and the POSIX groups (those with a gidNumber)."""
+    attr = d.activation_attribute
+    groups = [{"name": _one(e["attributes"].get("sAMAccountName")), "dn": e["dn"],
+               "gid": _int(_one(e["attributes"].get("gidNumber"))), "members": []}
+              for e in _paged(conn, d.base, "(&(objectClass=group)(gidNumber=*))", ["sAMAccountName", "gidNumber"])]
+    by_dn = {g["dn"].lower(): g for g in groups}
+    users = []
+    for e in _paged(conn, d.base, "(&(objectCategory=person)(objectClass=user))",
+                    ["sAMAccountName", "uidNumber", "gidNumber", "displayName", "unixHomeDirectory", "loginShell",
+                     "userAccountControl", "memberOf", attr]):
+        a = e["attributes"]
+        name = _one(a.get("sAMAccountName"))
+        uac = _int(_one(a.get("userAccountControl"))) or 0
+        users.append({"name": name.lower(), "dn": e["dn"], "uid": _int(_one(a.get("uidNumber"))),
+                      "gid": _int(_one(a.get("gidNumber"))), "gecos": _one(a.get("displayName")) or name,
+                      "home": _one(a.get("unixHomeDirectory")) or f"/home/{name.lower()}",
+                      "shell": _one(a.get("loginShell")) or "/bin/bash",
+                      "activated": _holds(a.get(attr), d.activation_value) and not uac & UF_ACCOUNTDISABLE})
+        for g in a.get("memberOf") or []:
+            if g.lower() in by_dn:
+                by_dn[g.lower()]["members"].append(name.lower())
+    return HomeRead(users, groups)
+
+
+def _int(v) -> int | None:
+    """An LDAP integer's value (ldap3 hands out text without the server's schema); None if it is none."""
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _holds(values, wanted: str) -> bool:
+    if values is None:
+        return False
+    values = values if isinstance(values, list) else [values]
+    return any(str(v).lower() == wanted.lower() for v in values)
+
+
+# ---------------------------------------------------------------- the merge
+
+
+@dataclass
+class Merge:
+    users: dict[str, dict] = field(default_factory=dict)  # merged name -> attributes
+    groups: dict[str, dict] = field(default_factory=dict)
+    collisions: list[dict] = field(default_factory=list)
+    refused_users: set[str] = field(default_factory=set)  # names whose earlier entries stay as they are
+    refused_groups: set[str] = field(default_factory=set)
+    read: dict[str, dict] = field(default_factory=dict)
+
+    def refuse(self, kind: str, name: str, what: str, detail: str, sources: list[str]) -> None:
+        self.collisions.append({"kind": kind, "entry": what, "name": name, "detail": detail, "sources": sources})
+        (self.refused_users if what == "user" else self.refused_groups).add(name)
+
+
+def merge(fed: Federation, homes: dict[str, HomeRead], held: dict) -> Merge:
+    """The merged users and groups, and every collision refused.
+
+    `held` describes the admin directory's hand-made entries: {"users": {name: dn},
+    "groups": {name: dn}, "uids": {id: dn}, "gids": {id: dn}}.
+    """
+    m = Merge()
+    candidates: dict[str, list[tuple[str, dict, int, int]]] = {}
+    for code, home in homes.items():
+        d = fed.site(code).directory
+        activated = [u for u in home.users if u["activated"]]
+        m.read[code] = {"users": len(home.users), "activated": len(activated), "groups": len(home.groups)}
+        for u in activated:
+            where = f"{code}:{u['dn']}"
+            if u["uid"] is None or u["gid"] is None:
+                m.refuse("missing-id", u["name"], "user", f"activated at {code} without a "
+                         f"{'uidNumber' if u['uid'] is None else 'gidNumber'}", [where])
+                continue
+            uid, gid = d.merged_id(u["uid"]), d.merged_id(u["gid"])
+            if uid is None or gid is None:
+                bad = ("uidNumber", u["uid"]) if uid is None else ("gidNumber", u["gid"])
+                m.refuse("id-range", u["name"], "user", f"{bad[0]} {bad[1]} + {d.offset} leaves site {code}'s range "
+                         f"{d.offset}-{d.offset + d.id_range - 1}", [where])
+                continue
+            candidates.setdefault(u["name"], []).append((code, u, uid, gid))
+    for name, found in sorted(candidates.items()):
+        sources = [f"{code}:{u['dn']}" for code, u, _, _ in found]
+        if len(found) > 1:
+            m.refuse("same-name", name, "user", f"activated at {' and '.join(c for c, *_ in found)}: "
+                     "user names must be unique across the federation", sources)
+            continue
+        code, u, uid, gid = found[0]
+        if name in held["users"]:
+            m.refuse("name-taken", name, "user", f"the admin directory has a hand-made {held['users'][name]}", sources)
+            continue
+        if uid in held["uids"]:
+            m.refuse("id-taken", name, "user", f"uidNumber {uid} belongs to the hand-made {held['uids'][uid]}", sources)
+            continue
+        m.users[name] = {"cn": u["gecos"], "uidNumber": uid, "gidNumber": gid, "homeDirectory": u["home"],
+                         "loginShell": u["shell"], "gecos": u["gecos"], "geofedSite": code, "geofedSource": u["dn"],
+                         "_site": code, "_home": u["name"]}
+    group_candidates: dict[str, list[tuple[str, dict, int]]] = {}
+    for code, home in homes.items():
+        d = fed.site(code).directory
+        for g in home.groups:
+            name = d.prefix + g["name"].lower()
+            where = f"{code}:{g['dn']}"
+            if g["gid"] is None:
+                continue  # not a POSIX group
+            gid = d.merged_id(g["gid"])
+            if gid is None:
+                m.refuse("id-range", name, "group", f"gidNumber {g['gid']} + {d.offset} leaves site {code}'s range "
+                         f"{d.offset}-{d.offset + d.id_range - 1}", [where])
+                continue
+            group_candidates.setdefault(name, []).append((code, g, gid))
+    for name, found in sorted(group_candidates.items()):
+        sources = [f"{code}:{g['dn']}" for code, g, _ in found]
+        if len(found) > 1:
+            m.refuse("group-clash", name, "group", f"groups of {' and '.join(c for c, *_ in found)} are both "
+                     f"{name} after prefixing", sources)
+            continue
+        if name in held["groups"]:
+            m.refuse("group-clash", name, "group", f"the admin directory has a hand-made {held['groups'][name]}",
+                     sources)
+            continue
+        code, g, gid = found[0]
+        if gid in held["gids"]:
+            m.refuse("id-taken", name, "group", f"gidNumber {gid} belongs to the hand-made {held['gids'][gid]}", sources)
+            continue
+        members = sorted(u for u in {x.lower() for x in g["members"]}
+                         if u in m.users and m.users[u]["_site"] == code)
+        m.groups[name] = {"gidNumber": gid, "memberUid": members, "geofedSite": code, "geofedSource": g["dn"]}
+    return m
+
+
+# ---------------------------------------------------------------- the admin directory
+
+
+def read_admin(conn, base: str) -> tuple[dict, dict, dict]:
+    """(owned users, owned groups, hand-made holdings) of the admin directory."""
+    owned_users, owned_groups = {}, {}
+    held = {"users": {}, "groups": {}, "uids": {}, "gids": {}}
+    for e in _paged(conn, base, "(|(objectClass=posixAccount)(objectClass=posixGroup))",
+                    ["objectClass", "uid", "cn", *USER_ATTRS, *GROUP_ATTRS]):
+        a = e["attributes"]
+        classes = {c.lower() for c in a.get("objectClass", [])}
+        user = "posixaccount" in classes
+        name = _one(a.get("uid")) if user else _one(a.get("cn"))
+        if OWNED_CLASS.lower() in classes:
+            (owned_users if user else owned_groups)[name] = {"dn": e["dn"], **{k: _norm(a.get(k)) for k in
+                                                             (USER_ATTRS if user else GROUP_ATTRS)}}
+        else:
+            (held["users"] if user else held["groups"])[name] = e["dn"]
+            number = _int(_one(a.get("uidNumber" if user else "gidNumber")))
+            if number is not None:
+                (held["uids"] if user else held["gids"])[number] = e["dn"]
+    return owned_users, owned_groups, held
+
+
+def _norm(v):
+    """An attribute's value as the merge computes it: one value, or a sorted list for memberUid."""
+    if isinstance(v, list):
+        return v[0] if len(v) == 1 else sorted(v)
+    return v
+
+
+def _want(attrs: dict) -> dict:
+    out = {}
+    for k, v in attrs.items():
+        if k.startswith("_"):
+            continue
+        if k == "memberUid":
+            v = sorted(v)
+            v = v[0] if len(v) == 1 else v
+            if not v:
+                v = None
+        out[k] = v
+    return out
+
+
+def plan(m: Merge, owned_users: dict, owned_groups: dict, base: str) -> list[dict]:
+    """The changes that bring the owned entries to the merge: add, modify, delete."""
+    changes = []
+    for kind, want_all, have_all, refused, rdn, ou, classes in (
+            ("user", m.users, owned_users, m.refused_users, "uid", "people", USER_CLASSES),
+            ("group", m.groups, owned_groups, m.refused_groups, "cn", "groups", GROUP_CLASSES)):
+        for name in sorted(set(want_all) | set(have_all)):
+            if name in refused:
+                continue  # a refused name: whatever an earlier sync made of it stays as it is
+            want = _want(want_all[name]) if name in want_all else None
+            have = have_all.get(name)
+            if have is None:
+                changes.append({"op": "add", "entry": kind, "name": name, "dn": f"{rdn}={name},ou={ou},{base}",
+                                "classes": classes, "attributes": {k: v for k, v in want.items() if v is not None}})
+            elif want is None:
+                changes.append({"op": "delete", "entry": kind, "name": name, "dn": have["dn"],
+                                "site": have.get("geofedSite")})
+            else:
+                diff = {k: v for k, v in want.items() if _text(v) != _text(have.get(k))}
+                if diff:
+                    changes.append({"op": "modify", "entry": kind, "name": name, "dn": have["dn"], "attributes": diff,
+                                    "before": {k: have.get(k) for k in diff}})
+    return changes
+
+
+def _text(v):
+    if v is None:
+        return None
+    if isinstance(v, list):
+        return sorted(str(x) for x in v) if len(v) != 1 else str(v[0])
+    return str(v)
+
+
+def apply(conn, changes: list[dict]) -> list[str]:
+    """Send the changes to the admin server, WINDOW in flight at a time; the errors, if any."""
+    import ldap3
+    errors, pending = [], []
+
+    def settle(msgid, change):
+        _response, result = conn.get_response(msgid)
+        if result["result"] != 0:
+            errors.append(f"{change['op']} {change['dn']}: {result['description']} {result.get('message', '')}".strip())
+    for c in changes:
+        if c["op"] == "add":
+            msgid = conn.add(c["dn"], c["classes"], c["attributes"])
+        elif c["op"] == "delete":
+            msgid = conn.delete(c["dn"])
+        else:
+            msgid = conn.modify(c["dn"], {k: [(ldap3.MODIFY_REPLACE, [] if v is None else v if isinstance(v, list)
+                                                                      else [v])] for k, v in c["attributes"].items()})
+        pending.append((msgid, c))
+        if len(pending) >= WINDOW:
+            settle(*pending.pop(0))
+    for p in pending:
+        settle(*p)
+    return errors
+
+
+def files(conn, base: str, out: Path) -> tuple[Path, Path]:
+    """passwd and group files of every POSIX entry in the admin directory (merged and hand-made)."""
+    users = _paged(conn, base, "(objectClass=posixAccount)",
+                   ["uid", "uidNumber", "gidNumber", "gecos", "cn", "homeDirectory", "loginShell"])
+    groups = _paged(conn, base, "(objectClass=posixGroup)", ["cn", "gidNumber", "memberUid"])
+    pw = []
+    for e in sorted(users, key=lambda e: int(_one(e["attributes"]["uidNumber"]))):
+        a = e["attributes"]
+        pw.append(":".join([_one(a["uid"]), "x", str(_one(a["uidNumber"])), str(_one(a["gidNumber"])),
+                            _one(a.get("gecos")) or _one(a.get("cn")) or "", _one(a["homeDirectory"]),
+                            _one(a.get("loginShell")) or "/bin/sh"]))
+    gr = [":".join([_one(e["attributes"]["cn"]), "x", str(_one(e["attributes"]["gidNumber"])),
+                    ",".join(sorted(e["attributes"].get("memberUid") or []))])
+          for e in sorted(groups, key=lambda e: int(_one(e["attributes"]["gidNumber"])))]
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, lines in (("passwd", pw), ("group", gr)):
+        tmp = out / f".{name}.tmp"
+        tmp.write_text("".join(line + "\n" for line in lines))
+        tmp.replace(out / name)
+        paths.append(out / name)
+    return paths[0], paths[1]
+
+
+def sync(fed: Federation, dry_run: bool = False, out: Path | None = None, progress=lambda _m: None) -> dict:
+    """Read the homes, merge, apply to the admin directory, write the files; the sync's record data."""
+    state = directory.require_up(fed)
+    directory.enter(state)
+    t0 = time.monotonic()
+    homes = {}
+    for s in fed.sites:
+        if not s.directory:
+            continue
+        conn = connect(state["servers"][s.code], state["ca"])
+        try:
+            homes[s.code] = (read_ldap if s.directory.kind == "ldap" else read_ad)(conn, s.directory)
+        finally:
+            conn.unbind()
+        progress(f"site {s.code}: {len(homes[s.code].users)} users, {len(homes[s.code].groups)} groups read")
+    t_read = time.monotonic()
+    admin = state["servers"]["admin"]
+    conn = connect(admin, state["ca"])
+    try:
+        owned_users, owned_groups, held = read_admin(conn, admin["base"])
+        m = merge(fed, homes, held)
+        changes = plan(m, owned_users, owned_groups, admin["base"])
+        t_plan = time.monotonic()
+        errors = []
+        if not dry_run and changes:
+            progress(f"writing {len(changes)} changes to the admin directory")
+            writer = connect(admin, state["ca"], pipelined=True)
+            try:
+                errors = apply(writer, changes)
+            finally:
+                writer.unbind()
+        t_apply = time.monotonic()
+        paths = None
+        if not dry_run and out is not None:
+            paths = files(conn, admin["base"], out)
+    finally:
+        conn.unbind()
+    count = lambda op, kind: sum(1 for c in changes if c["op"] == op and c["entry"] == kind)  # noqa: E731
+    return {
+        "dry_run": dry_run, "sites": m.read, "merged_users": len(m.users), "merged_groups": len(m.groups),
+        "changes": changes, "errors": errors, "collisions": m.collisions,
+        "counts": {f"{op}_{kind}s": count(op, kind) for op in ("add", "modify", "delete") for kind in ("user", "group")},
+        "seconds": {"read": t_read - t0, "merge": t_plan - t_read, "write": t_apply - t_plan,
+                    "total": time.monotonic() - t0},
+        "files": [str(p) for p in paths] if paths else [],
+    }
+
+
+def describe(change: dict) -> str:
+    """One line of the diff `--dry-run` prints."""
+    sign = {"add": "+", "delete": "-", "modify": "~"}[change["op"]]
+    if change["op"] == "add":
+        a = change["attributes"]
+        extra = (f"uid {a['uidNumber']} gid {a['gidNumber']} from {a['geofedSite']}" if change["entry"] == "user"
+                 else f"gid {a['gidNumber']} from {a['geofedSite']}, members {_text(a.get('memberUid')) or []}")
+    elif change["op"] == "delete":
+        extra = f"(no longer activated at {change.get('site')})"
+    else:
+        extra = ", ".join(f"{k}: {change['before'][k]!r} -> {v!r}" for k, v in change["attributes"].items())
+    return f"{sign} {change['entry']} {change['name']} {extra}"
+
+
+# ---------------------------------------------------------------- check
+
+
+def check(fed: Federation, user: str, password: str) -> dict:
+    """Authenticate a merged user at home; the result (ok, site, dn, reason)."""
+    import ldap3
+    from ldap3.utils.conv import escape_filter_chars
+    state = directory.require_up(fed)
+    directory.enter(state)
+    admin = state["servers"]["admin"]
+    conn = connect(admin, state["ca"])
+    try:
+        found = _paged(conn, admin["base"], f"(&(objectClass={OWNED_CLASS})(objectClass=posixAccount)"
+                                            f"(uid={escape_filter_chars(user)}))", ["geofedSite", "geofedSource", "uidNumber"])
+    finally:
+        conn.unbind()
+    if not found:
+        return {"ok": False, "user": user, "reason": "not a user of the federation (not merged by users sync)"}
+    a = found[0]["attributes"]
+    site, dn = _one(a["geofedSite"]), _one(a["geofedSource"])
+    result = {"user": user, "site": site, "dn": dn, "uid": int(_one(a["uidNumber"]))}
+    if not password:
+        # An LDAP bind with an empty password is an anonymous one, which succeeds.
+        return dict(result, ok=False, reason="empty password")
+    c = connect(state["servers"][site], state["ca"], user=dn, password=password, bind=False)
+    try:
+        ok = c.bind()
+        reason = None if ok else c.result.get("description")
+    except ldap3.core.exceptions.LDAPException as e:
+        ok, reason = False, str(e)
+    finally:
+        c.unbind()
+    return dict(result, ok=ok, reason=reason)
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def cmd_sync(args) -> int:
+    from geofed.progress import progress
+    fed = federation.load(args.federation)
+    data = sync(fed, dry_run=args.dry_run, out=None if args.dry_run else Path(args.out), progress=progress)
+    for c in data["changes"]:
+        print(describe(c))
+    for c in data["collisions"]:
+        print(f"! refused {c['entry']} {c['name']} ({c['kind']}): {c['detail']}; {', '.join(c['sources'])}")
+    n = len(data["changes"])
+    print(f"{'would make' if args.dry_run else 'made'} {n} change{'s' * (n != 1)}; {data['merged_users']} users and "
+          f"{data['merged_groups']} groups merged; {len(data['collisions'])} refused; {data['seconds']['total']:.2f} s")
+    if not args.dry_run:
+        rec = records.make("directory.sync", data, **records.federation_meta(fed))
+        print(f"passwd, group and record: {records.save(rec, args.out).parent}")
+    for e in data["errors"]:
+        print(f"geofed: failed: {e}", file=sys.stderr)
+    return 1 if data["collisions"] or data["errors"] else 0
+
+
+def cmd_check(args) -> int:
+    fed = federation.load(args.federation)
+    if args.password_file:
+        try:
+            password = Path(args.password_file).read_text().rstrip("\n")
+        except OSError as e:
+            raise UserError(f"--password-file {args.password_file}: {e.strerror}") from None
+    elif sys.stdin.isatty():
+        password = getpass.getpass(f"password of {args.user} at home: ")
+    else:
+        password = sys.stdin.readline().rstrip("\n")
+    r = check(fed, args.user, password)
+    if r["ok"]:
+        print(f"{args.user}: authenticated by site {r['site']}'s directory as {r['dn']} (uid {r['uid']})")
+        return 0
+    print(f"{args.user}: rejected" + (f" by site {r['site']}'s directory" if "site" in r else "") + f": {r['reason']}")
+    return 1
+
+
+def register(commands, bench) -> None:
+    ops = directory.ops_group(commands)
+    sub = ops.add_parser("users", help="the federation's user database from the sites' directories") \
+        .add_subparsers(dest="what", required=True)
+    p = sub.add_parser("sync", help="merge the activated users of every site into the admin directory and passwd/group")
+    p.add_argument("--federation", "-f", default="ma-hd", help="federation file or shipped name (default ma-hd)")
+    p.add_argument("--dry-run", action="store_true", help="print the changes, make none")
+    p.add_argument("--out", default="geofed-out/directory", help="directory for passwd, group and the record")
+    p.set_defaults(func=cmd_sync)
+    p = sub.add_parser("check", help="authenticate a merged user against the home directory (password on stdin)")
+    p.add_argument("user")
+    p.add_argument("--federation", "-f", default="ma-hd", help="federation file or shipped name (default ma-hd)")
+    p.add_argument("--password-file", help="read the password from this file instead of stdin")
+    p.set_defaults(func=cmd_check)
