@@ -466,6 +466,29 @@ def check(fed: Federation, user: str, password: str) -> dict:
     return dict(result, ok=ok, reason=reason)
 
 
+# ---------------------------------------------------------------- the read-through view
+
+
+SHOWN = ("uid", "uidNumber", "gidNumber", "homeDirectory", "loginShell", "gecos", "cn")
+
+
+def show(fed: Federation, user: str) -> dict:
+    """A user as the read-through view (back-meta over the homes) and the merged copy see it."""
+    from ldap3.utils.conv import escape_filter_chars
+    state = directory.require_up(fed)
+    directory.enter(state)
+    admin = state["servers"]["admin"]
+    conn = connect(admin, state["ca"])
+    flt = f"(uid={escape_filter_chars(user)})"
+    try:
+        view = _paged(conn, admin["view"], f"(&(objectClass=posixAccount){flt})", list(SHOWN))
+        merged = _paged(conn, admin["base"], f"(&(objectClass=posixAccount){flt})", list(SHOWN) + ["geofedSite"])
+    finally:
+        conn.unbind()
+    return {"view": [{"dn": e["dn"], **{k: _norm(e["attributes"].get(k)) for k in SHOWN}} for e in view],
+            "merged": [{"dn": e["dn"], **{k: _norm(e["attributes"].get(k)) for k in SHOWN}} for e in merged]}
+
+
 # ---------------------------------------------------------------- CLI
 
 
@@ -507,6 +530,21 @@ def cmd_check(args) -> int:
     return 1
 
 
+def cmd_show(args) -> int:
+    fed = federation.load(args.federation)
+    r = show(fed, args.user)
+    if not r["view"] and not r["merged"]:
+        print(f"{args.user}: in no home directory and not merged")
+        return 1
+    columns = [("read-through " + e["dn"], e) for e in r["view"]] + [("merged " + e["dn"], e) for e in r["merged"]]
+    for title, _ in columns:
+        print(f"# {title}")
+    width = max(len(k) for k in SHOWN)
+    for k in SHOWN:
+        print(f"{k:<{width}}  " + "  ".join(f"{_text(e.get(k)) or '-'!s:<28}" for _, e in columns))
+    return 0
+
+
 def register(commands, bench) -> None:
     ops = directory.ops_group(commands)
     sub = ops.add_parser("users", help="the federation's user database from the sites' directories") \
@@ -521,3 +559,7 @@ def register(commands, bench) -> None:
     p.add_argument("--federation", "-f", default="ma-hd", help="federation file or shipped name (default ma-hd)")
     p.add_argument("--password-file", help="read the password from this file instead of stdin")
     p.set_defaults(func=cmd_check)
+    p = sub.add_parser("show", help="a user in the read-through view of the homes beside the merged copy")
+    p.add_argument("user")
+    p.add_argument("--federation", "-f", default="ma-hd", help="federation file or shipped name (default ma-hd)")
+    p.set_defaults(func=cmd_show)
