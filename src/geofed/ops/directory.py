@@ -31,7 +31,6 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from geofed import federation
 from geofed.errors import UserError
 from geofed.federation import Federation, Site, SiteDirectory
 from geofed.ops import userbase
@@ -456,51 +455,3 @@ def status(fed: Federation) -> dict:
                             "uri": f"ldap://{s['host']}:{s['port']}/", "ldaps": f"ldaps://{s['host']}:{s['ldaps_port']}/",
                             "base": s["base"]}
                         for k, s in state["servers"].items()}}
-
-
-def register(commands, bench) -> None:
-    """`geofed ops directory ...`; the `ops` group is shared with geofed.ops.users."""
-    ops = ops_group(commands)
-    sub = ops.add_parser("directory", help="the sites' directory servers and the federation's (root)") \
-        .add_subparsers(dest="what", required=True)
-    for name, func, text in [("up", cmd_up, "start slapd / Samba AD per site and the admin slapd, load the fixture"),
-                             ("down", cmd_down, "stop every directory server and remove its files, also after a crash"),
-                             ("status", cmd_status, "which servers run, where")]:
-        p = sub.add_parser(name, help=text)
-        p.add_argument("federation", help="federation file or shipped name (e.g. ma-hd)")
-        p.set_defaults(func=func)
-
-
-def ops_group(commands):
-    """The subcommands of `geofed ops` (made by the first capability that needs them)."""
-    if "ops" in commands.choices:
-        return next(a for a in commands.choices["ops"]._actions if a.dest == "ops_action")
-    return commands.add_parser("ops", help="operations: user directories").add_subparsers(dest="ops_action",
-                                                                                           required=True)
-
-
-def cmd_up(args) -> int:
-    from geofed.progress import progress
-    fed = federation.load(args.federation)
-    state = up(fed, progress)
-    for k, s in status(fed)["servers"].items():
-        print(f"{k:<6} {s['kind']:<5} {s['uri']} {s['ldaps']} {s['base']}" + (f" (in {s['netns']})" if s["netns"] else ""))
-    print(f"directory of {fed.name} is up ({state['mode']}); CA {state['ca']}")
-    return 0
-
-
-def cmd_down(args) -> int:
-    from geofed.cli import _fed_or_name
-    name = _fed_or_name(args.federation)
-    removed = down(name)
-    print(f"directory of {name} is down" + (f" (removed {', '.join(removed)})" if removed else " (nothing was there)"))
-    return 0
-
-
-def cmd_status(args) -> int:
-    fed = federation.load(args.federation)
-    st = status(fed)
-    print(f"directory of {fed.name}: {'up' if st['up'] else 'down'}" + (f" ({st['mode']})" if st["up"] else ""))
-    for k, s in st["servers"].items():
-        print(f"  {k:<6} {s['kind']:<5} pid {s['pid']} {'running' if s['alive'] else 'DEAD'} {s['uri']} {s['base']}")
-    return 0 if st["up"] and all(s["alive"] for s in st["servers"].values()) else 1

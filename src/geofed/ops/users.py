@@ -22,14 +22,11 @@ slapd or to Samba's AD with the DN at home); the merged directory holds no passw
 
 from __future__ import annotations
 
-import getpass
 import ssl
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from geofed import federation, records
 from geofed.errors import UserError
 from geofed.federation import Federation, SiteDirectory
 from geofed.ops import directory
@@ -305,14 +302,15 @@ def plan(m: Merge, owned_users: dict, owned_groups: dict, base: str) -> list[dic
                 changes.append({"op": "delete", "entry": kind, "name": name, "dn": have["dn"],
                                 "site": have.get("geofedSite")})
             else:
-                diff = {k: v for k, v in want.items() if _text(v) != _text(have.get(k))}
+                diff = {k: v for k, v in want.items() if value_text(v) != value_text(have.get(k))}
                 if diff:
                     changes.append({"op": "modify", "entry": kind, "name": name, "dn": have["dn"], "attributes": diff,
                                     "before": {k: have.get(k) for k in diff}})
     return changes
 
 
-def _text(v):
+def value_text(v):
+    """An attribute's value as comparable text (sorted for many values)."""
     if v is None:
         return None
     if isinstance(v, list):
@@ -363,7 +361,7 @@ def files(conn, base: str, out: Path) -> tuple[Path, Path]:
     paths = []
     for name, lines in (("passwd", pw), ("group", gr)):
         tmp = out / f".{name}.tmp"
-        tmp.write_text("".join(line + "\n" for line in lines))
+        tmp.writevalue_text("".join(line + "\n" for line in lines))
         tmp.replace(out / name)
         paths.append(out / name)
     return paths[0], paths[1]
@@ -423,7 +421,7 @@ def describe(change: dict) -> str:
     if change["op"] == "add":
         a = change["attributes"]
         extra = (f"uid {a['uidNumber']} gid {a['gidNumber']} from {a['geofedSite']}" if change["entry"] == "user"
-                 else f"gid {a['gidNumber']} from {a['geofedSite']}, members {_text(a.get('memberUid')) or []}")
+                 else f"gid {a['gidNumber']} from {a['geofedSite']}, members {value_text(a.get('memberUid')) or []}")
     elif change["op"] == "delete":
         extra = f"(no longer activated at {change.get('site')})"
     else:
@@ -487,79 +485,3 @@ def show(fed: Federation, user: str) -> dict:
         conn.unbind()
     return {"view": [{"dn": e["dn"], **{k: _norm(e["attributes"].get(k)) for k in SHOWN}} for e in view],
             "merged": [{"dn": e["dn"], **{k: _norm(e["attributes"].get(k)) for k in SHOWN}} for e in merged]}
-
-
-# ---------------------------------------------------------------- CLI
-
-
-def cmd_sync(args) -> int:
-    from geofed.progress import progress
-    fed = federation.load(args.federation)
-    data = sync(fed, dry_run=args.dry_run, out=None if args.dry_run else Path(args.out), progress=progress)
-    for c in data["changes"]:
-        print(describe(c))
-    for c in data["collisions"]:
-        print(f"! refused {c['entry']} {c['name']} ({c['kind']}): {c['detail']}; {', '.join(c['sources'])}")
-    n = len(data["changes"])
-    print(f"{'would make' if args.dry_run else 'made'} {n} change{'s' * (n != 1)}; {data['merged_users']} users and "
-          f"{data['merged_groups']} groups merged; {len(data['collisions'])} refused; {data['seconds']['total']:.2f} s")
-    if not args.dry_run:
-        rec = records.make("directory.sync", data, **records.federation_meta(fed))
-        print(f"passwd, group and record: {records.save(rec, args.out).parent}")
-    for e in data["errors"]:
-        print(f"geofed: failed: {e}", file=sys.stderr)
-    return 1 if data["collisions"] or data["errors"] else 0
-
-
-def cmd_check(args) -> int:
-    fed = federation.load(args.federation)
-    if args.password_file:
-        try:
-            password = Path(args.password_file).read_text().rstrip("\n")
-        except OSError as e:
-            raise UserError(f"--password-file {args.password_file}: {e.strerror}") from None
-    elif sys.stdin.isatty():
-        password = getpass.getpass(f"password of {args.user} at home: ")
-    else:
-        password = sys.stdin.readline().rstrip("\n")
-    r = check(fed, args.user, password)
-    if r["ok"]:
-        print(f"{args.user}: authenticated by site {r['site']}'s directory as {r['dn']} (uid {r['uid']})")
-        return 0
-    print(f"{args.user}: rejected" + (f" by site {r['site']}'s directory" if "site" in r else "") + f": {r['reason']}")
-    return 1
-
-
-def cmd_show(args) -> int:
-    fed = federation.load(args.federation)
-    r = show(fed, args.user)
-    if not r["view"] and not r["merged"]:
-        print(f"{args.user}: in no home directory and not merged")
-        return 1
-    columns = [("read-through " + e["dn"], e) for e in r["view"]] + [("merged " + e["dn"], e) for e in r["merged"]]
-    for title, _ in columns:
-        print(f"# {title}")
-    width = max(len(k) for k in SHOWN)
-    for k in SHOWN:
-        print(f"{k:<{width}}  " + "  ".join(f"{_text(e.get(k)) or '-'!s:<28}" for _, e in columns))
-    return 0
-
-
-def register(commands, bench) -> None:
-    ops = directory.ops_group(commands)
-    sub = ops.add_parser("users", help="the federation's user database from the sites' directories") \
-        .add_subparsers(dest="what", required=True)
-    p = sub.add_parser("sync", help="merge the activated users of every site into the admin directory and passwd/group")
-    p.add_argument("--federation", "-f", default="ma-hd", help="federation file or shipped name (default ma-hd)")
-    p.add_argument("--dry-run", action="store_true", help="print the changes, make none")
-    p.add_argument("--out", default="geofed-out/directory", help="directory for passwd, group and the record")
-    p.set_defaults(func=cmd_sync)
-    p = sub.add_parser("check", help="authenticate a merged user against the home directory (password on stdin)")
-    p.add_argument("user")
-    p.add_argument("--federation", "-f", default="ma-hd", help="federation file or shipped name (default ma-hd)")
-    p.add_argument("--password-file", help="read the password from this file instead of stdin")
-    p.set_defaults(func=cmd_check)
-    p = sub.add_parser("show", help="a user in the read-through view of the homes beside the merged copy")
-    p.add_argument("user")
-    p.add_argument("--federation", "-f", default="ma-hd", help="federation file or shipped name (default ma-hd)")
-    p.set_defaults(func=cmd_show)
