@@ -89,7 +89,11 @@ def require_up(fed: Federation) -> dict:
     """The running servers of `fed` (the state `up` wrote), or a one-line reason."""
     if fed.directory is None:
         raise UserError(f"{fed.path}: declares no [site.directory]: there is no user directory to use")
-    state = read_state(fed.name)
+    try:
+        state = read_state(fed.name)
+    except PermissionError:
+        raise UserError(f"the directory servers of {fed.name} are root's (their credentials are in "
+                        f"{run_dir(fed.name)}); run this as root") from None
     if state is None:
         raise UserError(f"the directory servers of {fed.name} are not up; run: geofed ops directory up {fed.name}")
     dead = [k for k, s in state["servers"].items() if not host.alive(s["pid"])]

@@ -54,7 +54,9 @@ def connect(server: dict, ca: str, user: str | None = None, password: str | None
     tls = ldap3.Tls(validate=ssl.CERT_REQUIRED, ca_certs_file=ca, version=ssl.PROTOCOL_TLS_CLIENT)
     port = server["ldaps_port"] if ldaps else server["port"]
     srv = ldap3.Server(server["host"], port=port, use_ssl=ldaps, tls=tls, get_info=ldap3.NONE, connect_timeout=10)
-    conn = ldap3.Connection(srv, user=user or server["bind_dn"], password=password or server["password"],
+    if user is None:
+        user, password = server["bind_dn"], server["password"]
+    conn = ldap3.Connection(srv, user=user, password=password,
                             client_strategy=ldap3.ASYNC if pipelined else ldap3.SYNC,
                             receive_timeout=120, raise_exceptions=False, auto_referrals=False)
     try:
