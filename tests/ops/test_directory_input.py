@@ -79,7 +79,7 @@ def test_the_merge_takes_ids_to_the_last_of_the_range_and_refuses_one_beyond():
 
 def test_names_and_ids_held_by_hand_made_entries_are_refused():
     fed = federation.load("ma-hd")
-    held = dict(no_held(), users={"root2": "uid=root2,ou=people,o=x"}, uids={100007: "uid=svc,ou=people,o=x"})
+    held = dict(no_held(), users={"root2": {"dn": "uid=root2,ou=people,o=x"}}, uids={100007: "uid=svc,ou=people,o=x"})
     homes = {"M": HomeRead([user("root2", 1), user("clash", 7), user("fine", 8)], []), "H": HomeRead([], [])}
     m = users.merge(fed, homes, held)
     assert list(m.users) == ["fine"]
@@ -111,3 +111,14 @@ def test_bad_input_to_the_directory_commands(argv, message, tmp_path, write_fed)
     assert res.returncode == 2, res.stdout + res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and message in res.stderr, res.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dirinput.toml"]
+
+
+def test_names_that_are_no_posix_names_are_refused():
+    fed = federation.load("ma-hd")
+    long = "g" * 31  # 33 characters with the prefix
+    homes = {"M": HomeRead([user("John Smith", 1), user("ok.name", 2)], [{"name": long, "dn": "cn=g", "gid": 3,
+                                                                          "members": []}]),
+             "H": HomeRead([], [])}
+    m = users.merge(fed, homes, no_held())
+    assert list(m.users) == ["ok.name"] and m.groups == {}
+    assert sorted((c["kind"], c["name"]) for c in m.collisions) == [("bad-name", "John Smith"), ("bad-name", "ma" + long)]

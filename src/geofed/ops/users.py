@@ -13,7 +13,8 @@ passwd and group files. Every entry it makes carries the auxiliary class geofedE
 made by hand in the admin directory survives every sync. What cannot be merged
 safely is refused and named, never guessed: the same activated name at two sites, an
 id that would leave the site's range, a group name that clashes after prefixing, a
-missing uidNumber or gidNumber, a name or id held by a hand-made entry. A refused
+missing uidNumber or gidNumber, a name or id held by a hand-made entry, a name that
+is no POSIX name. A refused
 name's entry from an earlier sync stays as it was. A second run changes nothing.
 
 `check` authenticates a merged user against the home directory (a simple bind to
@@ -22,6 +23,7 @@ slapd or to Samba's AD with the DN at home); the merged directory holds no passw
 
 from __future__ import annotations
 
+import re
 import ssl
 import time
 from dataclasses import dataclass, field
@@ -37,6 +39,7 @@ USER_CLASSES = ["account", "posixAccount", OWNED_CLASS]
 GROUP_CLASSES = ["posixGroup", OWNED_CLASS]
 USER_ATTRS = ("cn", "uidNumber", "gidNumber", "homeDirectory", "loginShell", "gecos", "geofedSite", "geofedSource")
 GROUP_ATTRS = ("gidNumber", "memberUid", "geofedSite", "geofedSource")
+POSIX_NAME_RE = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
 PAGE = 1000
 WINDOW = 64  # writes in flight to the admin server
 
@@ -180,6 +183,9 @@ def merge(fed: Federation, homes: dict[str, HomeRead], held: dict) -> Merge:
         m.read[code] = {"users": len(home.users), "activated": len(activated), "groups": len(home.groups)}
         for u in activated:
             where = f"{code}:{u['dn']}"
+            if not POSIX_NAME_RE.match(u["name"] or ""):
+                m.refuse("bad-name", u["name"], "user", "not a POSIX login name (a-z 0-9 _ . -, at most 32)", [where])
+                continue
             if u["uid"] is None or u["gid"] is None:
                 m.refuse("missing-id", u["name"], "user", f"activated at {code} without a "
                          f"{'uidNumber' if u['uid'] is None else 'gidNumber'}", [where])
@@ -199,7 +205,8 @@ def merge(fed: Federation, homes: dict[str, HomeRead], held: dict) -> Merge:
             continue
         code, u, uid, gid = found[0]
         if name in held["users"]:
-            m.refuse("name-taken", name, "user", f"the admin directory has a hand-made {held['users'][name]}", sources)
+            m.refuse("name-taken", name, "user", f"the admin directory has a hand-made {held['users'][name]['dn']}",
+                     sources)
             continue
         if uid in held["uids"]:
             m.refuse("id-taken", name, "user", f"uidNumber {uid} belongs to the hand-made {held['uids'][uid]}", sources)
@@ -215,6 +222,10 @@ def merge(fed: Federation, homes: dict[str, HomeRead], held: dict) -> Merge:
             where = f"{code}:{g['dn']}"
             if g["gid"] is None:
                 continue  # not a POSIX group
+            if not POSIX_NAME_RE.match(name):
+                m.refuse("bad-name", name, "group", "not a POSIX group name after prefixing (a-z 0-9 _ . -, at most "
+                         "32)", [where])
+                continue
             gid = d.merged_id(g["gid"])
             if gid is None:
                 m.refuse("id-range", name, "group", f"gidNumber {g['gid']} + {d.offset} leaves site {code}'s range "
@@ -228,7 +239,7 @@ def merge(fed: Federation, homes: dict[str, HomeRead], held: dict) -> Merge:
                      f"{name} after prefixing", sources)
             continue
         if name in held["groups"]:
-            m.refuse("group-clash", name, "group", f"the admin directory has a hand-made {held['groups'][name]}",
+            m.refuse("group-clash", name, "group", f"the admin directory has a hand-made {held['groups'][name]['dn']}",
                      sources)
             continue
         code, g, gid = found[0]
@@ -245,7 +256,10 @@ def merge(fed: Federation, homes: dict[str, HomeRead], held: dict) -> Merge:
 
 
 def read_admin(conn, base: str) -> tuple[dict, dict, dict]:
-    """(owned users, owned groups, hand-made holdings) of the admin directory."""
+    """(owned users, owned groups, hand-made entries) of the admin directory, by name.
+
+    The hand-made ones are {"users": {name: attributes}, "groups": ..., "uids": {id: dn},
+    "gids": ...}: the merge refuses what they hold, and passwd and group list them."""
     owned_users, owned_groups = {}, {}
     held = {"users": {}, "groups": {}, "uids": {}, "gids": {}}
     for e in _paged(conn, base, "(|(objectClass=posixAccount)(objectClass=posixGroup))",
@@ -254,11 +268,11 @@ def read_admin(conn, base: str) -> tuple[dict, dict, dict]:
         classes = {c.lower() for c in a.get("objectClass", [])}
         user = "posixaccount" in classes
         name = _one(a.get("uid")) if user else _one(a.get("cn"))
+        entry = {"dn": e["dn"], **{k: _norm(a.get(k)) for k in (USER_ATTRS if user else GROUP_ATTRS)}}
         if OWNED_CLASS.lower() in classes:
-            (owned_users if user else owned_groups)[name] = {"dn": e["dn"], **{k: _norm(a.get(k)) for k in
-                                                             (USER_ATTRS if user else GROUP_ATTRS)}}
+            (owned_users if user else owned_groups)[name] = entry
         else:
-            (held["users"] if user else held["groups"])[name] = e["dn"]
+            (held["users"] if user else held["groups"])[name] = entry
             number = _int(_one(a.get("uidNumber" if user else "gidNumber")))
             if number is not None:
                 (held["uids"] if user else held["gids"])[number] = e["dn"]
@@ -345,28 +359,66 @@ def apply(conn, changes: list[dict]) -> list[str]:
     return errors
 
 
-def files(conn, base: str, out: Path) -> tuple[Path, Path]:
-    """passwd and group files of every POSIX entry in the admin directory (merged and hand-made)."""
-    users = _paged(conn, base, "(objectClass=posixAccount)",
-                   ["uid", "uidNumber", "gidNumber", "gecos", "cn", "homeDirectory", "loginShell"])
-    groups = _paged(conn, base, "(objectClass=posixGroup)", ["cn", "gidNumber", "memberUid"])
-    pw = []
-    for e in sorted(users, key=lambda e: int(_one(e["attributes"]["uidNumber"]))):
-        a = e["attributes"]
-        pw.append(":".join([_one(a["uid"]), "x", str(_one(a["uidNumber"])), str(_one(a["gidNumber"])),
-                            _one(a.get("gecos")) or _one(a.get("cn")) or "", _one(a["homeDirectory"]),
-                            _one(a.get("loginShell")) or "/bin/sh"]))
-    gr = [":".join([_one(e["attributes"]["cn"]), "x", str(_one(e["attributes"]["gidNumber"])),
-                    ",".join(sorted(e["attributes"].get("memberUid") or []))])
-          for e in sorted(groups, key=lambda e: int(_one(e["attributes"]["gidNumber"])))]
+def applied(changes: list[dict], owned_users: dict, owned_groups: dict) -> tuple[dict, dict]:
+    """The owned entries once `changes` are made (what the admin server then holds)."""
+    users, groups = {k: dict(v) for k, v in owned_users.items()}, {k: dict(v) for k, v in owned_groups.items()}
+    for c in changes:
+        entries = users if c["entry"] == "user" else groups
+        if c["op"] == "delete":
+            del entries[c["name"]]
+        elif c["op"] == "add":
+            entries[c["name"]] = dict(c["attributes"], dn=c["dn"])
+        else:
+            entries[c["name"]].update(c["attributes"])
+    return users, groups
+
+
+def write_files(out: Path, users: dict, groups: dict) -> list[Path]:
+    """passwd and group files of POSIX users and groups by name (merged and hand-made), by id."""
+    def many(v):
+        return [] if v is None else v if isinstance(v, list) else [v]
+    pw = [":".join([name, "x", str(a["uidNumber"]), str(a["gidNumber"]), a.get("gecos") or a.get("cn") or "",
+                    a["homeDirectory"], a.get("loginShell") or "/bin/sh"])
+          for name, a in sorted(users.items(), key=lambda kv: int(kv[1]["uidNumber"]))]
+    gr = [":".join([name, "x", str(a["gidNumber"]), ",".join(sorted(many(a.get("memberUid"))))])
+          for name, a in sorted(groups.items(), key=lambda kv: int(kv[1]["gidNumber"]))]
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, lines in (("passwd", pw), ("group", gr)):
         tmp = out / f".{name}.tmp"
-        tmp.writevalue_text("".join(line + "\n" for line in lines))
+        tmp.write_text("".join(line + "\n" for line in lines))
         tmp.replace(out / name)
         paths.append(out / name)
-    return paths[0], paths[1]
+    return paths
+
+
+def _read_site(state: dict, code: str, d: SiteDirectory) -> HomeRead:
+    conn = connect(state["servers"][code], state["ca"])
+    try:
+        return (read_ldap if d.kind == "ldap" else read_ad)(conn, d)
+    finally:
+        conn.unbind()
+
+
+def _read_admin(state: dict) -> tuple[dict, dict, dict]:
+    conn = connect(state["servers"]["admin"], state["ca"])
+    try:
+        return read_admin(conn, state["servers"]["admin"]["base"])
+    finally:
+        conn.unbind()
+
+
+def read_all(fed: Federation, state: dict) -> tuple[dict[str, HomeRead], tuple[dict, dict, dict]]:
+    """Every home and the admin directory, read at once by one process each: decoding
+    LDAP in Python is the sync's main cost, and the servers are separate processes too."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    sites = [s for s in fed.sites if s.directory]
+    # fork: the workers inherit the namespace this thread entered
+    with ProcessPoolExecutor(len(sites) + 1, mp_context=multiprocessing.get_context("fork")) as pool:
+        homes = {s.code: pool.submit(_read_site, state, s.code, s.directory) for s in sites}
+        admin = pool.submit(_read_admin, state)
+        return {code: f.result() for code, f in homes.items()}, admin.result()
 
 
 def sync(fed: Federation, dry_run: bool = False, out: Path | None = None, progress=lambda _m: None) -> dict:
@@ -374,46 +426,38 @@ def sync(fed: Federation, dry_run: bool = False, out: Path | None = None, progre
     state = directory.require_up(fed)
     directory.enter(state)
     t0 = time.monotonic()
-    homes = {}
-    for s in fed.sites:
-        if not s.directory:
-            continue
-        conn = connect(state["servers"][s.code], state["ca"])
-        try:
-            homes[s.code] = (read_ldap if s.directory.kind == "ldap" else read_ad)(conn, s.directory)
-        finally:
-            conn.unbind()
-        progress(f"site {s.code}: {len(homes[s.code].users)} users, {len(homes[s.code].groups)} groups read")
+    homes, (owned_users, owned_groups, held) = read_all(fed, state)
+    for code, home in homes.items():
+        progress(f"site {code}: {len(home.users)} users, {len(home.groups)} groups read")
     t_read = time.monotonic()
+    m = merge(fed, homes, held)
     admin = state["servers"]["admin"]
-    conn = connect(admin, state["ca"])
-    try:
-        owned_users, owned_groups, held = read_admin(conn, admin["base"])
-        m = merge(fed, homes, held)
-        changes = plan(m, owned_users, owned_groups, admin["base"])
-        t_plan = time.monotonic()
-        errors = []
-        if not dry_run and changes:
-            progress(f"writing {len(changes)} changes to the admin directory")
-            writer = connect(admin, state["ca"], pipelined=True)
-            try:
-                errors = apply(writer, changes)
-            finally:
-                writer.unbind()
-        t_apply = time.monotonic()
-        paths = None
-        if not dry_run and out is not None:
-            paths = files(conn, admin["base"], out)
-    finally:
-        conn.unbind()
+    changes = plan(m, owned_users, owned_groups, admin["base"])
+    t_plan = time.monotonic()
+    errors = []
+    if not dry_run and changes:
+        progress(f"writing {len(changes)} changes to the admin directory")
+        writer = connect(admin, state["ca"], pipelined=True)
+        try:
+            errors = apply(writer, changes)
+        finally:
+            writer.unbind()
+    t_apply = time.monotonic()
+    paths = []
+    if not dry_run and out is not None:
+        if errors:  # what the server holds is not what was planned: ask it
+            owned_users, owned_groups, held = _read_admin(state)
+        else:
+            owned_users, owned_groups = applied(changes, owned_users, owned_groups)
+        paths = write_files(out, {**held["users"], **owned_users}, {**held["groups"], **owned_groups})
     count = lambda op, kind: sum(1 for c in changes if c["op"] == op and c["entry"] == kind)  # noqa: E731
     return {
         "dry_run": dry_run, "sites": m.read, "merged_users": len(m.users), "merged_groups": len(m.groups),
         "changes": changes, "errors": errors, "collisions": m.collisions,
         "counts": {f"{op}_{kind}s": count(op, kind) for op in ("add", "modify", "delete") for kind in ("user", "group")},
         "seconds": {"read": t_read - t0, "merge": t_plan - t_read, "write": t_apply - t_plan,
-                    "total": time.monotonic() - t0},
-        "files": [str(p) for p in paths] if paths else [],
+                    "files": time.monotonic() - t_apply, "total": time.monotonic() - t0},
+        "files": [str(p) for p in paths],
     }
 
 

@@ -38,8 +38,10 @@ def bench(recs: list[dict], outdir: Path) -> str:
                    f"servers up and loaded in {d['servers_up_s']:.1f} s; targets: first sync &lt; "
                    f"{d['targets_s']['first']:g} s, re-sync &lt; {d['targets_s']['resync']:g} s: "
                    f"{'met' if d['ok'] else 'NOT met'}</p>")
-        out.append(table(["run", "read [s]", "merge [s]", "write [s]", "total [s]", "changes", "users", "groups"],
+        out.append(table(["run", "read [s]", "merge [s]", "write [s]", "files [s]", "total [s]", "changes", "users",
+                          "groups"],
                          [[x["run"], num(x["seconds"]["read"], ".2f"), num(x["seconds"]["merge"], ".2f"),
-                           num(x["seconds"]["write"], ".2f"), num(x["seconds"]["total"], ".2f"), x["changes"],
+                           num(x["seconds"]["write"], ".2f"), num(x["seconds"].get("files"), ".2f"),
+                           num(x["seconds"]["total"], ".2f"), x["changes"],
                            x["merged_users"], x["merged_groups"]] for x in d["runs"]]))
     return "\n".join(out) or esc("no runs")
