@@ -14,8 +14,8 @@ made by hand in the admin directory survives every sync. What cannot be merged
 safely is refused and named, never guessed: the same activated name at two sites, an
 id that would leave the site's range, a group name that clashes after prefixing, a
 missing uidNumber or gidNumber, a name or id held by a hand-made entry, a name that
-is no POSIX name. A refused
-name's entry from an earlier sync stays as it was. A second run changes nothing.
+is no POSIX name. A refused name's entry from an earlier sync stays as it was. A
+second run changes nothing.
 
 `check` authenticates a merged user against the home directory (a simple bind to
 slapd or to Samba's AD with the DN at home); the merged directory holds no password.
@@ -29,10 +29,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from geofed.errors import UserError
 from geofed.federation import Federation, SiteDirectory
 from geofed.ops import directory
 from geofed.ops.userbase import UF_ACCOUNTDISABLE
+from geofed.testbed.host import HostError
 
 OWNED_CLASS = "geofedEntry"
 USER_CLASSES = ["account", "posixAccount", OWNED_CLASS]
@@ -65,11 +65,11 @@ def connect(server: dict, ca: str, user: str | None = None, password: str | None
     try:
         conn.open()
         if not ldaps and not conn.start_tls():
-            raise UserError(f"StartTLS with {server['host']}:{port} failed: {conn.result.get('description')}")
+            raise HostError(f"StartTLS with {server['host']}:{port} failed: {conn.result.get('description')}")
         if bind and not conn.bind():
-            raise UserError(f"bind as {conn.user} at {server['host']}:{port} failed: {conn.result.get('description')}")
+            raise HostError(f"bind as {conn.user} at {server['host']}:{port} failed: {conn.result.get('description')}")
     except ldap3.core.exceptions.LDAPException as e:
-        raise UserError(f"cannot talk to the directory at {server['host']}:{port}: {e}") from None
+        raise HostError(f"cannot talk to the directory at {server['host']}:{port}: {e}") from None
     return conn
 
 
@@ -340,7 +340,7 @@ def apply(conn, changes: list[dict]) -> list[str]:
     errors, pending = [], []
 
     def settle(msgid, change):
-        _response, result = conn.get_response(msgid)
+        _response, result = conn.get_response(msgid, timeout=120)  # ldap3 waits 3 s by default
         if result["result"] != 0:
             errors.append(f"{change['op']} {change['dn']}: {result['description']} {result.get('message', '')}".strip())
     for c in changes:
