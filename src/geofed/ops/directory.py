@@ -30,6 +30,7 @@ import subprocess
 import time
 from pathlib import Path
 from typing import Callable
+from urllib.parse import quote
 
 from geofed.errors import UserError
 from geofed.federation import Federation, Site, SiteDirectory
@@ -413,9 +414,12 @@ def _slapd_admin(d: Path, fed: Federation, state: dict, netns, addr, ports) -> d
     base = fed.directory.base
     _slapadd(conf, base, [_base_entry(base), (f"ou=people,{base}", {"objectClass": ["organizationalUnit"], "ou": "people"}),
                     (f"ou=groups,{base}", {"objectClass": ["organizationalUnit"], "ou": "groups"})])
+    # Its own tool (users sync) writes through a Unix socket in the run directory (root's only).
+    ldapi = d / "ldapi"
     return {"kind": "ldap", "dir": str(d), "netns": netns, "host": addr, "port": ports[0], "ldaps_port": ports[1],
-            "base": base, "bind_dn": rootdn, "password": password, "view": view_base(fed),
-            "argv": [SLAPD, "-f", str(conf), "-h", f"ldap://{addr}:{ports[0]}/ ldaps://{addr}:{ports[1]}/", "-d", "0"]}
+            "base": base, "bind_dn": rootdn, "password": password, "view": view_base(fed), "ldapi": str(ldapi),
+            "argv": [SLAPD, "-f", str(conf), "-h", f"ldap://{addr}:{ports[0]}/ ldaps://{addr}:{ports[1]}/ "
+                     f"ldapi://{quote(str(ldapi), safe='')}/", "-d", "0"]}
 
 
 # ---------------------------------------------------------------- down and status

@@ -28,6 +28,7 @@ import ssl
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 from geofed.federation import Federation, SiteDirectory
 from geofed.ops import directory
@@ -48,23 +49,30 @@ WINDOW = 64  # writes in flight to the admin server
 
 
 def connect(server: dict, ca: str, user: str | None = None, password: str | None = None, ldaps: bool = False,
-            pipelined: bool = False, bind: bool = True):
+            bind: bool = True, local: bool = False):
     """An ldap3 connection to `server` (from the directory's state) over TLS checked
     against the federation's CA: StartTLS on the LDAP port, or LDAPS; bound as the
     server's administrator unless `user` is given, and not bound at all with bind=False.
-    `pipelined`: the ASYNC strategy, where the next request goes out before the last is answered."""
+
+    `local`: the admin server's Unix socket instead, pipelined (ldap3's ASYNC strategy:
+    the next request goes out before the last is answered). Not over TLS, where that
+    strategy reads and writes one TLS socket from two threads and broke the connection
+    within 40,000 adds here."""
     import ldap3
-    tls = ldap3.Tls(validate=ssl.CERT_REQUIRED, ca_certs_file=ca, version=ssl.PROTOCOL_TLS_CLIENT)
-    port = server["ldaps_port"] if ldaps else server["port"]
-    srv = ldap3.Server(server["host"], port=port, use_ssl=ldaps, tls=tls, get_info=ldap3.NONE, connect_timeout=10)
+    if local:
+        srv = ldap3.Server(f"ldapi://{quote(server['ldapi'], safe='')}", get_info=ldap3.NONE, connect_timeout=10)
+        port = server["ldapi"]
+    else:
+        tls = ldap3.Tls(validate=ssl.CERT_REQUIRED, ca_certs_file=ca, version=ssl.PROTOCOL_TLS_CLIENT)
+        port = server["ldaps_port"] if ldaps else server["port"]
+        srv = ldap3.Server(server["host"], port=port, use_ssl=ldaps, tls=tls, get_info=ldap3.NONE, connect_timeout=10)
     if user is None:
         user, password = server["bind_dn"], server["password"]
-    conn = ldap3.Connection(srv, user=user, password=password,
-                            client_strategy=ldap3.ASYNC if pipelined else ldap3.SYNC,
+    conn = ldap3.Connection(srv, user=user, password=password, client_strategy=ldap3.ASYNC if local else ldap3.SYNC,
                             receive_timeout=120, raise_exceptions=False, auto_referrals=False)
     try:
         conn.open()
-        if not ldaps and not conn.start_tls():
+        if not ldaps and not local and not conn.start_tls():
             raise HostError(f"StartTLS with {server['host']}:{port} failed: {conn.result.get('description')}")
         if bind and not conn.bind():
             raise HostError(f"bind as {conn.user} at {server['host']}:{port} failed: {conn.result.get('description')}")
@@ -334,28 +342,33 @@ def value_text(v):
     return str(v)
 
 
-def apply(conn, changes: list[dict]) -> list[str]:
-    """Send the changes to the admin server, WINDOW in flight at a time; the errors, if any."""
+def apply(server: dict, changes: list[dict]) -> list[str]:
+    """Make the changes at the admin server, WINDOW in flight at a time; the errors, if any.
+    Each change is to another entry, so their order does not matter."""
     import ldap3
+    conn = connect(server, "", local=True)
     errors, pending = [], []
 
     def settle(msgid, change):
         _response, result = conn.get_response(msgid, timeout=120)  # ldap3 waits 3 s by default
         if result["result"] != 0:
             errors.append(f"{change['op']} {change['dn']}: {result['description']} {result.get('message', '')}".strip())
-    for c in changes:
-        if c["op"] == "add":
-            msgid = conn.add(c["dn"], c["classes"], c["attributes"])
-        elif c["op"] == "delete":
-            msgid = conn.delete(c["dn"])
-        else:
-            msgid = conn.modify(c["dn"], {k: [(ldap3.MODIFY_REPLACE, [] if v is None else v if isinstance(v, list)
-                                                                      else [v])] for k, v in c["attributes"].items()})
-        pending.append((msgid, c))
-        if len(pending) >= WINDOW:
-            settle(*pending.pop(0))
-    for p in pending:
-        settle(*p)
+    try:
+        for c in changes:
+            if c["op"] == "add":
+                msgid = conn.add(c["dn"], c["classes"], c["attributes"])
+            elif c["op"] == "delete":
+                msgid = conn.delete(c["dn"])
+            else:
+                msgid = conn.modify(c["dn"], {k: [(ldap3.MODIFY_REPLACE, [] if v is None else v if isinstance(v, list)
+                                                   else [v])] for k, v in c["attributes"].items()})
+            pending.append((msgid, c))
+            if len(pending) >= WINDOW:
+                settle(*pending.pop(0))
+        for p in pending:
+            settle(*p)
+    finally:
+        conn.unbind()
     return errors
 
 
@@ -437,11 +450,7 @@ def sync(fed: Federation, dry_run: bool = False, out: Path | None = None, progre
     errors = []
     if not dry_run and changes:
         progress(f"writing {len(changes)} changes to the admin directory")
-        writer = connect(admin, state["ca"], pipelined=True)
-        try:
-            errors = apply(writer, changes)
-        finally:
-            writer.unbind()
+        errors = apply(admin, changes)
     t_apply = time.monotonic()
     paths = []
     if not dry_run and out is not None:
