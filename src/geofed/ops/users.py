@@ -69,7 +69,8 @@ def connect(server: dict, ca: str, user: str | None = None, password: str | None
     if user is None:
         user, password = server["bind_dn"], server["password"]
     conn = ldap3.Connection(srv, user=user, password=password, client_strategy=ldap3.ASYNC if local else ldap3.SYNC,
-                            receive_timeout=120, raise_exceptions=False, auto_referrals=False)
+                            receive_timeout=120, raise_exceptions=False, auto_referrals=False,
+                            check_names=False)  # values as text, without ldap3's formatting (a third of the decoding)
     try:
         conn.open()
         if not ldaps and not local and not conn.start_tls():
@@ -104,7 +105,7 @@ class HomeRead:
 def read_ldap(conn, d: SiteDirectory) -> HomeRead:
     attr = d.activation_attribute
     users = []
-    for e in _paged(conn, d.base, "(objectClass=posixAccount)",
+    for e in _paged(conn, d.base, f"(&(objectClass=posixAccount){_activation_filter(d)})",
                     ["uid", "uidNumber", "gidNumber", "cn", "gecos", "homeDirectory", "loginShell", attr]):
         a = e["attributes"]
         name = _one(a.get("uid"))
@@ -128,7 +129,9 @@ def read_ad(conn, d: SiteDirectory) -> HomeRead:
               for e in _paged(conn, d.base, "(&(objectClass=group)(gidNumber=*))", ["sAMAccountName", "gidNumber"])]
     by_dn = {g["dn"].lower(): g for g in groups}
     users = []
-    for e in _paged(conn, d.base, "(&(objectCategory=person)(objectClass=user))",
+    # Disabled accounts (userAccountControl bit 2, by AD's bitwise-and matching rule) stay at home.
+    for e in _paged(conn, d.base, f"(&(objectCategory=person)(objectClass=user){_activation_filter(d)}"
+                                  "(!(userAccountControl:1.2.840.113556.1.4.803:=2)))",
                     ["sAMAccountName", "uidNumber", "gidNumber", "displayName", "unixHomeDirectory", "loginShell",
                      "userAccountControl", "memberOf", attr]):
         a = e["attributes"]
@@ -143,6 +146,12 @@ def read_ad(conn, d: SiteDirectory) -> HomeRead:
             if g.lower() in by_dn:
                 by_dn[g.lower()]["members"].append(name.lower())
     return HomeRead(users, groups)
+
+
+def _activation_filter(d: SiteDirectory) -> str:
+    """Only activated users are read: at a university most accounts are not the cluster's."""
+    from ldap3.utils.conv import escape_filter_chars
+    return f"({d.activation_attribute}={escape_filter_chars(d.activation_value)})"
 
 
 def _int(v) -> int | None:
@@ -188,7 +197,7 @@ def merge(fed: Federation, homes: dict[str, HomeRead], held: dict) -> Merge:
     for code, home in homes.items():
         d = fed.site(code).directory
         activated = [u for u in home.users if u["activated"]]
-        m.read[code] = {"users": len(home.users), "activated": len(activated), "groups": len(home.groups)}
+        m.read[code] = {"activated": len(activated), "groups": len(home.groups)}
         for u in activated:
             where = f"{code}:{u['dn']}"
             if not POSIX_NAME_RE.match(u["name"] or ""):
@@ -270,20 +279,21 @@ def read_admin(conn, base: str) -> tuple[dict, dict, dict]:
     "gids": ...}: the merge refuses what they hold, and passwd and group list them."""
     owned_users, owned_groups = {}, {}
     held = {"users": {}, "groups": {}, "uids": {}, "gids": {}}
-    for e in _paged(conn, base, "(|(objectClass=posixAccount)(objectClass=posixGroup))",
-                    ["objectClass", "uid", "cn", *USER_ATTRS, *GROUP_ATTRS]):
-        a = e["attributes"]
-        classes = {c.lower() for c in a.get("objectClass", [])}
-        user = "posixaccount" in classes
-        name = _one(a.get("uid")) if user else _one(a.get("cn"))
-        entry = {"dn": e["dn"], **{k: _norm(a.get(k)) for k in (USER_ATTRS if user else GROUP_ATTRS)}}
-        if OWNED_CLASS.lower() in classes:
-            (owned_users if user else owned_groups)[name] = entry
-        else:
-            (held["users"] if user else held["groups"])[name] = entry
-            number = _int(_one(a.get("uidNumber" if user else "gidNumber")))
-            if number is not None:
-                (held["uids"] if user else held["gids"])[number] = e["dn"]
+    attrs = ["uid", "cn", *USER_ATTRS, *GROUP_ATTRS]
+    for owned, flt in ((True, f"(objectClass={OWNED_CLASS})"),
+                       (False, f"(&(|(objectClass=posixAccount)(objectClass=posixGroup))(!(objectClass={OWNED_CLASS})))")):
+        for e in _paged(conn, base, flt, attrs):
+            a = e["attributes"]
+            user = bool(a.get("uidNumber"))  # posixAccount must have one, posixGroup cannot
+            name = _one(a.get("uid")) if user else _one(a.get("cn"))
+            entry = {"dn": e["dn"], **{k: _norm(a.get(k) or None) for k in (USER_ATTRS if user else GROUP_ATTRS)}}
+            if owned:
+                (owned_users if user else owned_groups)[name] = entry
+            else:
+                (held["users"] if user else held["groups"])[name] = entry
+                number = _int(_one(a.get("uidNumber" if user else "gidNumber")))
+                if number is not None:
+                    (held["uids"] if user else held["gids"])[number] = e["dn"]
     return owned_users, owned_groups, held
 
 

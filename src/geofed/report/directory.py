@@ -15,14 +15,14 @@ def syncs(recs: list[dict], outdir: Path) -> str:
         d = r["data"]
         c = d["counts"]
         rows.append([r["created"], r["meta"].get("federation", "-"),
-                     ", ".join(f"{code}: {s['activated']}/{s['users']}" for code, s in d["sites"].items()),
+                     ", ".join(f"{code}: {s['activated']}" for code, s in d["sites"].items()),
                      d["merged_users"], d["merged_groups"],
                      f"+{c['add_users']} ~{c['modify_users']} -{c['delete_users']}",
                      f"+{c['add_groups']} ~{c['modify_groups']} -{c['delete_groups']}",
                      len(d["collisions"]), num(d["seconds"]["total"], ".2f")])
         refused += [[r["created"], x["kind"], x["entry"], x["name"], x["detail"], "; ".join(x["sources"])]
                     for x in d["collisions"]]
-    out = table(["when", "federation", "activated/read per site", "users", "groups", "user changes",
+    out = table(["when", "federation", "activated per site", "users", "groups", "user changes",
                  "group changes", "refused", "seconds"], rows)
     if refused:
         out += "<h3>Refused</h3>" + table(["when", "kind", "entry", "name", "why", "at home"], refused)
