@@ -122,3 +122,15 @@ def test_names_that_are_no_posix_names_are_refused():
     m = users.merge(fed, homes, no_held())
     assert list(m.users) == ["ok.name"] and m.groups == {}
     assert sorted((c["kind"], c["name"]) for c in m.collisions) == [("bad-name", "John Smith"), ("bad-name", "ma" + long)]
+
+
+def test_a_group_without_members_is_stable_across_syncs():
+    """The admin server has no memberUid for it; the merge wants none: no change."""
+    fed = federation.load("ma-hd")
+    homes = {"M": HomeRead([], [{"name": "empty", "dn": "cn=empty", "gid": 1, "members": []}]), "H": HomeRead([], [])}
+    m = users.merge(fed, homes, no_held())
+    [add] = users.plan(m, {}, {}, "o=x")
+    assert add["op"] == "add" and "memberUid" not in add["attributes"]
+    read_back = {"maempty": {"dn": add["dn"], "gidNumber": "100001", "memberUid": None, "geofedSite": "M",
+                             "geofedSource": "cn=empty"}}
+    assert users.plan(m, {}, read_back, "o=x") == []
