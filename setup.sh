@@ -19,14 +19,15 @@ if command -v "$PY" >/dev/null && ! "$PY" -c 'import ensurepip, venv' 2>/dev/nul
 /usr/bin/python3 -c 'import simgrid' 2>/dev/null || apt_missing+=(python3-simgrid)
 # OpenBLAS, the BLAS that HPL is built with (`geofed bench hpl`)
 [ -e /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h ] || apt_missing+=(libopenblas-dev)
-# The directory servers of `geofed directory` (OpenLDAP, Samba's AD DC, the LDAP tools);
+# The directory servers of `geofed ops directory` (OpenLDAP, Samba's AD DC, the LDAP tools);
 # geofed runs them as its own foreground children, never as the system's services.
 directory_missing=()
-command -v slapd >/dev/null || [ -x /usr/sbin/slapd ] || directory_missing+=(slapd)
+[ -x /usr/sbin/slapd ] || directory_missing+=(slapd)
 command -v ldapsearch >/dev/null || directory_missing+=(ldap-utils)
-command -v samba-tool >/dev/null || directory_missing+=(samba samba-ad-dc samba-ad-provision)
+[ -x /usr/sbin/samba ] && command -v samba-tool >/dev/null || directory_missing+=(samba samba-ad-dc)
+[ -d /usr/share/samba/setup/ad-schema ] || directory_missing+=(samba-ad-provision)
 command -v ldbadd >/dev/null || directory_missing+=(ldb-tools)
-command -v certtool >/dev/null || command -v openssl >/dev/null || directory_missing+=(openssl)
+command -v openssl >/dev/null || directory_missing+=(openssl)
 apt_missing+=("${directory_missing[@]}")
 if [ ${#apt_missing[@]} -gt 0 ]; then
   echo "setup: installing ${apt_missing[*]} with apt"
