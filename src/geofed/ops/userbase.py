@@ -96,9 +96,12 @@ HEIDELBERG = _fixture(
 )
 
 
-def generated(n_users: int, n_groups: int, seed_name: str, changed: set[int] = frozenset()) -> HomeSite:
-    """A large site for the benchmark: users u<seed>00001..., each in its primary group and
-    one more; every tenth is not activated. Users in `changed` get another surname."""
+GENERATED_FIRST_ID = 10000
+
+
+def generated(n_users: int, n_groups: int, seed_name: str) -> HomeSite:
+    """A large site for the benchmark: users <seed_name>000000..., each in its primary group
+    and one more; every tenth is not activated."""
     groups = [HomeGroup(f"{seed_name}g{g:05d}", 1000 + g, []) for g in range(n_groups)]
     users = []
     for i in range(n_users):
@@ -106,7 +109,7 @@ def generated(n_users: int, n_groups: int, seed_name: str, changed: set[int] = f
         primary = groups[i % n_groups]
         primary.members.append(name)
         groups[(i * 7 + 3) % n_groups].members.append(name)
-        users.append(HomeUser(name, "Test", "Changed" if i in changed else f"User{i}", 10000 + i, primary.gid,
+        users.append(HomeUser(name, "Test", f"User{i}", GENERATED_FIRST_ID + i, primary.gid,
                               activated=i % 10 != 0))
     for g in groups:
         g.members = sorted(set(g.members))
