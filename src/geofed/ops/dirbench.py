@@ -106,6 +106,9 @@ def format_table(rec: dict) -> str:
         lines.append(f"{r['run']:<14} {s['read']:>9.2f} {s['merge']:>9.2f} {s['write']:>9.2f} {s['files']:>9.2f} "
                      f"{s['total']:>9.2f} "
                      f"{r['changes']:>8} {r['merged_users']:>7} {r['merged_groups']:>7}")
+    lines.append("each read [s]: " + "; ".join(f"{r['run']}: " + ", ".join(f"{k} {v:.2f}" for k, v in
+                                                                      r["seconds"].get("read_each", {}).items())
+                                               for r in d["runs"]))
     lines.append(f"targets: first sync < {d['targets_s']['first']:g} s, re-sync < {d['targets_s']['resync']:g} s: "
                  f"{'met' if d['ok'] else 'NOT met'}")
     return "\n".join(lines)

@@ -415,25 +415,28 @@ def write_files(out: Path, users: dict, groups: dict) -> list[Path]:
     return paths
 
 
-def _read_site(state: dict, code: str, d: SiteDirectory) -> HomeRead:
+def _read_site(state: dict, code: str, d: SiteDirectory) -> tuple[HomeRead, float]:
+    t0 = time.monotonic()
     conn = connect(state["servers"][code], state["ca"])
     try:
-        return (read_ldap if d.kind == "ldap" else read_ad)(conn, d)
+        return (read_ldap if d.kind == "ldap" else read_ad)(conn, d), time.monotonic() - t0
     finally:
         conn.unbind()
 
 
-def _read_admin(state: dict) -> tuple[dict, dict, dict]:
+def _read_admin(state: dict) -> tuple[tuple[dict, dict, dict], float]:
+    t0 = time.monotonic()
     conn = connect(state["servers"]["admin"], state["ca"])
     try:
-        return read_admin(conn, state["servers"]["admin"]["base"])
+        return read_admin(conn, state["servers"]["admin"]["base"]), time.monotonic() - t0
     finally:
         conn.unbind()
 
 
-def read_all(fed: Federation, state: dict) -> tuple[dict[str, HomeRead], tuple[dict, dict, dict]]:
-    """Every home and the admin directory, read at once by one process each: decoding
-    LDAP in Python is the sync's main cost, and the servers are separate processes too."""
+def read_all(fed: Federation, state: dict) -> tuple[dict[str, HomeRead], tuple[dict, dict, dict], dict]:
+    """Every home and the admin directory, read at once by one process each (decoding
+    LDAP in Python is the sync's main cost, and the servers are separate processes too);
+    and the seconds each read took."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     sites = [s for s in fed.sites if s.directory]
@@ -441,7 +444,10 @@ def read_all(fed: Federation, state: dict) -> tuple[dict[str, HomeRead], tuple[d
     with ProcessPoolExecutor(len(sites) + 1, mp_context=multiprocessing.get_context("fork")) as pool:
         homes = {s.code: pool.submit(_read_site, state, s.code, s.directory) for s in sites}
         admin = pool.submit(_read_admin, state)
-        return {code: f.result() for code, f in homes.items()}, admin.result()
+        homes = {code: f.result() for code, f in homes.items()}
+        admin, admin_s = admin.result()
+    seconds = {code: t for code, (_, t) in homes.items()}
+    return {code: h for code, (h, _) in homes.items()}, admin, dict(seconds, admin=admin_s)
 
 
 def sync(fed: Federation, dry_run: bool = False, out: Path | None = None, progress=lambda _m: None) -> dict:
@@ -449,7 +455,7 @@ def sync(fed: Federation, dry_run: bool = False, out: Path | None = None, progre
     state = directory.require_up(fed)
     directory.enter(state)
     t0 = time.monotonic()
-    homes, (owned_users, owned_groups, held) = read_all(fed, state)
+    homes, (owned_users, owned_groups, held), read_s = read_all(fed, state)
     for code, home in homes.items():
         progress(f"site {code}: {len(home.users)} users, {len(home.groups)} groups read")
     t_read = time.monotonic()
@@ -465,7 +471,7 @@ def sync(fed: Federation, dry_run: bool = False, out: Path | None = None, progre
     paths = []
     if not dry_run and out is not None:
         if errors:  # what the server holds is not what was planned: ask it
-            owned_users, owned_groups, held = _read_admin(state)
+            (owned_users, owned_groups, held), _ = _read_admin(state)
         else:
             owned_users, owned_groups = applied(changes, owned_users, owned_groups)
         paths = write_files(out, {**held["users"], **owned_users}, {**held["groups"], **owned_groups})
@@ -475,7 +481,7 @@ def sync(fed: Federation, dry_run: bool = False, out: Path | None = None, progre
         "changes": changes, "errors": errors, "collisions": m.collisions,
         "counts": {f"{op}_{kind}s": count(op, kind) for op in ("add", "modify", "delete") for kind in ("user", "group")},
         "seconds": {"read": t_read - t0, "merge": t_plan - t_read, "write": t_apply - t_plan,
-                    "files": time.monotonic() - t_apply, "total": time.monotonic() - t0},
+                    "files": time.monotonic() - t_apply, "total": time.monotonic() - t0, "read_each": read_s},
         "files": [str(p) for p in paths],
     }
 
