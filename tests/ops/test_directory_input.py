@@ -126,12 +126,16 @@ def test_names_that_are_no_posix_names_are_refused():
 
 
 def test_a_group_without_members_is_stable_across_syncs():
-    """The admin server has no memberUid for it; the merge wants none: no change."""
+    """The admin server has no memberUid for it; the merge wants none: no change, by the
+    stored digest, and by the attributes where the digest is stale."""
     fed = federation.load("ma-hd")
     homes = {"M": HomeRead([], [{"name": "empty", "dn": "cn=empty", "gid": 1, "members": []}]), "H": HomeRead([], [])}
     m = users.merge(fed, homes, no_held())
     [add] = users.plan(m, {}, {}, "o=x")
     assert add["op"] == "add" and "memberUid" not in add["attributes"]
-    read_back = {"maempty": {"dn": add["dn"], "gidNumber": "100001", "memberUid": None, "geofedSite": "M",
-                             "geofedSource": "cn=empty"}}
-    assert users.plan(m, {}, read_back, "o=x") == []
+    stored = dict(add["attributes"], dn=add["dn"], gidNumber="100001", memberUid=None)
+    assert users.plan(m, {}, {"maempty": {"dn": add["dn"], "geofedDigest": stored["geofedDigest"], "partial": True}},
+                      "o=x") == []
+    stale = {"maempty": {"dn": add["dn"], "geofedDigest": "stale", "partial": True}}
+    [fix] = users.plan(m, {}, stale, "o=x", fetch=lambda dn, kind: dict(stored, geofedDigest="stale"))
+    assert fix["op"] == "modify" and fix["attributes"] == {"geofedDigest": stored["geofedDigest"]}

@@ -57,9 +57,12 @@ attributetype ( {GEOFED_OID}.1 NAME 'geofedSite'
 attributetype ( {GEOFED_OID}.2 NAME 'geofedSource'
   DESC 'the DN of the entry in its home directory'
   EQUALITY caseIgnoreMatch SYNTAX 1.3.6.1.4.1.1466.115.121.1.15 SINGLE-VALUE )
+attributetype ( {GEOFED_OID}.4 NAME 'geofedDigest'
+  DESC 'SHA-256 of the attributes users sync gave this entry'
+  EQUALITY caseExactMatch SYNTAX 1.3.6.1.4.1.1466.115.121.1.15 SINGLE-VALUE )
 objectclass ( {GEOFED_OID}.3 NAME 'geofedEntry'
   DESC 'made and owned by geofed users sync: it changes and deletes only these'
-  SUP top AUXILIARY MUST ( geofedSite $ geofedSource ) )
+  SUP top AUXILIARY MUST ( geofedSite $ geofedSource ) MAY geofedDigest )
 """
 Progress = Callable[[str], None]
 

@@ -23,6 +23,8 @@ slapd or to Samba's AD with the DN at home); the merged directory holds no passw
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import ssl
 import time
@@ -38,8 +40,9 @@ from geofed.testbed.host import HostError
 OWNED_CLASS = "geofedEntry"
 USER_CLASSES = ["account", "posixAccount", OWNED_CLASS]
 GROUP_CLASSES = ["posixGroup", OWNED_CLASS]
-USER_ATTRS = ("cn", "uidNumber", "gidNumber", "homeDirectory", "loginShell", "gecos", "geofedSite", "geofedSource")
-GROUP_ATTRS = ("gidNumber", "memberUid", "geofedSite", "geofedSource")
+USER_ATTRS = ("cn", "uidNumber", "gidNumber", "homeDirectory", "loginShell", "gecos", "geofedSite", "geofedSource",
+              "geofedDigest")
+GROUP_ATTRS = ("gidNumber", "memberUid", "geofedSite", "geofedSource", "geofedDigest")
 POSIX_NAME_RE = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
 PAGE = 1000
 WINDOW = 64  # writes in flight to the admin server
@@ -279,21 +282,23 @@ def read_admin(conn, base: str) -> tuple[dict, dict, dict]:
     "gids": ...}: the merge refuses what they hold, and passwd and group list them."""
     owned_users, owned_groups = {}, {}
     held = {"users": {}, "groups": {}, "uids": {}, "gids": {}}
-    attrs = ["uid", "cn", *USER_ATTRS, *GROUP_ATTRS]
-    for owned, flt in ((True, f"(objectClass={OWNED_CLASS})"),
-                       (False, f"(&(|(objectClass=posixAccount)(objectClass=posixGroup))(!(objectClass={OWNED_CLASS})))")):
-        for e in _paged(conn, base, flt, attrs):
-            a = e["attributes"]
-            user = bool(a.get("uidNumber"))  # posixAccount must have one, posixGroup cannot
-            name = _one(a.get("uid")) if user else _one(a.get("cn"))
-            entry = {"dn": e["dn"], **{k: _norm(a.get(k) or None) for k in (USER_ATTRS if user else GROUP_ATTRS)}}
-            if owned:
-                (owned_users if user else owned_groups)[name] = entry
-            else:
-                (held["users"] if user else held["groups"])[name] = entry
-                number = _int(_one(a.get("uidNumber" if user else "gidNumber")))
-                if number is not None:
-                    (held["uids"] if user else held["gids"])[number] = e["dn"]
+    # Owned entries by their digest only (the merge's attributes are what it wrote); the
+    # few whose digest differs are fetched whole by `plan`.
+    for e in _paged(conn, base, f"(objectClass={OWNED_CLASS})", ["geofedDigest", "geofedSite"]):
+        rdn, name = e["dn"].split(",", 1)[0].split("=", 1)
+        (owned_users if rdn.lower() == "uid" else owned_groups)[name] = {
+            "dn": e["dn"], "geofedDigest": _one(e["attributes"].get("geofedDigest") or None),
+            "geofedSite": _one(e["attributes"].get("geofedSite") or None), "partial": True}
+    for e in _paged(conn, base, f"(&(|(objectClass=posixAccount)(objectClass=posixGroup))(!(objectClass={OWNED_CLASS})))",
+                    ["uid", "cn", *USER_ATTRS, *GROUP_ATTRS]):
+        a = e["attributes"]
+        user = bool(a.get("uidNumber"))  # posixAccount must have one, posixGroup cannot
+        name = _one(a.get("uid")) if user else _one(a.get("cn"))
+        (held["users"] if user else held["groups"])[name] = \
+            {"dn": e["dn"], **{k: _norm(a.get(k) or None) for k in (USER_ATTRS if user else GROUP_ATTRS)}}
+        number = _int(_one(a.get("uidNumber" if user else "gidNumber")))
+        if number is not None:
+            (held["uids"] if user else held["gids"])[number] = e["dn"]
     return owned_users, owned_groups, held
 
 
@@ -315,11 +320,20 @@ def _want(attrs: dict) -> dict:
             if not v:
                 v = None
         out[k] = v
+    out["geofedDigest"] = digest(out)
     return out
 
 
-def plan(m: Merge, owned_users: dict, owned_groups: dict, base: str) -> list[dict]:
-    """The changes that bring the owned entries to the merge: add, modify, delete."""
+def digest(attrs: dict) -> str:
+    """The digest of a merged entry's attributes, stored with it: a second sync compares
+    digests and reads no more than that of an entry that did not change."""
+    text = json.dumps({k: value_text(v) for k, v in sorted(attrs.items()) if k != "geofedDigest"}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def plan(m: Merge, owned_users: dict, owned_groups: dict, base: str, fetch=None) -> list[dict]:
+    """The changes that bring the owned entries to the merge: add, modify, delete.
+    `fetch(dn, kind)` reads a whole entry where only its digest was read and it differs."""
     changes = []
     for kind, want_all, have_all, refused, rdn, ou, classes in (
             ("user", m.users, owned_users, m.refused_users, "uid", "people", USER_CLASSES),
@@ -335,7 +349,9 @@ def plan(m: Merge, owned_users: dict, owned_groups: dict, base: str) -> list[dic
             elif want is None:
                 changes.append({"op": "delete", "entry": kind, "name": name, "dn": have["dn"],
                                 "site": have.get("geofedSite")})
-            else:
+            elif have.get("geofedDigest") != want["geofedDigest"]:
+                if have.get("partial"):
+                    have = fetch(have["dn"], kind)
                 diff = {k: v for k, v in want.items() if value_text(v) != value_text(have.get(k))}
                 if diff:
                     changes.append({"op": "modify", "entry": kind, "name": name, "dn": have["dn"], "attributes": diff,
@@ -382,18 +398,14 @@ def apply(server: dict, changes: list[dict]) -> list[str]:
     return errors
 
 
-def applied(changes: list[dict], owned_users: dict, owned_groups: dict) -> tuple[dict, dict]:
-    """The owned entries once `changes` are made (what the admin server then holds)."""
-    users, groups = {k: dict(v) for k, v in owned_users.items()}, {k: dict(v) for k, v in owned_groups.items()}
-    for c in changes:
-        entries = users if c["entry"] == "user" else groups
-        if c["op"] == "delete":
-            del entries[c["name"]]
-        elif c["op"] == "add":
-            entries[c["name"]] = dict(c["attributes"], dn=c["dn"])
-        else:
-            entries[c["name"]].update(c["attributes"])
-    return users, groups
+def final_entries(m: Merge, owned: dict, kind: str, fetch) -> dict:
+    """The owned entries of one kind once the plan is made: the merge's, and those of
+    refused names as an earlier sync left them."""
+    want_all, refused = (m.users, m.refused_users) if kind == "user" else (m.groups, m.refused_groups)
+    out = {name: _want(a) for name, a in want_all.items()}
+    for name in refused & set(owned):
+        out[name] = fetch(owned[name]["dn"], kind)
+    return out
 
 
 def write_files(out: Path, users: dict, groups: dict) -> list[Path]:
@@ -461,20 +473,33 @@ def sync(fed: Federation, dry_run: bool = False, out: Path | None = None, progre
     t_read = time.monotonic()
     m = merge(fed, homes, held)
     admin = state["servers"]["admin"]
-    changes = plan(m, owned_users, owned_groups, admin["base"])
-    t_plan = time.monotonic()
-    errors = []
-    if not dry_run and changes:
-        progress(f"writing {len(changes)} changes to the admin directory")
-        errors = apply(admin, changes)
-    t_apply = time.monotonic()
-    paths = []
-    if not dry_run and out is not None:
-        if errors:  # what the server holds is not what was planned: ask it
-            (owned_users, owned_groups, held), _ = _read_admin(state)
-        else:
-            owned_users, owned_groups = applied(changes, owned_users, owned_groups)
-        paths = write_files(out, {**held["users"], **owned_users}, {**held["groups"], **owned_groups})
+    reader = connect(admin, state["ca"])
+
+    def fetch(dn: str, kind: str) -> dict:
+        names = USER_ATTRS if kind == "user" else GROUP_ATTRS
+        reader.search(dn, "(objectClass=*)", "BASE", attributes=list(names))
+        a = reader.response[0]["attributes"] if reader.response else {}
+        return {"dn": dn, **{k: _norm(a.get(k) or None) for k in names}}
+    try:
+        changes = plan(m, owned_users, owned_groups, admin["base"], fetch)
+        t_plan = time.monotonic()
+        errors = []
+        if not dry_run and changes:
+            progress(f"writing {len(changes)} changes to the admin directory")
+            errors = apply(admin, changes)
+        t_apply = time.monotonic()
+        paths = []
+        if not dry_run and out is not None:
+            if errors:  # what the server holds is not what was planned: ask it
+                (owned_users, owned_groups, held), _ = _read_admin(state)
+                owned_users = {n: fetch(e["dn"], "user") for n, e in owned_users.items()}
+                owned_groups = {n: fetch(e["dn"], "group") for n, e in owned_groups.items()}
+            else:
+                owned_users = final_entries(m, owned_users, "user", fetch)
+                owned_groups = final_entries(m, owned_groups, "group", fetch)
+            paths = write_files(out, {**held["users"], **owned_users}, {**held["groups"], **owned_groups})
+    finally:
+        reader.unbind()
     count = lambda op, kind: sum(1 for c in changes if c["op"] == op and c["entry"] == kind)  # noqa: E731
     return {
         "dry_run": dry_run, "sites": m.read, "merged_users": len(m.users), "merged_groups": len(m.groups),
@@ -496,7 +521,8 @@ def describe(change: dict) -> str:
     elif change["op"] == "delete":
         extra = f"(no longer activated at {change.get('site')})"
     else:
-        extra = ", ".join(f"{k}: {change['before'][k]!r} -> {v!r}" for k, v in change["attributes"].items())
+        extra = ", ".join(f"{k}: {change['before'][k]!r} -> {v!r}" for k, v in change["attributes"].items()
+                          if k != "geofedDigest") or "its digest"
     return f"{sign} {change['entry']} {change['name']} {extra}"
 
 
