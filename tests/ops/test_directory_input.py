@@ -137,5 +137,5 @@ def test_a_group_without_members_is_stable_across_syncs():
     assert users.plan(m, {}, {"maempty": {"dn": add["dn"], "geofedDigest": stored["geofedDigest"], "partial": True}},
                       "o=x") == []
     stale = {"maempty": {"dn": add["dn"], "geofedDigest": "stale", "partial": True}}
-    [fix] = users.plan(m, {}, stale, "o=x", fetch=lambda dn, kind: dict(stored, geofedDigest="stale"))
+    [fix] = users.plan(m, {}, stale, "o=x", fetch=lambda kind, dns: {add["dn"]: dict(stored, geofedDigest="stale")})
     assert fix["op"] == "modify" and fix["attributes"] == {"geofedDigest": stored["geofedDigest"]}

@@ -24,7 +24,6 @@ slapd or to Samba's AD with the DN at home); the merged directory holds no passw
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import ssl
 import time
@@ -45,6 +44,7 @@ USER_ATTRS = ("cn", "uidNumber", "gidNumber", "homeDirectory", "loginShell", "ge
 GROUP_ATTRS = ("gidNumber", "memberUid", "geofedSite", "geofedSource", "geofedDigest")
 POSIX_NAME_RE = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
 PAGE = 1000
+FETCH = 200  # names in one search for whole owned entries
 WINDOW = 64  # writes in flight to the admin server
 
 
@@ -327,21 +327,26 @@ def _want(attrs: dict) -> dict:
 def digest(attrs: dict) -> str:
     """The digest of a merged entry's attributes, stored with it: a second sync compares
     digests and reads no more than that of an entry that did not change."""
-    text = json.dumps({k: value_text(v) for k, v in sorted(attrs.items()) if k != "geofedDigest"}, sort_keys=True)
+    text = "\n".join(f"{k}\t{v if isinstance(v, str) else ','.join(v) if isinstance(v, list) else v}"
+                     for k, v in sorted(attrs.items()) if k != "geofedDigest")
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 def plan(m: Merge, owned_users: dict, owned_groups: dict, base: str, fetch=None) -> list[dict]:
     """The changes that bring the owned entries to the merge: add, modify, delete.
-    `fetch(dn, kind)` reads a whole entry where only its digest was read and it differs."""
+    `fetch(kind, dns)` reads whole entries where only their digest was read and it differs."""
     changes = []
     for kind, want_all, have_all, refused, rdn, ou, classes in (
             ("user", m.users, owned_users, m.refused_users, "uid", "people", USER_CLASSES),
             ("group", m.groups, owned_groups, m.refused_groups, "cn", "groups", GROUP_CLASSES)):
+        want_all = {name: _want(a) for name, a in want_all.items() if name not in refused}
+        stale = [have_all[n]["dn"] for n, w in want_all.items()
+                 if n in have_all and have_all[n].get("partial") and have_all[n].get("geofedDigest") != w["geofedDigest"]]
+        whole = fetch(kind, stale) if stale else {}
         for name in sorted(set(want_all) | set(have_all)):
             if name in refused:
                 continue  # a refused name: whatever an earlier sync made of it stays as it is
-            want = _want(want_all[name]) if name in want_all else None
+            want = want_all.get(name)
             have = have_all.get(name)
             if have is None:
                 changes.append({"op": "add", "entry": kind, "name": name, "dn": f"{rdn}={name},ou={ou},{base}",
@@ -350,12 +355,10 @@ def plan(m: Merge, owned_users: dict, owned_groups: dict, base: str, fetch=None)
                 changes.append({"op": "delete", "entry": kind, "name": name, "dn": have["dn"],
                                 "site": have.get("geofedSite")})
             elif have.get("geofedDigest") != want["geofedDigest"]:
-                if have.get("partial"):
-                    have = fetch(have["dn"], kind)
+                have = whole.get(have["dn"], have)
                 diff = {k: v for k, v in want.items() if value_text(v) != value_text(have.get(k))}
-                if diff:
-                    changes.append({"op": "modify", "entry": kind, "name": name, "dn": have["dn"], "attributes": diff,
-                                    "before": {k: have.get(k) for k in diff}})
+                changes.append({"op": "modify", "entry": kind, "name": name, "dn": have["dn"], "attributes": diff,
+                                "before": {k: have.get(k) for k in diff}})
     return changes
 
 
@@ -403,8 +406,10 @@ def final_entries(m: Merge, owned: dict, kind: str, fetch) -> dict:
     refused names as an earlier sync left them."""
     want_all, refused = (m.users, m.refused_users) if kind == "user" else (m.groups, m.refused_groups)
     out = {name: _want(a) for name, a in want_all.items()}
+    kept = [owned[name]["dn"] for name in refused & set(owned)]
+    whole = fetch(kind, kept) if kept else {}
     for name in refused & set(owned):
-        out[name] = fetch(owned[name]["dn"], kind)
+        out[name] = whole[owned[name]["dn"]]
     return out
 
 
@@ -475,11 +480,17 @@ def sync(fed: Federation, dry_run: bool = False, out: Path | None = None, progre
     admin = state["servers"]["admin"]
     reader = connect(admin, state["ca"])
 
-    def fetch(dn: str, kind: str) -> dict:
+    def fetch(kind: str, dns: list[str]) -> dict[str, dict]:
+        """Owned entries whole, by DN: a search for a few hundred names at a time."""
+        from ldap3.utils.conv import escape_filter_chars
         names = USER_ATTRS if kind == "user" else GROUP_ATTRS
-        reader.search(dn, "(objectClass=*)", "BASE", attributes=list(names))
-        a = reader.response[0]["attributes"] if reader.response else {}
-        return {"dn": dn, **{k: _norm(a.get(k) or None) for k in names}}
+        found = {}
+        for i in range(0, len(dns), FETCH):
+            rdns = "".join(f"({dn.split(',', 1)[0].split('=', 1)[0]}="
+                           f"{escape_filter_chars(dn.split(',', 1)[0].split('=', 1)[1])})" for dn in dns[i:i + FETCH])
+            for e in _paged(reader, admin["base"], f"(&(objectClass={OWNED_CLASS})(|{rdns}))", list(names)):
+                found[e["dn"].lower()] = {"dn": e["dn"], **{k: _norm(e["attributes"].get(k) or None) for k in names}}
+        return {dn: found.get(dn.lower(), {"dn": dn}) for dn in dns}
     try:
         changes = plan(m, owned_users, owned_groups, admin["base"], fetch)
         t_plan = time.monotonic()
@@ -492,8 +503,10 @@ def sync(fed: Federation, dry_run: bool = False, out: Path | None = None, progre
         if not dry_run and out is not None:
             if errors:  # what the server holds is not what was planned: ask it
                 (owned_users, owned_groups, held), _ = _read_admin(state)
-                owned_users = {n: fetch(e["dn"], "user") for n, e in owned_users.items()}
-                owned_groups = {n: fetch(e["dn"], "group") for n, e in owned_groups.items()}
+                whole = fetch("user", [e["dn"] for e in owned_users.values()])
+                owned_users = {n: whole[e["dn"]] for n, e in owned_users.items()}
+                whole = fetch("group", [e["dn"] for e in owned_groups.values()])
+                owned_groups = {n: whole[e["dn"]] for n, e in owned_groups.items()}
             else:
                 owned_users = final_entries(m, owned_users, "user", fetch)
                 owned_groups = final_entries(m, owned_groups, "group", fetch)
