@@ -19,10 +19,32 @@ if command -v "$PY" >/dev/null && ! "$PY" -c 'import ensurepip, venv' 2>/dev/nul
 /usr/bin/python3 -c 'import simgrid' 2>/dev/null || apt_missing+=(python3-simgrid)
 # OpenBLAS, the BLAS that HPL is built with (`geofed bench hpl`)
 [ -e /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h ] || apt_missing+=(libopenblas-dev)
+# The directory servers of `geofed ops directory` (OpenLDAP, Samba's AD DC, the LDAP tools);
+# geofed runs them as its own foreground children, never as the system's services.
+directory_missing=()
+[ -x /usr/sbin/slapd ] || directory_missing+=(slapd)
+command -v ldapsearch >/dev/null || directory_missing+=(ldap-utils)
+[ -x /usr/sbin/samba ] && command -v samba-tool >/dev/null || directory_missing+=(samba samba-ad-dc)
+[ -d /usr/share/samba/setup/ad-schema ] || directory_missing+=(samba-ad-provision)
+command -v ldbadd >/dev/null || directory_missing+=(ldb-tools)
+command -v openssl >/dev/null || directory_missing+=(openssl)
+apt_missing+=("${directory_missing[@]}")
 if [ ${#apt_missing[@]} -gt 0 ]; then
   echo "setup: installing ${apt_missing[*]} with apt"
   apt-get update -q
-  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q "${apt_missing[@]}"
+  # No package may start a system service (slapd, samba): a policy-rc.d says no for
+  # the install's duration, unless the machine already has one.
+  own_policy=
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && own_policy=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q "${apt_missing[@]}" \
+    || { [ -z "$own_policy" ] || rm -f /usr/sbin/policy-rc.d; exit 1; }
+  [ -z "$own_policy" ] || rm -f /usr/sbin/policy-rc.d
+fi
+# Where systemd runs, the packages' services stay disabled (they would hold the LDAP ports).
+if [ ${#directory_missing[@]} -gt 0 ] && command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+  systemctl disable --now slapd samba-ad-dc smbd nmbd winbind >/dev/null 2>&1 || true
 fi
 "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "setup: geofed needs Python 3.11 or newer ($PY is older)" >&2; exit 2; }
 

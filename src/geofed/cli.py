@@ -24,6 +24,7 @@ from geofed.validate import positive_float, positive_int
 PLUGINS: list[str] = [
     "geofed.bench.cli",
     "geofed.ops.monitor",
+    "geofed.ops.cli",
     "geofed.apps.mdfs.cli",
     "geofed.apps.grayscott.cli",
     "geofed.apps.obstacle.cli",

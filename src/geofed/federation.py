@@ -27,6 +27,14 @@ TCP_PAYLOAD_PER_WIRE_BYTE = 1448 / 1514
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 CODE_RE = re.compile(r"^[A-Z]$")
+# A site's user directory (seed 001, slides 13-14): group names get the site's prefix,
+# user and group ids its offset; ids stay below 2^31 (POSIX id_t as a signed int).
+DIRECTORY_KINDS = ("ldap", "ad")
+PREFIX_RE = re.compile(r"^[a-z][a-z0-9]{0,7}$")
+ATTRIBUTE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
+REALM_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*(\.[A-Za-z0-9][A-Za-z0-9-]*)+$")
+DN_RE = re.compile(r"^[A-Za-z]+=[^,=]+(,[A-Za-z]+=[^,=]+)*$")
+MAX_ID = 2**31 - 1
 
 
 def fibre_one_way_ms(fibre_km: float) -> float:
@@ -58,6 +66,40 @@ class Node:
 
 
 @dataclass(frozen=True)
+class SiteDirectory:
+    """A site's own user directory, whose activated users the federation merges.
+
+    `kind` "ldap" is an OpenLDAP server with the POSIX schema under `base`; "ad" an
+    Active Directory domain `realm` (NetBIOS name `domain`) with RFC 2307 ids. A user
+    is activated when its `activation_attribute` holds `activation_value`.
+    """
+
+    kind: str
+    base: str  # the naming context (for AD: the realm's DC=... form)
+    realm: str | None  # AD only
+    domain: str | None  # AD only: the NetBIOS domain name
+    prefix: str  # put before the site's group names
+    offset: int  # added to the site's user and group ids
+    id_range: int  # a site's ids must stay below this, so [offset, offset + id_range) is the site's
+    activation_attribute: str
+    activation_value: str
+
+    def merged_id(self, local_id: int) -> int | None:
+        """The federation's id for a home id, or None where it leaves the site's range."""
+        if not 0 <= local_id < self.id_range:
+            return None
+        return self.offset + local_id
+
+
+@dataclass(frozen=True)
+class AdminDirectory:
+    """The federation's own directory (seed 001's "Adminserver"): the merged users and groups."""
+
+    base: str
+    site: str  # the site whose login node serves it on the testbed
+
+
+@dataclass(frozen=True)
 class Site:
     name: str
     code: str
@@ -66,6 +108,12 @@ class Site:
     speed: float  # relative CPU speed of one core; 1.0 = the reference node
     memory_gb: float
     local: LocalFabric
+    directory: SiteDirectory | None = None
+
+    @property
+    def login_node(self) -> Node:
+        """The node users log in to and the site's services run on: its first."""
+        return Node(self.code, 1)
 
     def node_list(self) -> list[Node]:
         return [Node(self.code, i) for i in range(1, self.nodes + 1)]
@@ -140,6 +188,7 @@ class Federation:
     storage: str
     cpu_per_core: float  # host cores that emulate one core of speed 1.0 on the testbed
     scale: dict = field(default_factory=dict)
+    directory: AdminDirectory | None = None  # set when at least one site declares a directory
 
     def site(self, code: str) -> Site:
         for s in self.sites:
@@ -360,7 +409,8 @@ class _Parser:
         return LocalFabric(float(latency), None if bw is None else float(bw))
 
     def federation(self, doc: dict) -> Federation:
-        self.keys(doc, "", {"name", "description", "source", "storage", "local", "scale", "testbed", "site", "link"})
+        self.keys(doc, "", {"name", "description", "source", "storage", "local", "scale", "testbed", "site", "link",
+                            "directory"})
         name = self.string(doc, "name", "")
         if not NAME_RE.match(name):
             raise self.fail("name", f"must be 1-32 lowercase letters, digits or '-', got {name!r}")
@@ -404,6 +454,8 @@ class _Parser:
         if storage not in by_code:
             raise self.fail("storage", f"unknown site {storage!r} (sites: {', '.join(codes)})")
 
+        directory = self.admin_directory(doc.get("directory"), name, sites, storage)
+
         fed = Federation(
             name=name,
             description=self.string(doc, "description", "", default=""),
@@ -414,6 +466,7 @@ class _Parser:
             storage=storage,
             cpu_per_core=cpu_per_core,
             scale=dict(scale),
+            directory=directory,
         )
         for s in sites[1:]:
             try:
@@ -422,10 +475,82 @@ class _Parser:
                 raise self.fail("link", f"site {s.code} is not joined to site {sites[0].code} by any link") from None
         return fed
 
+    def admin_directory(self, d, name: str, sites: list[Site], storage: str) -> AdminDirectory | None:
+        homes = [(i, s) for i, s in enumerate(sites) if s.directory]
+        if d is None and not homes:
+            return None
+        d = {} if d is None else d
+        if not isinstance(d, dict):
+            raise self.fail("directory", "must be a table")
+        self.keys(d, "directory", {"base", "site"})
+        if not homes:
+            raise self.fail("directory", "the federation's directory merges the sites' ones, but no [site.directory] "
+                                         "is declared")
+        base = self.string(d, "base", "directory", default=f"o=geofed-{name}")
+        if not DN_RE.match(base):
+            raise self.fail("directory.base", f"must be a DN like o=bwgrid or dc=bwgrid,dc=de, got {base!r}")
+        site = self.string(d, "site", "directory", default=storage)
+        if site not in {s.code for s in sites}:
+            raise self.fail("directory.site", f"unknown site {site!r} (sites: {', '.join(s.code for s in sites)})")
+        for n, (i, s) in enumerate(homes):
+            for j, t in homes[:n]:
+                a, b = s.directory, t.directory
+                if a.prefix == b.prefix:
+                    raise self.fail(f"site[{i}].directory.prefix", f"{a.prefix!r} is site {t.code}'s prefix too")
+                if a.offset < b.offset + b.id_range and b.offset < a.offset + a.id_range:
+                    raise self.fail(f"site[{i}].directory.offset",
+                                    f"ids {a.offset}-{a.offset + a.id_range - 1} overlap site {t.code}'s "
+                                    f"{b.offset}-{b.offset + b.id_range - 1}")
+                if a.base.lower() == base.lower() or b.base.lower() == base.lower():
+                    raise self.fail("directory.base", f"{base!r} is a site's own naming context")
+        return AdminDirectory(base=base, site=site)
+
+    def site_directory(self, d, where: str) -> SiteDirectory:
+        if not isinstance(d, dict):
+            raise self.fail(where, "must be a table")
+        self.keys(d, where, {"kind", "base", "realm", "domain", "prefix", "offset", "id_range", "activation"})
+        kind = self.string(d, "kind", where)
+        if kind not in DIRECTORY_KINDS:
+            raise self.fail(f"{where}.kind", f"must be one of {', '.join(DIRECTORY_KINDS)}, got {kind!r}")
+        realm = domain = None
+        if kind == "ldap":
+            for key in ("realm", "domain"):
+                if key in d:
+                    raise self.fail(f"{where}.{key}", "only an Active Directory (kind = \"ad\") has one")
+            base = self.string(d, "base", where)
+            if not DN_RE.match(base):
+                raise self.fail(f"{where}.base", f"must be a DN like dc=uni-mannheim,dc=de, got {base!r}")
+        else:
+            if "base" in d:
+                raise self.fail(f"{where}.base", "an Active Directory's base follows from its realm; give realm")
+            realm = self.string(d, "realm", where)
+            if not REALM_RE.match(realm):
+                raise self.fail(f"{where}.realm", f"must be a DNS domain like ad.uni-heidelberg.de, got {realm!r}")
+            realm = realm.upper()
+            domain = self.string(d, "domain", where, default=realm.split(".")[0])
+            if not re.match(r"^[A-Za-z][A-Za-z0-9-]{0,14}$", domain):
+                raise self.fail(f"{where}.domain", f"must be a NetBIOS name of 1-15 letters, digits or '-', got {domain!r}")
+            domain = domain.upper()
+            base = ",".join(f"DC={label}" for label in realm.lower().split("."))
+        prefix = self.string(d, "prefix", where)
+        if not PREFIX_RE.match(prefix):
+            raise self.fail(f"{where}.prefix", f"must be 1-8 lowercase letters or digits, starting with a letter, "
+                                               f"got {prefix!r}")
+        offset = self.number(d, "offset", where, integer=True, minimum=1)
+        id_range = self.number(d, "id_range", where, default=100000, integer=True, minimum=1)
+        if offset + id_range - 1 > MAX_ID:
+            raise self.fail(f"{where}.offset", f"ids up to {offset + id_range - 1} exceed {MAX_ID}")
+        activation = self.string(d, "activation", where, default="employeeType=hpc")
+        attr, eq, value = activation.partition("=")
+        if not eq or not ATTRIBUTE_RE.match(attr) or not value:
+            raise self.fail(f"{where}.activation", f"must be ATTRIBUTE=VALUE like employeeType=hpc, got {activation!r}")
+        return SiteDirectory(kind=kind, base=base, realm=realm, domain=domain, prefix=prefix, offset=offset,
+                             id_range=id_range, activation_attribute=attr, activation_value=value)
+
     def site(self, d, where: str, default_local: LocalFabric) -> Site:
         if not isinstance(d, dict):
             raise self.fail(where, "must be a table")
-        self.keys(d, where, {"name", "code", "nodes", "cores_per_node", "speed", "memory_gb", "local"})
+        self.keys(d, where, {"name", "code", "nodes", "cores_per_node", "speed", "memory_gb", "local", "directory"})
         code = self.string(d, "code", where)
         if not CODE_RE.match(code):
             raise self.fail(f"{where}.code", f"must be one capital letter, got {code!r}")
@@ -440,6 +565,7 @@ class _Parser:
             speed=float(self.number(d, "speed", where, default=1.0, positive=True)),
             memory_gb=float(self.number(d, "memory_gb", where, default=1.0, positive=True)),
             local=self.local(local_doc, f"{where}.local", default_local),
+            directory=self.site_directory(d["directory"], f"{where}.directory") if "directory" in d else None,
         )
 
     def link(self, d, where: str, sites: dict[str, Site]) -> Link:

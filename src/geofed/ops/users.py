@@ -1,0 +1,597 @@
+"""`geofed ops users sync|check`: one user database for the federation from the sites' directories.
+
+    geofed ops users sync -f ma-hd [--dry-run] [--out DIR]
+    geofed ops users check kredel -f ma-hd < password
+
+`sync` (seed 001, slides 13-14) reads every site's directory over LDAP with StartTLS
+(ldap3, the servers' certificate checked against the federation's CA), takes the
+activated users (the site's activation attribute holds its value; at an AD site the
+account must also be enabled), gives user and group ids the site's offset and group
+names its prefix, and writes the result into the federation's own directory and as
+passwd and group files. Every entry it makes carries the auxiliary class geofedEntry
+(its site and the DN at home): it adds, changes and deletes only those, so an entry
+made by hand in the admin directory survives every sync. What cannot be merged
+safely is refused and named, never guessed: the same activated name at two sites, an
+id that would leave the site's range, a group name that clashes after prefixing, a
+missing uidNumber or gidNumber, a name or id held by a hand-made entry, a name that
+is no POSIX name. A refused name's entry from an earlier sync stays as it was. A
+second run changes nothing.
+
+`check` authenticates a merged user against the home directory (a simple bind to
+slapd or to Samba's AD with the DN at home); the merged directory holds no password.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import ssl
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+from geofed.federation import Federation, SiteDirectory
+from geofed.ops import directory
+from geofed.ops.userbase import UF_ACCOUNTDISABLE
+from geofed.testbed.host import HostError
+
+OWNED_CLASS = "geofedEntry"
+USER_CLASSES = ["account", "posixAccount", OWNED_CLASS]
+GROUP_CLASSES = ["posixGroup", OWNED_CLASS]
+USER_ATTRS = ("cn", "uidNumber", "gidNumber", "homeDirectory", "loginShell", "gecos", "geofedSite", "geofedSource",
+              "geofedDigest")
+GROUP_ATTRS = ("gidNumber", "memberUid", "geofedSite", "geofedSource", "geofedDigest")
+POSIX_NAME_RE = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
+PAGE = 1000
+FETCH = 200  # names in one search for whole owned entries
+WINDOW = 64  # writes in flight to the admin server
+
+
+# ---------------------------------------------------------------- connections
+
+
+def connect(server: dict, ca: str, user: str | None = None, password: str | None = None, ldaps: bool = False,
+            bind: bool = True, local: bool = False):
+    """An ldap3 connection to `server` (from the directory's state) over TLS checked
+    against the federation's CA: StartTLS on the LDAP port, or LDAPS; bound as the
+    server's administrator unless `user` is given, and not bound at all with bind=False.
+
+    `local`: the admin server's Unix socket instead, pipelined (ldap3's ASYNC strategy:
+    the next request goes out before the last is answered). Not over TLS, where that
+    strategy reads and writes one TLS socket from two threads and broke the connection
+    within 40,000 adds here."""
+    import ldap3
+    if local:
+        srv = ldap3.Server(f"ldapi://{quote(server['ldapi'], safe='')}", get_info=ldap3.NONE, connect_timeout=10)
+        port = server["ldapi"]
+    else:
+        tls = ldap3.Tls(validate=ssl.CERT_REQUIRED, ca_certs_file=ca, version=ssl.PROTOCOL_TLS_CLIENT)
+        port = server["ldaps_port"] if ldaps else server["port"]
+        srv = ldap3.Server(server["host"], port=port, use_ssl=ldaps, tls=tls, get_info=ldap3.NONE, connect_timeout=10)
+    if user is None:
+        user, password = server["bind_dn"], server["password"]
+    conn = ldap3.Connection(srv, user=user, password=password, client_strategy=ldap3.ASYNC if local else ldap3.SYNC,
+                            receive_timeout=120, raise_exceptions=False, auto_referrals=False,
+                            check_names=False)  # values as text, without ldap3's formatting (a third of the decoding)
+    try:
+        conn.open()
+        if not ldaps and not local and not conn.start_tls():
+            raise HostError(f"StartTLS with {server['host']}:{port} failed: {conn.result.get('description')}")
+        if bind and not conn.bind():
+            raise HostError(f"bind as {conn.user} at {server['host']}:{port} failed: {conn.result.get('description')}")
+    except ldap3.core.exceptions.LDAPException as e:
+        raise HostError(f"cannot talk to the directory at {server['host']}:{port}: {e}") from None
+    return conn
+
+
+def _paged(conn, base: str, flt: str, attrs: list[str]) -> list[dict]:
+    entries = conn.extend.standard.paged_search(base, flt, attributes=attrs, paged_size=PAGE, generator=False)
+    return [e for e in entries if e.get("type") == "searchResEntry"]
+
+
+def _one(v):
+    if isinstance(v, list):
+        return v[0] if v else None
+    return v
+
+
+# ---------------------------------------------------------------- reading the homes
+
+
+@dataclass
+class HomeRead:
+    users: list[dict]  # name, dn, uid, gid, gecos, home, shell, activated
+    groups: list[dict]  # name, dn, gid, members (names)
+
+
+def read_ldap(conn, d: SiteDirectory) -> HomeRead:
+    attr = d.activation_attribute
+    users = []
+    for e in _paged(conn, d.base, f"(&(objectClass=posixAccount){_activation_filter(d)})",
+                    ["uid", "uidNumber", "gidNumber", "cn", "gecos", "homeDirectory", "loginShell", attr]):
+        a = e["attributes"]
+        name = _one(a.get("uid"))
+        users.append({"name": name, "dn": e["dn"], "uid": _int(_one(a.get("uidNumber"))),
+                      "gid": _int(_one(a.get("gidNumber"))),
+                      "gecos": _one(a.get("gecos")) or _one(a.get("cn")) or name,
+                      "home": _one(a.get("homeDirectory")) or f"/home/{name}", "shell": _one(a.get("loginShell")) or "/bin/bash",
+                      "activated": _holds(a.get(attr), d.activation_value)})
+    groups = [{"name": _one(e["attributes"].get("cn")), "dn": e["dn"], "gid": _int(_one(e["attributes"].get("gidNumber"))),
+               "members": list(e["attributes"].get("memberUid") or [])}
+              for e in _paged(conn, d.base, "(objectClass=posixGroup)", ["cn", "gidNumber", "memberUid"])]
+    return HomeRead(users, groups)
+
+
+def read_ad(conn, d: SiteDirectory) -> HomeRead:
+    """Users with their memberOf (so a big group's member list, which AD hands out in
+    ranges of 1500, is never read) and the POSIX groups (those with a gidNumber)."""
+    attr = d.activation_attribute
+    groups = [{"name": _one(e["attributes"].get("sAMAccountName")), "dn": e["dn"],
+               "gid": _int(_one(e["attributes"].get("gidNumber"))), "members": []}
+              for e in _paged(conn, d.base, "(&(objectClass=group)(gidNumber=*))", ["sAMAccountName", "gidNumber"])]
+    by_dn = {g["dn"].lower(): g for g in groups}
+    users = []
+    # Disabled accounts (userAccountControl bit 2, by AD's bitwise-and matching rule) stay at home.
+    for e in _paged(conn, d.base, f"(&(objectCategory=person)(objectClass=user){_activation_filter(d)}"
+                                  "(!(userAccountControl:1.2.840.113556.1.4.803:=2)))",
+                    ["sAMAccountName", "uidNumber", "gidNumber", "displayName", "unixHomeDirectory", "loginShell",
+                     "userAccountControl", "memberOf", attr]):
+        a = e["attributes"]
+        name = _one(a.get("sAMAccountName"))
+        uac = _int(_one(a.get("userAccountControl"))) or 0
+        users.append({"name": name.lower(), "dn": e["dn"], "uid": _int(_one(a.get("uidNumber"))),
+                      "gid": _int(_one(a.get("gidNumber"))), "gecos": _one(a.get("displayName")) or name,
+                      "home": _one(a.get("unixHomeDirectory")) or f"/home/{name.lower()}",
+                      "shell": _one(a.get("loginShell")) or "/bin/bash",
+                      "activated": _holds(a.get(attr), d.activation_value) and not uac & UF_ACCOUNTDISABLE})
+        for g in a.get("memberOf") or []:
+            if g.lower() in by_dn:
+                by_dn[g.lower()]["members"].append(name.lower())
+    return HomeRead(users, groups)
+
+
+def _activation_filter(d: SiteDirectory) -> str:
+    """Only activated users are read: at a university most accounts are not the cluster's."""
+    from ldap3.utils.conv import escape_filter_chars
+    return f"({d.activation_attribute}={escape_filter_chars(d.activation_value)})"
+
+
+def _int(v) -> int | None:
+    """An LDAP integer's value (ldap3 hands out text without the server's schema); None if it is none."""
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _holds(values, wanted: str) -> bool:
+    if values is None:
+        return False
+    values = values if isinstance(values, list) else [values]
+    return any(str(v).lower() == wanted.lower() for v in values)
+
+
+# ---------------------------------------------------------------- the merge
+
+
+@dataclass
+class Merge:
+    users: dict[str, dict] = field(default_factory=dict)  # merged name -> attributes
+    groups: dict[str, dict] = field(default_factory=dict)
+    collisions: list[dict] = field(default_factory=list)
+    refused_users: set[str] = field(default_factory=set)  # names whose earlier entries stay as they are
+    refused_groups: set[str] = field(default_factory=set)
+    read: dict[str, dict] = field(default_factory=dict)
+
+    def refuse(self, kind: str, name: str, what: str, detail: str, sources: list[str]) -> None:
+        self.collisions.append({"kind": kind, "entry": what, "name": name, "detail": detail, "sources": sources})
+        (self.refused_users if what == "user" else self.refused_groups).add(name)
+
+
+def merge(fed: Federation, homes: dict[str, HomeRead], held: dict) -> Merge:
+    """The merged users and groups, and every collision refused.
+
+    `held` describes the admin directory's hand-made entries: {"users": {name: dn},
+    "groups": {name: dn}, "uids": {id: dn}, "gids": {id: dn}}.
+    """
+    m = Merge()
+    candidates: dict[str, list[tuple[str, dict, int, int]]] = {}
+    for code, home in homes.items():
+        d = fed.site(code).directory
+        activated = [u for u in home.users if u["activated"]]
+        m.read[code] = {"activated": len(activated), "groups": len(home.groups)}
+        for u in activated:
+            where = f"{code}:{u['dn']}"
+            if not POSIX_NAME_RE.match(u["name"] or ""):
+                m.refuse("bad-name", u["name"], "user", "not a POSIX login name (a-z 0-9 _ . -, at most 32)", [where])
+                continue
+            if u["uid"] is None or u["gid"] is None:
+                m.refuse("missing-id", u["name"], "user", f"activated at {code} without a "
+                         f"{'uidNumber' if u['uid'] is None else 'gidNumber'}", [where])
+                continue
+            uid, gid = d.merged_id(u["uid"]), d.merged_id(u["gid"])
+            if uid is None or gid is None:
+                bad = ("uidNumber", u["uid"]) if uid is None else ("gidNumber", u["gid"])
+                m.refuse("id-range", u["name"], "user", f"{bad[0]} {bad[1]} + {d.offset} leaves site {code}'s range "
+                         f"{d.offset}-{d.offset + d.id_range - 1}", [where])
+                continue
+            candidates.setdefault(u["name"], []).append((code, u, uid, gid))
+    for name, found in sorted(candidates.items()):
+        sources = [f"{code}:{u['dn']}" for code, u, _, _ in found]
+        if len(found) > 1:
+            m.refuse("same-name", name, "user", f"activated at {' and '.join(c for c, *_ in found)}: "
+                     "user names must be unique across the federation", sources)
+            continue
+        code, u, uid, gid = found[0]
+        if name in held["users"]:
+            m.refuse("name-taken", name, "user", f"the admin directory has a hand-made {held['users'][name]['dn']}",
+                     sources)
+            continue
+        if uid in held["uids"]:
+            m.refuse("id-taken", name, "user", f"uidNumber {uid} belongs to the hand-made {held['uids'][uid]}", sources)
+            continue
+        m.users[name] = {"cn": u["gecos"], "uidNumber": uid, "gidNumber": gid, "homeDirectory": u["home"],
+                         "loginShell": u["shell"], "gecos": u["gecos"], "geofedSite": code, "geofedSource": u["dn"],
+                         "_site": code, "_home": u["name"]}
+    group_candidates: dict[str, list[tuple[str, dict, int]]] = {}
+    for code, home in homes.items():
+        d = fed.site(code).directory
+        for g in home.groups:
+            name = d.prefix + g["name"].lower()
+            where = f"{code}:{g['dn']}"
+            if g["gid"] is None:
+                continue  # not a POSIX group
+            if not POSIX_NAME_RE.match(name):
+                m.refuse("bad-name", name, "group", "not a POSIX group name after prefixing (a-z 0-9 _ . -, at most "
+                         "32)", [where])
+                continue
+            gid = d.merged_id(g["gid"])
+            if gid is None:
+                m.refuse("id-range", name, "group", f"gidNumber {g['gid']} + {d.offset} leaves site {code}'s range "
+                         f"{d.offset}-{d.offset + d.id_range - 1}", [where])
+                continue
+            group_candidates.setdefault(name, []).append((code, g, gid))
+    for name, found in sorted(group_candidates.items()):
+        sources = [f"{code}:{g['dn']}" for code, g, _ in found]
+        if len(found) > 1:
+            m.refuse("group-clash", name, "group", f"groups of {' and '.join(c for c, *_ in found)} are both "
+                     f"{name} after prefixing", sources)
+            continue
+        if name in held["groups"]:
+            m.refuse("group-clash", name, "group", f"the admin directory has a hand-made {held['groups'][name]['dn']}",
+                     sources)
+            continue
+        code, g, gid = found[0]
+        if gid in held["gids"]:
+            m.refuse("id-taken", name, "group", f"gidNumber {gid} belongs to the hand-made {held['gids'][gid]}", sources)
+            continue
+        members = sorted(u for u in {x.lower() for x in g["members"]}
+                         if u in m.users and m.users[u]["_site"] == code)
+        m.groups[name] = {"gidNumber": gid, "memberUid": members, "geofedSite": code, "geofedSource": g["dn"]}
+    return m
+
+
+# ---------------------------------------------------------------- the admin directory
+
+
+def read_admin(conn, base: str) -> tuple[dict, dict, dict]:
+    """(owned users, owned groups, hand-made entries) of the admin directory, by name.
+
+    The hand-made ones are {"users": {name: attributes}, "groups": ..., "uids": {id: dn},
+    "gids": ...}: the merge refuses what they hold, and passwd and group list them."""
+    owned_users, owned_groups = {}, {}
+    held = {"users": {}, "groups": {}, "uids": {}, "gids": {}}
+    # Owned entries by their digest only (the merge's attributes are what it wrote); the
+    # few whose digest differs are fetched whole by `plan`.
+    for e in _paged(conn, base, f"(objectClass={OWNED_CLASS})", ["geofedDigest", "geofedSite"]):
+        rdn, name = e["dn"].split(",", 1)[0].split("=", 1)
+        (owned_users if rdn.lower() == "uid" else owned_groups)[name] = {
+            "dn": e["dn"], "geofedDigest": _one(e["attributes"].get("geofedDigest") or None),
+            "geofedSite": _one(e["attributes"].get("geofedSite") or None), "partial": True}
+    for e in _paged(conn, base, f"(&(|(objectClass=posixAccount)(objectClass=posixGroup))(!(objectClass={OWNED_CLASS})))",
+                    ["uid", "cn", *USER_ATTRS, *GROUP_ATTRS]):
+        a = e["attributes"]
+        user = bool(a.get("uidNumber"))  # posixAccount must have one, posixGroup cannot
+        name = _one(a.get("uid")) if user else _one(a.get("cn"))
+        (held["users"] if user else held["groups"])[name] = \
+            {"dn": e["dn"], **{k: _norm(a.get(k) or None) for k in (USER_ATTRS if user else GROUP_ATTRS)}}
+        number = _int(_one(a.get("uidNumber" if user else "gidNumber")))
+        if number is not None:
+            (held["uids"] if user else held["gids"])[number] = e["dn"]
+    return owned_users, owned_groups, held
+
+
+def _norm(v):
+    """An attribute's value as the merge computes it: one value, or a sorted list for memberUid."""
+    if isinstance(v, list):
+        return v[0] if len(v) == 1 else sorted(v)
+    return v
+
+
+def _want(attrs: dict) -> dict:
+    out = {}
+    for k, v in attrs.items():
+        if k.startswith("_"):
+            continue
+        if k == "memberUid":
+            v = sorted(v)
+            v = v[0] if len(v) == 1 else v
+            if not v:
+                v = None
+        out[k] = v
+    out["geofedDigest"] = digest(out)
+    return out
+
+
+def digest(attrs: dict) -> str:
+    """The digest of a merged entry's attributes, stored with it: a second sync compares
+    digests and reads no more than that of an entry that did not change."""
+    text = "\n".join(f"{k}\t{v if isinstance(v, str) else ','.join(v) if isinstance(v, list) else v}"
+                     for k, v in sorted(attrs.items()) if k != "geofedDigest")
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def plan(m: Merge, owned_users: dict, owned_groups: dict, base: str, fetch=None) -> list[dict]:
+    """The changes that bring the owned entries to the merge: add, modify, delete.
+    `fetch(kind, dns)` reads whole entries where only their digest was read and it differs."""
+    changes = []
+    for kind, want_all, have_all, refused, rdn, ou, classes in (
+            ("user", m.users, owned_users, m.refused_users, "uid", "people", USER_CLASSES),
+            ("group", m.groups, owned_groups, m.refused_groups, "cn", "groups", GROUP_CLASSES)):
+        want_all = {name: _want(a) for name, a in want_all.items() if name not in refused}
+        stale = [have_all[n]["dn"] for n, w in want_all.items()
+                 if n in have_all and have_all[n].get("partial") and have_all[n].get("geofedDigest") != w["geofedDigest"]]
+        whole = fetch(kind, stale) if stale else {}
+        for name in sorted(set(want_all) | set(have_all)):
+            if name in refused:
+                continue  # a refused name: whatever an earlier sync made of it stays as it is
+            want = want_all.get(name)
+            have = have_all.get(name)
+            if have is None:
+                changes.append({"op": "add", "entry": kind, "name": name, "dn": f"{rdn}={name},ou={ou},{base}",
+                                "classes": classes, "attributes": {k: v for k, v in want.items() if v is not None}})
+            elif want is None:
+                changes.append({"op": "delete", "entry": kind, "name": name, "dn": have["dn"],
+                                "site": have.get("geofedSite")})
+            elif have.get("geofedDigest") != want["geofedDigest"]:
+                have = whole.get(have["dn"], have)
+                diff = {k: v for k, v in want.items() if value_text(v) != value_text(have.get(k))}
+                changes.append({"op": "modify", "entry": kind, "name": name, "dn": have["dn"], "attributes": diff,
+                                "before": {k: have.get(k) for k in diff}})
+    return changes
+
+
+def value_text(v):
+    """An attribute's value as comparable text (sorted for many values)."""
+    if v is None:
+        return None
+    if isinstance(v, list):
+        return sorted(str(x) for x in v) if len(v) != 1 else str(v[0])
+    return str(v)
+
+
+def apply(server: dict, changes: list[dict]) -> list[str]:
+    """Make the changes at the admin server, WINDOW in flight at a time; the errors, if any.
+    Each change is to another entry, so their order does not matter."""
+    import ldap3
+    conn = connect(server, "", local=True)
+    errors, pending = [], []
+
+    def settle(msgid, change):
+        _response, result = conn.get_response(msgid, timeout=120)  # ldap3 waits 3 s by default
+        if result["result"] != 0:
+            errors.append(f"{change['op']} {change['dn']}: {result['description']} {result.get('message', '')}".strip())
+    try:
+        for c in changes:
+            if c["op"] == "add":
+                msgid = conn.add(c["dn"], c["classes"], c["attributes"])
+            elif c["op"] == "delete":
+                msgid = conn.delete(c["dn"])
+            else:
+                msgid = conn.modify(c["dn"], {k: [(ldap3.MODIFY_REPLACE, [] if v is None else v if isinstance(v, list)
+                                                   else [v])] for k, v in c["attributes"].items()})
+            pending.append((msgid, c))
+            if len(pending) >= WINDOW:
+                settle(*pending.pop(0))
+        for p in pending:
+            settle(*p)
+    finally:
+        conn.unbind()
+    return errors
+
+
+def final_entries(m: Merge, owned: dict, kind: str, fetch) -> dict:
+    """The owned entries of one kind once the plan is made: the merge's, and those of
+    refused names as an earlier sync left them."""
+    want_all, refused = (m.users, m.refused_users) if kind == "user" else (m.groups, m.refused_groups)
+    out = {name: _want(a) for name, a in want_all.items()}
+    kept = [owned[name]["dn"] for name in refused & set(owned)]
+    whole = fetch(kind, kept) if kept else {}
+    for name in refused & set(owned):
+        out[name] = whole[owned[name]["dn"]]
+    return out
+
+
+def write_files(out: Path, users: dict, groups: dict) -> list[Path]:
+    """passwd and group files of POSIX users and groups by name (merged and hand-made), by id."""
+    def many(v):
+        return [] if v is None else v if isinstance(v, list) else [v]
+    pw = [":".join([name, "x", str(a["uidNumber"]), str(a["gidNumber"]), a.get("gecos") or a.get("cn") or "",
+                    a["homeDirectory"], a.get("loginShell") or "/bin/sh"])
+          for name, a in sorted(users.items(), key=lambda kv: int(kv[1]["uidNumber"]))]
+    gr = [":".join([name, "x", str(a["gidNumber"]), ",".join(sorted(many(a.get("memberUid"))))])
+          for name, a in sorted(groups.items(), key=lambda kv: int(kv[1]["gidNumber"]))]
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, lines in (("passwd", pw), ("group", gr)):
+        tmp = out / f".{name}.tmp"
+        tmp.write_text("".join(line + "\n" for line in lines))
+        tmp.replace(out / name)
+        paths.append(out / name)
+    return paths
+
+
+def _read_site(state: dict, code: str, d: SiteDirectory) -> tuple[HomeRead, float]:
+    t0 = time.monotonic()
+    conn = connect(state["servers"][code], state["ca"])
+    try:
+        return (read_ldap if d.kind == "ldap" else read_ad)(conn, d), time.monotonic() - t0
+    finally:
+        conn.unbind()
+
+
+def _read_admin(state: dict) -> tuple[tuple[dict, dict, dict], float]:
+    t0 = time.monotonic()
+    conn = connect(state["servers"]["admin"], state["ca"])
+    try:
+        return read_admin(conn, state["servers"]["admin"]["base"]), time.monotonic() - t0
+    finally:
+        conn.unbind()
+
+
+def read_all(fed: Federation, state: dict) -> tuple[dict[str, HomeRead], tuple[dict, dict, dict], dict]:
+    """Every home and the admin directory, read at once by one process each (decoding
+    LDAP in Python is the sync's main cost, and the servers are separate processes too);
+    and the seconds each read took."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    sites = [s for s in fed.sites if s.directory]
+    # fork: the workers inherit the namespace this thread entered
+    with ProcessPoolExecutor(len(sites) + 1, mp_context=multiprocessing.get_context("fork")) as pool:
+        homes = {s.code: pool.submit(_read_site, state, s.code, s.directory) for s in sites}
+        admin = pool.submit(_read_admin, state)
+        homes = {code: f.result() for code, f in homes.items()}
+        admin, admin_s = admin.result()
+    seconds = {code: t for code, (_, t) in homes.items()}
+    return {code: h for code, (h, _) in homes.items()}, admin, dict(seconds, admin=admin_s)
+
+
+def sync(fed: Federation, dry_run: bool = False, out: Path | None = None, progress=lambda _m: None) -> dict:
+    """Read the homes, merge, apply to the admin directory, write the files; the sync's record data."""
+    state = directory.require_up(fed)
+    directory.enter(state)
+    t0 = time.monotonic()
+    homes, (owned_users, owned_groups, held), read_s = read_all(fed, state)
+    for code, home in homes.items():
+        progress(f"site {code}: {len(home.users)} users, {len(home.groups)} groups read")
+    t_read = time.monotonic()
+    m = merge(fed, homes, held)
+    admin = state["servers"]["admin"]
+    reader = connect(admin, state["ca"])
+
+    def fetch(kind: str, dns: list[str]) -> dict[str, dict]:
+        """Owned entries whole, by DN: a search for a few hundred names at a time."""
+        from ldap3.utils.conv import escape_filter_chars
+        names = USER_ATTRS if kind == "user" else GROUP_ATTRS
+        found = {}
+        for i in range(0, len(dns), FETCH):
+            rdns = "".join(f"({dn.split(',', 1)[0].split('=', 1)[0]}="
+                           f"{escape_filter_chars(dn.split(',', 1)[0].split('=', 1)[1])})" for dn in dns[i:i + FETCH])
+            for e in _paged(reader, admin["base"], f"(&(objectClass={OWNED_CLASS})(|{rdns}))", list(names)):
+                found[e["dn"].lower()] = {"dn": e["dn"], **{k: _norm(e["attributes"].get(k) or None) for k in names}}
+        return {dn: found.get(dn.lower(), {"dn": dn}) for dn in dns}
+    try:
+        changes = plan(m, owned_users, owned_groups, admin["base"], fetch)
+        t_plan = time.monotonic()
+        errors = []
+        if not dry_run and changes:
+            progress(f"writing {len(changes)} changes to the admin directory")
+            errors = apply(admin, changes)
+        t_apply = time.monotonic()
+        paths = []
+        if not dry_run and out is not None:
+            if errors:  # what the server holds is not what was planned: ask it
+                (owned_users, owned_groups, held), _ = _read_admin(state)
+                whole = fetch("user", [e["dn"] for e in owned_users.values()])
+                owned_users = {n: whole[e["dn"]] for n, e in owned_users.items()}
+                whole = fetch("group", [e["dn"] for e in owned_groups.values()])
+                owned_groups = {n: whole[e["dn"]] for n, e in owned_groups.items()}
+            else:
+                owned_users = final_entries(m, owned_users, "user", fetch)
+                owned_groups = final_entries(m, owned_groups, "group", fetch)
+            paths = write_files(out, {**held["users"], **owned_users}, {**held["groups"], **owned_groups})
+    finally:
+        reader.unbind()
+    count = lambda op, kind: sum(1 for c in changes if c["op"] == op and c["entry"] == kind)  # noqa: E731
+    return {
+        "dry_run": dry_run, "sites": m.read, "merged_users": len(m.users), "merged_groups": len(m.groups),
+        "changes": changes, "errors": errors, "collisions": m.collisions,
+        "counts": {f"{op}_{kind}s": count(op, kind) for op in ("add", "modify", "delete") for kind in ("user", "group")},
+        "seconds": {"read": t_read - t0, "merge": t_plan - t_read, "write": t_apply - t_plan,
+                    "files": time.monotonic() - t_apply, "total": time.monotonic() - t0, "read_each": read_s},
+        "files": [str(p) for p in paths],
+    }
+
+
+def describe(change: dict) -> str:
+    """One line of the diff `--dry-run` prints."""
+    sign = {"add": "+", "delete": "-", "modify": "~"}[change["op"]]
+    if change["op"] == "add":
+        a = change["attributes"]
+        extra = (f"uid {a['uidNumber']} gid {a['gidNumber']} from {a['geofedSite']}" if change["entry"] == "user"
+                 else f"gid {a['gidNumber']} from {a['geofedSite']}, members {value_text(a.get('memberUid')) or []}")
+    elif change["op"] == "delete":
+        extra = f"(no longer activated at {change.get('site')})"
+    else:
+        extra = ", ".join(f"{k}: {change['before'][k]!r} -> {v!r}" for k, v in change["attributes"].items()
+                          if k != "geofedDigest") or "its digest"
+    return f"{sign} {change['entry']} {change['name']} {extra}"
+
+
+# ---------------------------------------------------------------- check
+
+
+def check(fed: Federation, user: str, password: str) -> dict:
+    """Authenticate a merged user at home; the result (ok, site, dn, reason)."""
+    import ldap3
+    from ldap3.utils.conv import escape_filter_chars
+    state = directory.require_up(fed)
+    directory.enter(state)
+    admin = state["servers"]["admin"]
+    conn = connect(admin, state["ca"])
+    try:
+        found = _paged(conn, admin["base"], f"(&(objectClass={OWNED_CLASS})(objectClass=posixAccount)"
+                                            f"(uid={escape_filter_chars(user)}))", ["geofedSite", "geofedSource", "uidNumber"])
+    finally:
+        conn.unbind()
+    if not found:
+        return {"ok": False, "user": user, "reason": "not a user of the federation (not merged by users sync)"}
+    a = found[0]["attributes"]
+    site, dn = _one(a["geofedSite"]), _one(a["geofedSource"])
+    result = {"user": user, "site": site, "dn": dn, "uid": int(_one(a["uidNumber"]))}
+    if not password:
+        # An LDAP bind with an empty password is an anonymous one, which succeeds.
+        return dict(result, ok=False, reason="empty password")
+    c = connect(state["servers"][site], state["ca"], user=dn, password=password, bind=False)
+    try:
+        ok = c.bind()
+        reason = None if ok else c.result.get("description")
+    except ldap3.core.exceptions.LDAPException as e:
+        ok, reason = False, str(e)
+    finally:
+        c.unbind()
+    return dict(result, ok=ok, reason=reason)
+
+
+# ---------------------------------------------------------------- the read-through view
+
+
+SHOWN = ("uid", "uidNumber", "gidNumber", "homeDirectory", "loginShell", "gecos", "cn")
+
+
+def show(fed: Federation, user: str) -> dict:
+    """A user as the read-through view (back-meta over the homes) and the merged copy see it."""
+    from ldap3.utils.conv import escape_filter_chars
+    state = directory.require_up(fed)
+    directory.enter(state)
+    admin = state["servers"]["admin"]
+    conn = connect(admin, state["ca"])
+    flt = f"(uid={escape_filter_chars(user)})"
+    try:
+        view = _paged(conn, admin["view"], f"(&(objectClass=posixAccount){flt})", list(SHOWN))
+        merged = _paged(conn, admin["base"], f"(&(objectClass=posixAccount){flt})", list(SHOWN) + ["geofedSite"])
+    finally:
+        conn.unbind()
+    return {"view": [{"dn": e["dn"], **{k: _norm(e["attributes"].get(k)) for k in SHOWN}} for e in view],
+            "merged": [{"dn": e["dn"], **{k: _norm(e["attributes"].get(k)) for k in SHOWN}} for e in merged]}

@@ -1,0 +1,141 @@
+"""The federation file's directory sections, the merge's rules on their own, and bad input
+to the directory commands (exit 2, one line, nothing made). No servers needed."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import run_geofed
+from geofed import federation
+from geofed.errors import UserError
+from geofed.ops import users
+from geofed.ops.users import HomeRead
+
+MA_HD = federation.resolve("ma-hd").read_text()
+
+
+def with_(old: str, new: str) -> str:
+    assert old in MA_HD, old
+    return MA_HD.replace(old, new, 1)
+
+
+def test_ma_hd_declares_seed_001s_rules():
+    fed = federation.load("ma-hd")
+    m, h = fed.site("M").directory, fed.site("H").directory
+    assert (m.kind, m.prefix, m.offset, m.base) == ("ldap", "ma", 100000, "dc=uni-mannheim,dc=de")
+    assert (h.kind, h.prefix, h.offset, h.base, h.domain) == ("ad", "hd", 200000, "DC=ad,DC=uni-heidelberg,DC=de",
+                                                              "UNIHD")
+    assert (m.activation_attribute, m.activation_value) == ("employeeType", "bwgrid")
+    assert m.merged_id(0) == 100000 and m.merged_id(99999) == 199999 and m.merged_id(100000) is None
+    assert m.merged_id(-1) is None
+    assert fed.directory.base == "o=bwgrid-ma-hd" and fed.directory.site == "M"
+    assert federation.load("icm-task").directory is None
+
+
+BAD = [
+    (with_('kind = "ldap"', 'kind = "nis"'), "site[0].directory.kind: must be one of ldap, ad"),
+    (with_('prefix = "hd"', 'prefix = "ma"'), "site[1].directory.prefix: 'ma' is site M's prefix too"),
+    (with_('offset = 200000', 'offset = 150000'), "site[1].directory.offset: ids 150000-249999 overlap site M's"),
+    (with_('prefix = "ma"', 'prefix = "Ma!"'), "site[0].directory.prefix: must be 1-8 lowercase"),
+    (with_('offset = 100000', 'offset = -5'), "site[0].directory.offset: must be at least 1"),
+    (with_('offset = 200000', 'offset = 2147483000'), "exceed 2147483647"),
+    (with_('activation = "employeeType=bwgrid"\n', 'activation = "bwgrid"\n'), "directory.activation: must be ATTRIBUTE=VALUE"),
+    (with_('realm = "ad.uni-heidelberg.de"', 'realm = "heidelberg"'), "site[1].directory.realm: must be a DNS domain"),
+    (with_('realm = "ad.uni-heidelberg.de"', 'base = "dc=x"'), "an Active Directory's base follows from its realm"),
+    (with_('base = "dc=uni-mannheim,dc=de"', 'base = "uni-mannheim"'), "site[0].directory.base: must be a DN"),
+    (with_('base = "dc=uni-mannheim,dc=de"', 'base = "dc=uni-mannheim,dc=de"\nrealm = "x.de"'), "only an Active Directory"),
+    (with_('site = "M"\n', 'site = "Q"\n'), "directory.site: unknown site 'Q'"),
+    (with_('base = "o=bwgrid-ma-hd"', 'base = "dc=uni-mannheim,dc=de"'), "a site's own naming context"),
+    (with_('[site.directory]\nkind = "ldap"', '[site.directory]\nkind = "ldap"\nuri = "x"'), "directory.uri: unknown key"),
+    ('name = "t"\n[directory]\n[[site]]\ncode = "W"\nnodes = 1\n', "no [site.directory] is declared"),
+]
+
+
+@pytest.mark.parametrize("text,message", BAD)
+def test_bad_directory_sections_name_their_place(write_fed, text, message):
+    path = write_fed(text)
+    with pytest.raises(UserError) as e:
+        federation.load(path)
+    assert str(path) in str(e.value) and message in str(e.value)
+
+
+def no_held():
+    return {"users": {}, "groups": {}, "uids": {}, "gids": {}}
+
+
+def user(name, uid, gid=1, activated=True, dn=None):
+    return {"name": name, "dn": dn or f"uid={name}", "uid": uid, "gid": gid, "gecos": name, "home": f"/home/{name}",
+            "shell": "/bin/sh", "activated": activated}
+
+
+def test_the_merge_takes_ids_to_the_last_of_the_range_and_refuses_one_beyond():
+    fed = federation.load("ma-hd")
+    homes = {"M": HomeRead([user("edge", 99999), user("over", 100000), user("off", 5, activated=False)], []),
+             "H": HomeRead([user("none", None)], [])}
+    m = users.merge(fed, homes, no_held())
+    assert {n: u["uidNumber"] for n, u in m.users.items()} == {"edge": 199999}
+    assert sorted((c["kind"], c["name"]) for c in m.collisions) == [("id-range", "over"), ("missing-id", "none")]
+
+
+def test_names_and_ids_held_by_hand_made_entries_are_refused():
+    fed = federation.load("ma-hd")
+    held = dict(no_held(), users={"root2": {"dn": "uid=root2,ou=people,o=x"}}, uids={100007: "uid=svc,ou=people,o=x"})
+    homes = {"M": HomeRead([user("root2", 1), user("clash", 7), user("fine", 8)], []), "H": HomeRead([], [])}
+    m = users.merge(fed, homes, held)
+    assert list(m.users) == ["fine"]
+    assert sorted((c["kind"], c["name"]) for c in m.collisions) == [("id-taken", "clash"), ("name-taken", "root2")]
+
+
+def test_a_refused_name_keeps_what_an_earlier_sync_made_of_it():
+    fed = federation.load("ma-hd")
+    homes = {"M": HomeRead([user("dup", 1)], []), "H": HomeRead([user("dup", 2)], [])}
+    m = users.merge(fed, homes, no_held())
+    earlier = {"dup": {"dn": "uid=dup,ou=people,o=x", "uidNumber": "100001"}}
+    assert m.users == {} and users.plan(m, earlier, {}, "o=x") == []
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["ops", "directory", "up", "icm-task"], "declares no [site.directory]"),
+    (["ops", "users", "sync", "-f", "icm-task"], "declares no [site.directory]"),
+    (["ops", "users", "check", "kredel", "-f", "{fed}"], "are not up; run: geofed ops directory up"),
+    (["ops", "users", "show", "kredel", "-f", "{fed}"], "are not up"),
+    (["ops", "users", "check", "kredel", "-f", "{fed}", "--password-file", "/nonexistent/pw"], "--password-file"),
+    (["ops", "directory", "up", "/nonexistent/fed.toml"], "no such federation file"),
+    (["bench", "directory", "--users", "0"], "--users"),
+    (["bench", "directory", "--changed", "1.5"], "--changed"),
+    (["bench", "directory", "--changed", "nan"], "--changed"),
+    (["bench", "directory", "--users", "95000"], "at most 90000 users"),
+])
+def test_bad_input_to_the_directory_commands(argv, message, tmp_path, write_fed):
+    fed = federation.derive(federation.load("ma-hd"), tmp_path, "dirinput")
+    res = run_geofed(*[a.replace("{fed}", str(fed)) for a in argv])
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and message in res.stderr, res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dirinput.toml"]
+
+
+def test_names_that_are_no_posix_names_are_refused():
+    fed = federation.load("ma-hd")
+    long = "g" * 31  # 33 characters with the prefix
+    homes = {"M": HomeRead([user("John Smith", 1), user("ok.name", 2)], [{"name": long, "dn": "cn=g", "gid": 3,
+                                                                          "members": []}]),
+             "H": HomeRead([], [])}
+    m = users.merge(fed, homes, no_held())
+    assert list(m.users) == ["ok.name"] and m.groups == {}
+    assert sorted((c["kind"], c["name"]) for c in m.collisions) == [("bad-name", "John Smith"), ("bad-name", "ma" + long)]
+
+
+def test_a_group_without_members_is_stable_across_syncs():
+    """The admin server has no memberUid for it; the merge wants none: no change, by the
+    stored digest, and by the attributes where the digest is stale."""
+    fed = federation.load("ma-hd")
+    homes = {"M": HomeRead([], [{"name": "empty", "dn": "cn=empty", "gid": 1, "members": []}]), "H": HomeRead([], [])}
+    m = users.merge(fed, homes, no_held())
+    [add] = users.plan(m, {}, {}, "o=x")
+    assert add["op"] == "add" and "memberUid" not in add["attributes"]
+    stored = dict(add["attributes"], dn=add["dn"], gidNumber="100001", memberUid=None)
+    assert users.plan(m, {}, {"maempty": {"dn": add["dn"], "geofedDigest": stored["geofedDigest"], "partial": True}},
+                      "o=x") == []
+    stale = {"maempty": {"dn": add["dn"], "geofedDigest": "stale", "partial": True}}
+    [fix] = users.plan(m, {}, stale, "o=x", fetch=lambda kind, dns: {add["dn"]: dict(stored, geofedDigest="stale")})
+    assert fix["op"] == "modify" and fix["attributes"] == {"geofedDigest": stored["geofedDigest"]}
