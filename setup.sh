@@ -19,6 +19,8 @@ if command -v "$PY" >/dev/null && ! "$PY" -c 'import ensurepip, venv' 2>/dev/nul
 /usr/bin/python3 -c 'import simgrid' 2>/dev/null || apt_missing+=(python3-simgrid)
 # OpenBLAS, the BLAS that HPL is built with (`geofed bench hpl`)
 [ -e /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h ] || apt_missing+=(libopenblas-dev)
+# iperf3, the network's ceiling beside `geofed bench transfer` (never run as a service)
+command -v iperf3 >/dev/null || apt_missing+=(iperf3)
 # The directory servers of `geofed ops directory` (OpenLDAP, Samba's AD DC, the LDAP tools);
 # geofed runs them as its own foreground children, never as the system's services.
 directory_missing=()

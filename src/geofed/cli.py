@@ -30,6 +30,7 @@ PLUGINS: list[str] = [
     "geofed.apps.obstacle.cli",
     "geofed.apps.hpl.cli",
     "geofed.model.cli",
+    "geofed.ops.transfer",
 ]
 
 

@@ -1,0 +1,252 @@
+"""`geofed transfer SRC DST`: bulk data between nodes of a federation, checked and resumable.
+
+    geofed transfer -f icm-task W1:/data/set G1:/scratch/set [--streams N] [--buffer BYTES]
+    geofed transfer -f icm-task W1:mem:1000000000 G1:/dev/null       # the network and the ends only
+
+On the testbed the two ends (geofed.ops.xfer_ends) run in their nodes' namespaces: the
+receiver listens on its node's address (never on every address) and the sender opens
+one control and N data connections to it, each proving a secret made for this transfer
+(passed in the environment, never on a command line). Streams and socket buffers come
+from the link's bandwidth-delay product unless given: one default Linux TCP stream
+holds at most a few MB in flight, so a 4.5 MB BDP takes several (docs/transfer.md).
+
+A transfer stopped in any way (Ctrl-C, a killed end, a dropped link) leaves
+DEST.geofed-partial and its manifest of verified chunks; the same command again sends
+only the chunks that are missing or no longer verify.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from geofed import federation, records
+from geofed.errors import JobFailed, UserError
+from geofed.ops import xfer_ends
+from geofed.progress import Bar
+from geofed.validate import nonnegative_int, positive_int
+
+STREAM_WINDOW_BYTES = 1 << 20  # what one stream is given of the BDP when choosing the count
+MAX_STREAMS = 8
+
+
+def parse_end(spec: str, fed, what: str) -> tuple[str, str]:
+    node, sep, path = spec.partition(":")
+    if not sep or not path:
+        raise UserError(f"{what} {spec!r}: expected NODE:PATH, like W1:/data/file")
+    try:
+        fed.node(node)
+    except KeyError:
+        raise UserError(f"{what} {spec!r}: federation {fed.name} has no node {node} "
+                        f"(nodes: {', '.join(n.name for n in fed.nodes())})") from None
+    return node, path
+
+
+def parse_size(text: str, where: str) -> int:
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    t = text.strip().upper().removesuffix("B")
+    unit = t[-1] if t and t[-1] in units else ""
+    try:
+        value = float(t[:len(t) - len(unit)]) * units[unit]
+    except ValueError:
+        value = -1
+    if not math.isfinite(value) or value <= 0:
+        raise UserError(f"{where}: expected a size like 512M or 2G, got {text!r}")
+    return int(value)
+
+
+def check_source(path: str) -> tuple[str, int]:
+    """The source as the sender takes it, and its size; a missing or empty one is the user's mistake."""
+    if path.startswith(xfer_ends.MEM_PREFIX):
+        size = parse_size(path[len(xfer_ends.MEM_PREFIX):], f"source {path}")
+        return f"{xfer_ends.MEM_PREFIX}{size}", size
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"source {path}: no such file or directory")
+    if p.is_dir():
+        files = [f for f in p.rglob("*") if f.is_file()]
+        if not files:
+            raise UserError(f"source {path}: an empty directory")
+        return str(p.resolve()), sum(f.stat().st_size for f in files)
+    return str(p.resolve()), p.stat().st_size
+
+
+def check_dest(path: str, need: int) -> str:
+    if path == xfer_ends.NULL_SINK:
+        return path
+    p = Path(path)
+    parent = p.parent if not p.is_dir() else p
+    if not parent.is_dir():
+        raise UserError(f"destination {path}: directory {parent} does not exist")
+    held = Path(str(p) + xfer_ends.PARTIAL)
+    have = held.stat().st_size if held.exists() else 0
+    free = shutil.disk_usage(parent).free
+    if need - have > free:
+        raise UserError(f"destination {path}: no space: {(need - have) / 1e6:.1f} MB to write, "
+                        f"{free / 1e6:.1f} MB free in {parent}")
+    return str(p.resolve())
+
+
+def choose(fed, src_site: str, dst_site: str, streams: int | None, buffer: int | None) -> tuple[int, int, int]:
+    """Streams and socket buffer for the route: enough streams that each holds a share of the
+    BDP a default Linux stream keeps in flight; buffers twice each stream's share (0: autotuned)."""
+    gbps, rtt = fed.bandwidth_gbps(src_site, dst_site), fed.rtt_ms(src_site, dst_site)
+    bdp = federation.bdp_bytes(gbps, rtt) if gbps else 0
+    n = streams or max(1, min(MAX_STREAMS, math.ceil(bdp / STREAM_WINDOW_BYTES)))
+    buf = buffer if buffer is not None else (2 * bdp // n if bdp else 0)
+    return n, buf, bdp
+
+
+class End:
+    """One end running in its node: its JSON lines, its exit status."""
+
+    def __init__(self, argv: list[str], env: dict):
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                     start_new_session=True)
+        self.events: list[dict] = []
+        self.lock = threading.Condition()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                ev = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            with self.lock:
+                self.events.append(ev)
+                self.lock.notify_all()
+
+    def wait_for(self, kind: str, timeout: float) -> dict | None:
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while True:
+                found = next((e for e in self.events if e["event"] in (kind, "error")), None)
+                left = deadline - time.monotonic()
+                if found or self.proc.poll() is not None or left <= 0:
+                    return found
+                self.lock.wait(min(left, 0.2))
+
+    def last(self, kind: str) -> dict | None:
+        with self.lock:
+            return next((e for e in reversed(self.events) if e["event"] == kind), None)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+def end_argv(netns: str | None, args: list[str]) -> list[str]:
+    from geofed.testbed import host
+    argv = [sys.executable, "-m", "geofed.ops.xfer_ends", *args]
+    return host.in_netns(netns, argv) if netns else argv
+
+
+def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | None = None,
+        chunk: int = 8 << 20, show=None, secret: bytes | None = None) -> dict:
+    """Move SRC to DST (NODE:PATH each) on the federation's testbed; the transfer's record data."""
+    from geofed.testbed import core
+    src_node, src_path = parse_end(src, fed, "source")
+    dst_node, dst_path = parse_end(dst, fed, "destination")
+    source, size = check_source(src_path)
+    if Path(dst_path).is_dir() and Path(source).is_file():  # into the directory, by the file's name
+        dst_path = str(Path(dst_path) / Path(source).name)
+    dest = check_dest(dst_path, size)
+    plan = core.require_up(fed, [fed.node(src_node), fed.node(dst_node)])
+    s_site, d_site = fed.node(src_node).site, fed.node(dst_node).site
+    n, buf, bdp = choose(fed, s_site, d_site, streams, buffer)
+    env = dict(os.environ, GEOFED_XFER_SECRET=(secret or secrets.token_bytes(32)).hex())
+    rx = End(end_argv(plan.node(dst_node).netns, ["recv", "--bind", plan.node(dst_node).address, "--dest", dest,
+                                                  "--buffer", str(buf)]), env)
+    tx = None
+    try:
+        listening = rx.wait_for("listening", 30)
+        if not listening or listening["event"] != "listening":
+            raise JobFailed(f"transfer: the receiver on {dst_node} did not start: {_why(rx)}")
+        tx = End(end_argv(plan.node(src_node).netns, [
+            "send", "--connect", f"{plan.node(dst_node).address}:{listening['port']}", "--source", source,
+            "--streams", str(n), "--chunk", str(chunk), "--buffer", str(buf)]), env)
+        bar = Bar(f"transfer {src} -> {dst}")
+        while True:
+            try:
+                tx.proc.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                p = tx.last("progress")
+                if p and show and p["bytes"]:
+                    bar(p["acked"] / p["bytes"])
+        bar.close()
+        rx.proc.wait(timeout=30)
+        sent, got = tx.last("done"), rx.last("done")
+        if tx.proc.returncode != 0 or not sent or not got:
+            raise JobFailed(f"transfer {src} -> {dst} failed: {_why(tx) or _why(rx)}; run the same command again "
+                            f"to resume" + ("" if dest == xfer_ends.NULL_SINK else f" ({dest}{xfer_ends.PARTIAL} kept)"))
+    finally:
+        for end in (tx, rx):
+            if end is not None:
+                end.stop()
+    gb = max(sent["bytes"], 1) / 1e9
+    return {"source": src, "destination": dst, "bytes": size, "moved_bytes": sent["bytes"], "held_bytes": sent["held"],
+            "seconds": sent["seconds"], "rate_mbps": sent["bytes"] * 8 / sent["seconds"] / 1e6 if sent["seconds"] else 0,
+            "streams": n, "buffer_bytes": buf, "chunk_bytes": chunk, "resent_chunks": sent["resent"],
+            "corrupt_found": got["corrupt"],  # damaged on disk since verified, or arrived damaged
+            "sender_cpu_s_per_gb": sent["cpu_s"] / gb, "receiver_cpu_s_per_gb": got["cpu_s"] / gb,
+            "link": {"src_site": s_site, "dst_site": d_site, "rtt_ms": fed.rtt_ms(s_site, d_site),
+                     "bandwidth_gbps": fed.bandwidth_gbps(s_site, d_site), "bdp_bytes": bdp}}
+
+
+def _why(end: End) -> str:
+    err = end.last("error")
+    if err:
+        return err["message"]
+    if end.proc.poll() is not None and end.proc.returncode:
+        tail = (end.proc.stderr.read() or "").strip().splitlines()
+        return tail[-1] if tail else f"exit status {end.proc.returncode}"
+    return ""
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def cmd_transfer(args) -> int:
+    fed = federation.load(args.federation)
+    data = run(fed, args.source, args.destination, streams=args.streams, buffer=args.buffer,
+               chunk=args.chunk_mb << 20, show=True)
+    held = f", {data['held_bytes'] / 1e6:.1f} MB already there" if data["held_bytes"] else ""
+    print(f"{data['source']} -> {data['destination']}: {data['moved_bytes'] / 1e6:.1f} MB in {data['seconds']:.2f} s, "
+          f"{data['rate_mbps']:.0f} Mb/s over {data['streams']} streams{held}; "
+          f"CPU {data['sender_cpu_s_per_gb']:.2f} s/GB sending, {data['receiver_cpu_s_per_gb']:.2f} s/GB receiving"
+          + (f"; {data['corrupt_found']} damaged chunk(s) found and sent again" if data["corrupt_found"] else ""))
+    print(f"record: {records.save(records.make('ops.transfer', data, **records.federation_meta(fed)), args.out)}")
+    return 0
+
+
+def register(commands, bench) -> None:
+    p = commands.add_parser("transfer", help="copy a file, a tree or memory between nodes: parallel streams, "
+                                             "checked chunks, resumable (root on the testbed)")
+    p.add_argument("source", help="NODE:PATH, or NODE:mem:SIZE (bytes made in memory)")
+    p.add_argument("destination", help="NODE:PATH, or NODE:/dev/null (checked, not kept)")
+    p.add_argument("-f", "--federation", default="icm-task", help="federation file or shipped name (default icm-task)")
+    p.add_argument("--streams", type=positive_int, help="TCP streams (default: from the link's BDP)")
+    p.add_argument("--buffer", type=nonnegative_int, help="socket buffer bytes per stream (default: from the BDP; 0: "
+                                                          "Linux's autotuning)")
+    p.add_argument("--chunk-mb", type=positive_int, default=8, help="chunk size in MiB (default 8)")
+    p.add_argument("--out", default="geofed-out/transfer", help="directory for the ops.transfer record")
+    p.set_defaults(func=cmd_transfer)
+    from geofed.bench import transfer as bench_transfer
+    bench_transfer.register(bench)

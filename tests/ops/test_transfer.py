@@ -1,0 +1,170 @@
+"""geofed transfer on a real testbed: real TCP across the emulated link, real files, real kills."""
+
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from geofed import federation
+from geofed.errors import UserError
+from geofed.ops import transfer, xfer_ends
+from geofed.testbed import core
+from tests.conftest import GEOFED, needs_root, no_leftovers, run_geofed, two_site_federation
+
+NAME = "xfer-test"
+
+
+@pytest.fixture(scope="module")
+def fed(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    path = tmp_path_factory.mktemp("fed") / "xfer.toml"
+    path.write_text(two_site_federation(NAME, rtt_ms=2.0, gbps=1.0))
+    f = federation.load(path)
+    core.up(f)
+    yield f
+    core.down(NAME)
+    assert no_leftovers(NAME) == []
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def make(path: Path, nbytes: int, seed: int = 1) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(random.Random(seed).randbytes(nbytes))
+    return path
+
+
+@needs_root
+def test_a_file_and_a_tree_arrive_identical(fed, tmp_path):
+    src = make(tmp_path / "src.bin", 21 * (1 << 20) + 12345)
+    data = transfer.run(fed, f"A1:{src}", f"B1:{tmp_path / 'dst.bin'}", streams=3, chunk=4 << 20)
+    assert sha(tmp_path / "dst.bin") == sha(src)
+    assert data["moved_bytes"] == src.stat().st_size and data["held_bytes"] == 0
+    assert not list(tmp_path.glob("*" + xfer_ends.PARTIAL + "*"))
+    tree = tmp_path / "tree"
+    for rel, n in (("a.bin", 5000), ("sub/b.bin", 3 << 20), ("sub/deeper/c.bin", 1), ("empty.bin", 0)):
+        make(tree / rel, n, seed=n)
+    transfer.run(fed, f"A2:{tree}", f"B1:{tmp_path / 'copy'}", streams=2, chunk=1 << 20)
+    for f in tree.rglob("*"):
+        if f.is_file():
+            assert sha(tmp_path / "copy" / f.relative_to(tree)) == sha(f), f
+
+
+@needs_root
+def test_a_killed_sender_resumes_and_a_damaged_chunk_is_sent_again(fed, tmp_path):
+    src = make(tmp_path / "big.bin", 60 << 20)
+    dst = tmp_path / "out.bin"
+    manifest = Path(str(dst) + xfer_ends.MANIFEST)
+    # the whole command, killed with SIGKILL (its ends too) once some chunks are verified
+    proc = subprocess.Popen([GEOFED, "transfer", "-f", str(fed.path),
+                             f"A1:{src}", f"B1:{dst}", "--streams", "1", "--chunk-mb", "1"],
+                            start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not (manifest.exists() and len(manifest.read_text().splitlines()) >= 5):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.01)
+    for pid in _ends():
+        os.kill(pid, signal.SIGKILL)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    held = manifest.read_text().splitlines()
+    assert 5 <= len(held) < 60 and not dst.exists()
+    # damage a verified chunk on disk: it must be found and sent again
+    first = int(held[0].split()[0])
+    partial = Path(str(dst) + xfer_ends.PARTIAL)
+    with open(partial, "r+b") as f:
+        f.seek(first + 100)
+        byte = f.read(1)
+        f.seek(first + 100)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    data = transfer.run(fed, f"A1:{src}", f"B1:{dst}", streams=2, chunk=1 << 20)
+    assert sha(dst) == sha(src)
+    assert data["corrupt_found"] == 1
+    assert data["held_bytes"] == (len(held) - 1) << 20  # everything verified but the damaged chunk
+    assert data["moved_bytes"] == src.stat().st_size - data["held_bytes"]
+    assert not partial.exists() and not manifest.exists()
+
+
+def _ends() -> list[int]:
+    """Pids of running transfer ends (they live in the nodes' namespaces, outside the command's group)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                cmd = Path(f"/proc/{d}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"geofed.ops.xfer_ends" in cmd:
+                out.append(int(d))
+    return out
+
+
+@needs_root
+def test_a_wrong_secret_is_refused(fed, tmp_path):
+    plan = core.require_up(fed)
+    b1 = plan.node("B1")
+    env = dict(os.environ, GEOFED_XFER_SECRET=os.urandom(32).hex())
+    rx = transfer.End(transfer.end_argv(b1.netns, ["recv", "--bind", b1.address, "--dest", str(tmp_path / "x"),
+                                                   "--timeout", "20"]), env)
+    try:
+        port = rx.wait_for("listening", 20)["port"]
+        tx = subprocess.run(transfer.end_argv(plan.node("A1").netns, [
+            "send", "--connect", f"{b1.address}:{port}", "--source", "mem:1000", "--streams", "1"]),
+            env=dict(env, GEOFED_XFER_SECRET=os.urandom(32).hex()), capture_output=True, text=True, timeout=30)
+        assert tx.returncode == 3
+        assert json.loads(tx.stdout.splitlines()[-1])["message"].startswith("the other end")
+        assert rx.wait_for("refused", 10)["event"] == "refused"
+        assert not (tmp_path / "x").exists()
+    finally:
+        rx.stop()
+
+
+@needs_root
+def test_memory_to_dev_null_moves_and_keeps_nothing(fed, tmp_path):
+    data = transfer.run(fed, "A1:mem:20M", "B1:/dev/null", streams=2)
+    assert data["moved_bytes"] == 20 << 20 and data["rate_mbps"] > 0
+    assert data["sender_cpu_s_per_gb"] > 0 and data["receiver_cpu_s_per_gb"] > 0
+
+
+@needs_root
+@pytest.mark.parametrize("src,dst,message", [
+    ("A1:/no/such/file", "B1:/tmp/x", "source /no/such/file: no such file or directory"),
+    ("Z9:/etc/hostname", "B1:/tmp/x", "has no node Z9"),
+    ("A1:/etc/hostname", "B1", "expected NODE:PATH"),
+    ("A1:mem:lots", "B1:/dev/null", "expected a size like 512M"),
+    ("A1:/etc/hostname", "B1:/no/such/dir/x", "directory /no/such/dir does not exist"),
+])
+def test_bad_input_is_one_line_and_exit_2(fed, src, dst, message):
+    res = run_geofed("transfer", "-f", str(fed.path), src, dst)
+    assert res.returncode == 2 and message in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+@needs_root
+def test_no_space_at_the_destination_is_refused_before_anything_moves(fed, tmp_path):
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "geofed-xfer-test", str(small)], check=True)
+    try:
+        src = make(tmp_path / "two.bin", 2 << 20)
+        with pytest.raises(UserError, match="no space"):
+            transfer.run(fed, f"A1:{src}", f"B1:{small / 'two.bin'}")
+        assert list(small.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
+
+
+def test_streams_and_buffers_follow_the_bdp(write_fed):
+    fed = federation.load(write_fed(two_site_federation("xfer-choose", rtt_ms=9.0, gbps=4.0)))
+    n, buf, bdp = transfer.choose(fed, "A", "B", None, None)
+    assert bdp == pytest.approx(4.5e6, rel=0.01)
+    assert n == 5 and buf == 2 * bdp // 5
+    assert transfer.choose(fed, "A", "B", 2, 0) == (2, 0, bdp)
