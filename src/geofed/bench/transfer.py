@@ -48,7 +48,9 @@ def iperf3(plan, src: str, dst: str, streams: int, nbytes: int, timeout: float =
             "retransmits": end["sum_sent"].get("retransmits", 0)}
 
 
-def run(base, streams: list[int], losses: list[float], nbytes: int, repeat: int) -> dict:
+def run(base, streams: list[int], losses: list[float], nbytes: int, repeat: int, lossy_bytes: int) -> dict:
+    """The table's rows; a lossy link moves `lossy_bytes` per run (a stream there runs at
+    Mathis' limit, 15 Mb/s at 9 ms and 1 %, so a GB would take minutes)."""
     from geofed.ops import transfer
     from geofed.testbed import core
     rows = []
@@ -60,12 +62,13 @@ def run(base, streams: list[int], losses: list[float], nbytes: int, repeat: int)
                 a, b = (next(n.name for n in fed.nodes() if n.site == s.code) for s in fed.sites[:2])
                 for n in streams:
                     ours, theirs = [], []
+                    size = nbytes if loss == 0 else lossy_bytes
                     for k in range(repeat):
                         progress(f"bench transfer: loss {loss:g}, {n} stream(s), run {k + 1}/{repeat}")
-                        ours.append(transfer.run(fed, f"{a}:mem:{nbytes}", f"{b}:/dev/null", streams=n))
-                        theirs.append(iperf3(plan, a, b, n, nbytes))
+                        ours.append(transfer.run(fed, f"{a}:mem:{size}", f"{b}:/dev/null", streams=n))
+                        theirs.append(iperf3(plan, a, b, n, size))
                     rows.append({
-                        "loss": loss, "streams": n, "bytes": nbytes, "repeat": repeat,
+                        "loss": loss, "streams": n, "bytes": size, "repeat": repeat,
                         "geofed_mbps": statistics.median(r["rate_mbps"] for r in ours),
                         "geofed_runs_mbps": [r["rate_mbps"] for r in ours],
                         "geofed_sender_cpu_s_per_gb": statistics.median(r["sender_cpu_s_per_gb"] for r in ours),
@@ -87,7 +90,8 @@ def run(base, streams: list[int], losses: list[float], nbytes: int, repeat: int)
 def table(data: dict) -> str:
     link = data["link"]
     cap = link["bandwidth_gbps"] * 1000
-    lines = [f"link {link['rtt_ms']:.4g} ms RTT, {cap:.0f} Mb/s; memory -> /dev/null; medians of "
+    lines = [f"link {link['rtt_ms']:.4g} ms RTT, {cap:.0f} Mb/s; memory -> /dev/null ({data['rows'][0]['bytes'] / 1e6:.0f} MB "
+             f"per run, {data['rows'][-1]['bytes'] / 1e6:.0f} MB with loss); medians of "
              f"{data['rows'][0]['repeat']}; geofed's own choice: {data['auto_streams']} streams",
              f"{'loss':>6} {'streams':>7} {'geofed Mb/s':>11} {'of link':>7} {'iperf3 Mb/s':>11} {'geofed/iperf3':>13}"
              f" {'CPU s/GB geofed':>15} {'iperf3':>7}"]
@@ -114,7 +118,8 @@ def cmd_bench_transfer(args) -> int:
     base = federation.load(args.federation)
     if len(base.sites) < 2:
         raise UserError(f"{base.path}: one site only; a transfer between sites needs two")
-    data = run(base, args.streams, args.loss, parse_size(args.size, "--size"), args.repeat)
+    data = run(base, args.streams, args.loss, parse_size(args.size, "--size"), args.repeat,
+               parse_size(args.lossy_size, "--lossy-size"))
     print(table(data))
     print(f"record: {records.save(records.make('bench.transfer', data, **records.federation_meta(base)), args.out)}")
     return 0
@@ -127,6 +132,7 @@ def register(bench) -> None:
     p.add_argument("--streams", type=positive_int_list, default=[1, 2, 4, 8], help="stream counts (default 1,2,4,8)")
     p.add_argument("--loss", type=losses, default=[0.0, 0.01], help="link losses (default 0,0.01)")
     p.add_argument("--size", default="1G", help="bytes per run (default 1G)")
+    p.add_argument("--lossy-size", default="64M", help="bytes per run on a lossy link (default 64M)")
     p.add_argument("--repeat", type=positive_int, default=3, help="runs per cell; medians (default 3)")
     p.add_argument("--out", default="geofed-out/bench", help="directory for the bench.transfer record")
     p.set_defaults(func=cmd_bench_transfer)

@@ -7,8 +7,7 @@ On the testbed the two ends (geofed.ops.xfer_ends) run in their nodes' namespace
 receiver listens on its node's address (never on every address) and the sender opens
 one control and N data connections to it, each proving a secret made for this transfer
 (passed in the environment, never on a command line). Streams and socket buffers come
-from the link's bandwidth-delay product unless given: one default Linux TCP stream
-holds at most a few MB in flight, so a 4.5 MB BDP takes several (docs/transfer.md).
+from the link's bandwidth-delay product unless given (docs/transfer.md).
 
 A transfer stopped in any way (Ctrl-C, a killed end, a dropped link) leaves
 DEST.geofed-partial and its manifest of verified chunks; the same command again sends
@@ -35,7 +34,11 @@ from geofed.ops import xfer_ends
 from geofed.progress import Bar
 from geofed.validate import nonnegative_int, positive_int
 
-STREAM_WINDOW_BYTES = 1 << 20  # what one stream is given of the BDP when choosing the count
+# What one stream is given of the BDP when choosing the count: half the 8 MB window Linux
+# autotunes a stream to here (tcp_rmem 16 MB). On icm-task (4.5 MB BDP) that is 2 streams,
+# the fastest count measured (docs/transfer.md); one stream alone overshoots the one-BDP
+# queue of the link and backs off more.
+STREAM_WINDOW_BYTES = 4 << 20
 MAX_STREAMS = 8
 
 
