@@ -10,18 +10,21 @@ from conftest import needs_root, no_leftovers, run_geofed
 pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow]
 
 SECTIONS = ["Testbed verification", "MPI job across a placement", "Gray-Scott across sites", "MDFS across sites",
-            "Obstacle problem", "High-Performance Linpack"]
+            "Obstacle problem", "High-Performance Linpack", "Bulk transfers between nodes"]
 
 
 def test_demo_runs_every_step_and_leaves_nothing(tmp_path):
     res = run_geofed("demo", "--out", str(tmp_path), timeout=900)
     assert res.returncode == 0, res.stderr[-2000:]
-    assert "[8/8] taking the testbed down" in res.stderr
+    assert "[9/9] taking the testbed down" in res.stderr
     page = (tmp_path / "report.html").read_text()
     for title in SECTIONS:
         assert f"<h2>{title}" in page, title
     kinds = {json.loads(p.read_text())["kind"] for p in tmp_path.glob("*.json")}
-    assert {"testbed.verify", "job.pingpong", "workflow.grayscott", "mdfs.sweep", "bench.obstacle", "bench.hpl"} <= kinds
+    assert {"testbed.verify", "job.pingpong", "workflow.grayscott", "mdfs.sweep", "bench.obstacle", "bench.hpl",
+            "ops.transfer"} <= kinds
+    staged = next(json.loads(p.read_text())["data"] for p in tmp_path.glob("ops.transfer-*.json"))
+    assert staged["moved_bytes"] == 300 << 20 and "identical on arrival" in res.stdout
     hpl = [json.loads(p.read_text())["data"] for p in tmp_path.glob("bench.hpl-*.json")]
     assert sorted(d["placement"] for d in hpl) == ["G1W1", "W2"] and all(d["passed"] for d in hpl)
     obstacle = next(json.loads(p.read_text())["data"] for p in tmp_path.glob("bench.obstacle-*.json"))

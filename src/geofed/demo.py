@@ -6,8 +6,10 @@ short Gray-Scott workflow (simulation at G staged through SST to analysis and pl
 at W, every step checksummed), seed 000's MDFS Table 1/2 on the scaled nodes (one run
 per placement and split), seed 003's Table III analogue (the obstacle problem by
 P2PSAP sync and async peers and by MPI Jacobi, inside a site and across the link),
-Linpack on two nodes in one site and across the link (seed 001), render the report, and take the testbed down again, also on failure. One rank per
-node: the scaled nodes have one core each.
+Linpack on two nodes in one site and across the link (seed 001), a file staged from
+W to G with `geofed transfer` and checked on arrival, render the report, and take
+the testbed down again, also on failure. One rank per node: the scaled nodes have
+one core each.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ DEMO_GRAYSCOTT = {"L": 32, "steps": 60, "plotgap": 10}
 DEMO_MDFS_PLACEMENTS = ["G1W0", "G0W1", "G2W0", "G1W1", "G0W2", "G2W2", "G0W4"]
 # Table III analogue, one run per cell: one site, then across the 9 ms link.
 DEMO_OBSTACLE = {"placements": ["W2", "G1W1"], "n": 32, "tol": 1e-8}
+# Seed 000 staged its data set from ICM to TASK across the link: a file of this size, W1 -> G1.
+DEMO_TRANSFER_MB = 300
 # Seed 001's comparison at its smallest: two nodes in one site, then across the link (about 1 s each).
 DEMO_HPL = {"placements": ["W2", "G1W1"], "n": 2000}
 
@@ -41,31 +45,33 @@ def run(out: Path, progress: Callable[[str], None]) -> int:
     core.require_root("up (geofed demo)")
     fed = federation.load(DEMO_FEDERATION)
     out.mkdir(parents=True, exist_ok=True)
-    progress(f"[1/8] bringing up testbed {fed.name}")
+    progress(f"[1/9] bringing up testbed {fed.name}")
     core.up(fed, progress)
     try:
-        progress("[2/8] verifying the testbed against its federation file")
+        progress("[2/9] verifying the testbed against its federation file")
         data = verify.verify(fed, progress=progress)
         print(verify.format_table(data))
         records.save(records.make("testbed.verify", data, **records.federation_meta(fed)), out)
-        progress(f"[3/8] MPI ping-pong across placement {DEMO_PLACEMENT}")
+        progress(f"[3/9] MPI ping-pong across placement {DEMO_PLACEMENT}")
         job_ok = _pingpong(fed, out)
-        progress("[4/8] Gray-Scott: simulation at G, SST staging across the link, analysis and plots at W")
+        progress("[4/9] Gray-Scott: simulation at G, SST staging across the link, analysis and plots at W")
         workflow_ok = _grayscott(fed, out, progress)
-        progress("[5/8] MDFS 2D on the Madelon-like data across seed 000's placements")
+        progress("[5/9] MDFS 2D on the Madelon-like data across seed 000's placements")
         _mdfs(fed, out, progress)
-        progress("[6/8] obstacle problem: P2PSAP sync and async peers and MPI Jacobi, in one site and across the link")
+        progress("[6/9] obstacle problem: P2PSAP sync and async peers and MPI Jacobi, in one site and across the link")
         _obstacle(fed, out, progress)
-        progress(f"[7/8] Linpack (HPL) on {' and '.join(DEMO_HPL['placements'])}, N = {DEMO_HPL['n']}")
+        progress(f"[7/9] Linpack (HPL) on {' and '.join(DEMO_HPL['placements'])}, N = {DEMO_HPL['n']}")
         hpl_ok = _hpl(fed, out)
+        progress(f"[8/9] bulk transfer: a {DEMO_TRANSFER_MB} MB file staged from W1 to G1 (seed 000's data set)")
+        transfer_ok = _transfer(fed, out)
     finally:
-        progress("[8/8] taking the testbed down")
+        progress("[9/9] taking the testbed down")
         core.down(fed.name)
     page = report.render(records.load_dir(out), out, title=f"geofed demo: {fed.description}")
     print(f"report: {page}")
     if not data["ok"]:
         print("demo: the testbed did not meet its federation file (see the report)", file=sys.stderr)
-    return 0 if data["ok"] and job_ok and workflow_ok and hpl_ok else 1
+    return 0 if data["ok"] and job_ok and workflow_ok and hpl_ok and transfer_ok else 1
 
 
 def _pingpong(fed, out: Path) -> bool:
@@ -130,3 +136,26 @@ def _hpl(fed, out: Path) -> bool:
         records.save(records.make("bench.hpl", data, **records.federation_meta(fed)), out)
         ok = ok and data["passed"]
     return ok
+
+
+def _transfer(fed, out: Path) -> bool:
+    import hashlib
+    import os
+    from geofed.ops import transfer
+    with tempfile.TemporaryDirectory(prefix="geofed-demo-") as tmp:
+        src, dst = Path(tmp) / "dataset.bin", Path(tmp) / "staged.bin"
+        with open(src, "wb") as f:
+            for _ in range(DEMO_TRANSFER_MB):
+                f.write(os.urandom(1 << 20))
+        try:
+            data = transfer.run(fed, f"W1:{src}", f"G1:{dst}")
+        except JobFailed as e:
+            print(f"demo: {e}", file=sys.stderr)
+            return False
+        same = hashlib.sha256(dst.read_bytes()).digest() == hashlib.sha256(src.read_bytes()).digest()
+    cap = data["link"]["bandwidth_gbps"] * 1000
+    print(f"transfer W1 -> G1: {data['moved_bytes'] / 1e6:.0f} MB in {data['seconds']:.2f} s, {data['rate_mbps']:.0f} "
+          f"of {cap:.0f} Mb/s ({data['rate_mbps'] / cap:.0%}) over {data['streams']} streams; "
+          f"{'identical on arrival' if same else 'DIFFERENT on arrival'}")
+    records.save(records.make("ops.transfer", data, **records.federation_meta(fed)), out)
+    return same

@@ -162,9 +162,29 @@ def test_no_space_at_the_destination_is_refused_before_anything_moves(fed, tmp_p
         subprocess.run(["umount", str(small)], check=True)
 
 
-def test_streams_and_buffers_follow_the_bdp(write_fed):
+def test_streams_and_buffers_follow_the_bdp(write_fed, tmp_path):
     fed = federation.load(write_fed(two_site_federation("xfer-choose", rtt_ms=9.0, gbps=4.0)))
     n, buf, bdp = transfer.choose(fed, "A", "B", None, None)
     assert bdp == pytest.approx(4.5e6, rel=0.01)
     assert n == 2 and buf == bdp
     assert transfer.choose(fed, "A", "B", 2, 0) == (2, 0, bdp)
+    (tmp_path / "d").mkdir()
+    lossy = federation.load(federation.derive(fed, tmp_path / "d", "xfer-lossy", loss=0.01))
+    assert transfer.choose(lossy, "A", "B", None, None)[0] == transfer.MAX_STREAMS  # 15 Mb/s a stream
+
+
+def test_report_shows_transfers_and_the_benchmark(tmp_path):
+    from geofed import records, report
+    link = {"src_site": "W", "dst_site": "G", "rtt_ms": 9.004, "bandwidth_gbps": 4.0, "bdp_bytes": 4502000}
+    one = {"source": "W1:/d", "destination": "G1:/e", "bytes": 10 ** 9, "moved_bytes": 6 * 10 ** 8,
+           "held_bytes": 4 * 10 ** 8, "seconds": 1.5, "rate_mbps": 3200.0, "streams": 2, "buffer_bytes": 4502000,
+           "chunk_bytes": 8 << 20, "resent_chunks": 1, "corrupt_found": 1, "sender_cpu_s_per_gb": 0.41,
+           "receiver_cpu_s_per_gb": 0.77, "link": link}
+    row = {"loss": 0.0, "streams": 2, "bytes": 10 ** 9, "repeat": 3, "geofed_mbps": 3623.0, "iperf3_mbps": 3707.0,
+           "geofed_sender_cpu_s_per_gb": 0.41, "iperf3_sender_cpu_s_per_gb": 0.17}
+    bench = {"link": {"rtt_ms": 9.004, "bandwidth_gbps": 4.0}, "auto_streams": 2,
+             "rows": [row, dict(row, streams=4, geofed_mbps=3554.0, iperf3_mbps=3725.0)]}
+    page = report.render([records.make("ops.transfer", one), records.make("bench.transfer", bench)],
+                         tmp_path).read_text()
+    assert "G1:/e" in page and "80.0%" in page and "0.41 / 0.77" in page
+    assert "0.977" in page and (tmp_path / "transfer-0.png").stat().st_size > 1000

@@ -101,10 +101,15 @@ def check_dest(path: str, need: int) -> str:
 
 def choose(fed, src_site: str, dst_site: str, streams: int | None, buffer: int | None) -> tuple[int, int, int]:
     """Streams and socket buffer for the route: enough streams that each holds a share of the
-    BDP a default Linux stream keeps in flight; buffers twice each stream's share (0: autotuned)."""
+    BDP a Linux stream keeps in flight, and on a lossy link enough that their Mathis limits
+    add up to the link's rate (at most MAX_STREAMS); buffers twice each stream's share of the
+    BDP (0: autotuned)."""
+    from geofed.model.network import route, stream_rate_Bps
     gbps, rtt = fed.bandwidth_gbps(src_site, dst_site), fed.rtt_ms(src_site, dst_site)
     bdp = federation.bdp_bytes(gbps, rtt) if gbps else 0
-    n = streams or max(1, min(MAX_STREAMS, math.ceil(bdp / STREAM_WINDOW_BYTES)))
+    r = route(fed, src_site, dst_site)
+    for_loss = math.ceil(r.rate_Bps / stream_rate_Bps(r, 1)) if r.loss and r.rate_Bps else 1
+    n = streams or max(1, min(MAX_STREAMS, max(math.ceil(bdp / STREAM_WINDOW_BYTES), for_loss)))
     buf = buffer if buffer is not None else (2 * bdp // n if bdp else 0)
     return n, buf, bdp
 
@@ -251,5 +256,5 @@ def register(commands, bench) -> None:
     p.add_argument("--chunk-mb", type=positive_int, default=8, help="chunk size in MiB (default 8)")
     p.add_argument("--out", default="geofed-out/transfer", help="directory for the ops.transfer record")
     p.set_defaults(func=cmd_transfer)
-    from geofed.bench import transfer as bench_transfer
-    bench_transfer.register(bench)
+    from geofed.ops import transfer_bench
+    transfer_bench.register(bench)

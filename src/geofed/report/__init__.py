@@ -44,6 +44,7 @@ SECTION_MODULES = [
     "geofed.report.grayscott",
     "geofed.report.obstacle",
     "geofed.report.model",
+    "geofed.report.transfer",
     "geofed.report.directory",
 ]
 
