@@ -21,6 +21,11 @@ if command -v "$PY" >/dev/null && ! "$PY" -c 'import ensurepip, venv' 2>/dev/nul
 [ -e /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h ] || apt_missing+=(libopenblas-dev)
 # iperf3, the network's ceiling beside `geofed bench transfer` (never run as a service)
 command -v iperf3 >/dev/null || apt_missing+=(iperf3)
+# GridFTP and xrootd, the bulk tools centres use, beside it (servers started by the benchmark)
+command -v globus-gridftp-server >/dev/null || apt_missing+=(globus-gridftp-server-progs)
+command -v globus-url-copy >/dev/null || apt_missing+=(globus-gass-copy-progs)
+command -v xrootd >/dev/null || apt_missing+=(xrootd-server)
+command -v xrdcp >/dev/null || apt_missing+=(xrootd-client)
 # The directory servers of `geofed ops directory` (OpenLDAP, Samba's AD DC, the LDAP tools);
 # geofed runs them as its own foreground children, never as the system's services.
 directory_missing=()

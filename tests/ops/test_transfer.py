@@ -182,9 +182,15 @@ def test_report_shows_transfers_and_the_benchmark(tmp_path):
            "receiver_cpu_s_per_gb": 0.77, "link": link}
     row = {"loss": 0.0, "streams": 2, "bytes": 10 ** 9, "repeat": 3, "geofed_mbps": 3623.0, "iperf3_mbps": 3707.0,
            "geofed_sender_cpu_s_per_gb": 0.41, "iperf3_sender_cpu_s_per_gb": 0.17}
-    bench = {"link": {"rtt_ms": 9.004, "bandwidth_gbps": 4.0}, "auto_streams": 2,
+    row |= {"gridftp_mbps": 3724.0, "xrootd_mbps": 2255.0}
+    bench = {"link": {"rtt_ms": 9.004, "bandwidth_gbps": 4.0}, "auto_streams": 2, "peers": ["gridftp", "xrootd"],
              "rows": [row, dict(row, streams=4, geofed_mbps=3554.0, iperf3_mbps=3725.0)]}
     page = report.render([records.make("ops.transfer", one), records.make("bench.transfer", bench)],
                          tmp_path).read_text()
     assert "G1:/e" in page and "80.0%" in page and "0.41 / 0.77" in page
-    assert "0.977" in page and (tmp_path / "transfer-0.png").stat().st_size > 1000
+    assert "0.977" in page and "2255" in page and (tmp_path / "transfer-0.png").stat().st_size > 1000
+
+
+def test_bench_transfer_names_an_unknown_peer():
+    res = run_geofed("bench", "transfer", "--peers", "gridftp,bbcp")
+    assert res.returncode == 2 and "unknown peer 'bbcp'" in res.stderr and len(res.stderr.strip().splitlines()) == 1

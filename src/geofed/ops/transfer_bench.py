@@ -1,19 +1,29 @@
-"""`geofed bench transfer`: geofed transfer beside iperf3 on the same link, streams and loss.
+"""`geofed bench transfer`: geofed transfer beside iperf3, GridFTP and xrootd on the same link.
 
 On a private copy of the federation (its own name, brought up and taken down here),
 for each link loss and stream count: `geofed transfer` moving bytes made in memory to
-/dev/null (the network and the ends, no disk) and iperf3 (Debian's, the network's
-ceiling: the same bytes over as many TCP streams, nothing checked), --repeat times each,
-interleaved so that both see the same machine. Medians; CPU seconds per GB at the
-sender (geofed: getrusage of its sender; iperf3: its own host CPU share x time).
+/dev/null (the network and the ends, no disk); iperf3 (Debian's, the network's ceiling:
+the same bytes over as many TCP streams, nothing checked); and the bulk tools centres
+use, from Debian: GridFTP (globus-url-copy -p N to a globus-gridftp-server) and xrootd
+(xrdcp --streams N from an xrootd server), each reading a file of the same size in
+/dev/shm and writing /dev/null. --repeat runs each, interleaved so that all see the same
+machine; medians. The servers run as this command's foreground children with their own
+configuration under a temporary directory. GridFTP's and xrootd's rates are the size
+over their client's run time less that of a 1-byte copy (their connection set-up);
+geofed's and iperf3's are their own. CPU seconds per GB at the sender: geofed's from
+getrusage of its sender, iperf3's from its own host CPU share x time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import statistics
 import subprocess
 import tempfile
+import time
+from pathlib import Path
 
 from geofed import federation, records
 from geofed.progress import progress
@@ -48,7 +58,109 @@ def iperf3(plan, src: str, dst: str, streams: int, nbytes: int, timeout: float =
             "retransmits": end["sum_sent"].get("retransmits", 0)}
 
 
-def run(base, streams: list[int], losses: list[float], nbytes: int, repeat: int, lossy_bytes: int) -> dict:
+GRIDFTP_PORT, XROOTD_PORT = 2811, 1094
+PEERS = ("gridftp", "xrootd")
+
+
+@contextlib.contextmanager
+def shm_file(nbytes: int, needed):
+    """A file of `nbytes` random bytes in /dev/shm (memory, like geofed's mem: source), removed on leaving."""
+    if not needed:
+        yield None
+        return
+    path = Path(f"/dev/shm/geofed-xferbench-{os.getpid()}.bin")
+    try:
+        with open(path, "wb") as f:
+            for left in range(nbytes, 0, -(1 << 24)):
+                f.write(os.urandom(min(left, 1 << 24)))
+        yield path
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def link_source(source: Path, data: Path) -> None:
+    """The file and a 1-byte one where the peers' servers and clients look for them."""
+    for name, target in (("data.bin", source), ("tiny.bin", None)):
+        p = data / name
+        if p.exists() or p.is_symlink():
+            continue
+        if target is None:
+            p.write_bytes(b"x")
+        else:
+            p.symlink_to(target)
+
+
+@contextlib.contextmanager
+def peer_servers(plan, src: str, dst: str, workdir: Path):
+    """A GridFTP server at dst (clients at src push to its /dev/null) and an xrootd server
+    at src exporting `workdir`/data (clients at dst pull from it), stopped on leaving."""
+    from geofed.testbed import host
+    s, d = plan.node(src), plan.node(dst)
+    xrd = workdir / "xrootd"
+    for sub in ("admin", "log", "data"):
+        (xrd / sub).mkdir(parents=True)
+    workdir.chmod(0o755)  # xrootd runs as nobody: it must reach its directories
+    os.chown(xrd / "admin", 65534, 65534)
+    os.chown(xrd / "log", 65534, 65534)
+    (xrd / "xrd.cfg").write_text(f"all.export /\noss.localroot {xrd / 'data'}\nall.adminpath {xrd / 'admin'}\n"
+                                 f"xrd.port {XROOTD_PORT}\n")
+    procs = [
+        subprocess.Popen(host.in_netns(d.netns, [
+            "globus-gridftp-server", "-aa", "-anonymous-user", "nobody", "-anonymous-group", "nogroup",
+            "-p", str(GRIDFTP_PORT), "-control-interface", d.address, "-data-interface", d.address]),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True),
+        subprocess.Popen(host.in_netns(s.netns, ["xrootd", "-c", str(xrd / "xrd.cfg"), "-R", "nobody",
+                                                 "-l", str(xrd / "log" / "xrootd.log")]),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True),
+    ]
+    try:
+        yield xrd / "data"
+    finally:
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, 9)
+            p.wait()
+
+
+def _timed(argv: list[str], timeout: float, what: str) -> float:
+    t0 = time.perf_counter()
+    # xrdcp retries a refused connection for up to 30 minutes by default: once is enough here
+    env = dict(os.environ, XRD_CONNECTIONRETRY="1", XRD_CONNECTIONWINDOW="5")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"{what}: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+    return time.perf_counter() - t0
+
+
+def peer_copy(plan, tool: str, src: str, dst: str, streams: int, data: Path, name: str, timeout: float = 300) -> float:
+    """Seconds `tool` takes to copy data/name from node src to /dev/null at node dst."""
+    from geofed.testbed import host
+    s, d = plan.node(src), plan.node(dst)
+    if tool == "gridftp":
+        argv = host.in_netns(s.netns, ["globus-url-copy", "-p", str(streams), "-tcp-bs", "4M", f"file://{data / name}",
+                                       f"ftp://{d.address}:{GRIDFTP_PORT}/dev/null"])
+    else:
+        argv = host.in_netns(d.netns, ["xrdcp", "--nopbar", "-f", "--streams", str(streams),
+                                       f"root://{s.address}:{XROOTD_PORT}//{name}", "/dev/null"])
+    for attempt in range(20):  # the servers listen within a moment of starting
+        try:
+            return _timed(argv, timeout, tool)
+        except RuntimeError:
+            if attempt == 19:
+                raise
+            time.sleep(0.25)
+    raise AssertionError("unreachable")
+
+
+def peer_rate_mbps(plan, tool: str, src: str, dst: str, streams: int, data: Path, nbytes: int) -> float:
+    """The copy's rate without its set-up: size over (its time - a 1-byte copy's time)."""
+    tiny = peer_copy(plan, tool, src, dst, streams, data, "tiny.bin")
+    big = peer_copy(plan, tool, src, dst, streams, data, "data.bin")
+    return nbytes * 8 / max(big - tiny, 1e-6) / 1e6
+
+
+def run(base, streams: list[int], losses: list[float], nbytes: int, repeat: int, lossy_bytes: int,
+        peers: tuple[str, ...] = PEERS) -> dict:
     """The table's rows; a lossy link moves `lossy_bytes` per run (a stream there runs at
     Mathis' limit, 15 Mb/s at 9 ms and 1 %, so a GB would take minutes)."""
     from geofed.ops import transfer
@@ -60,31 +172,40 @@ def run(base, streams: list[int], losses: list[float], nbytes: int, repeat: int,
             plan = core.up(fed)
             try:
                 a, b = (next(n.name for n in fed.nodes() if n.site == s.code) for s in fed.sites[:2])
-                for n in streams:
-                    ours, theirs = [], []
-                    size = nbytes if loss == 0 else lossy_bytes
-                    for k in range(repeat):
-                        progress(f"bench transfer: loss {loss:g}, {n} stream(s), run {k + 1}/{repeat}")
-                        ours.append(transfer.run(fed, f"{a}:mem:{size}", f"{b}:/dev/null", streams=n))
-                        theirs.append(iperf3(plan, a, b, n, size))
-                    rows.append({
-                        "loss": loss, "streams": n, "bytes": size, "repeat": repeat,
-                        "geofed_mbps": statistics.median(r["rate_mbps"] for r in ours),
-                        "geofed_runs_mbps": [r["rate_mbps"] for r in ours],
-                        "geofed_sender_cpu_s_per_gb": statistics.median(r["sender_cpu_s_per_gb"] for r in ours),
-                        "geofed_receiver_cpu_s_per_gb": statistics.median(r["receiver_cpu_s_per_gb"] for r in ours),
-                        "geofed_buffer_bytes": ours[0]["buffer_bytes"],
-                        "iperf3_mbps": statistics.median(r["rate_mbps"] for r in theirs),
-                        "iperf3_runs_mbps": [r["rate_mbps"] for r in theirs],
-                        "iperf3_sender_cpu_s_per_gb": statistics.median(r["sender_cpu_s_per_gb"] for r in theirs),
-                        "iperf3_retransmits": statistics.median(r["retransmits"] for r in theirs),
-                    })
+                size = nbytes if loss == 0 else lossy_bytes
+                with peer_servers(plan, a, b, Path(tmp)) if peers else contextlib.nullcontext() as data, \
+                        shm_file(size, peers) as source:
+                    if peers:
+                        link_source(source, data)
+                    rows += [_row(fed, plan, a, b, n, size, repeat, peers, data) | {"loss": loss} for n in streams]
                 auto = transfer.choose(fed, fed.sites[0].code, fed.sites[1].code, None, None)[0]
             finally:
                 core.down(fed.name)
     link = base.links[0]
     return {"link": {"rtt_ms": link.rtt_ms, "bandwidth_gbps": link.bandwidth_gbps}, "auto_streams": auto,
-            "rows": rows}
+            "peers": list(peers), "rows": rows}
+
+
+def _row(fed, plan, a: str, b: str, n: int, size: int, repeat: int, peers, data) -> dict:
+    from geofed.ops import transfer
+    ours, theirs, others = [], [], {p: [] for p in peers}
+    for k in range(repeat):
+        progress(f"bench transfer: {fed.links[0].loss:g} loss, {n} stream(s), run {k + 1}/{repeat}")
+        ours.append(transfer.run(fed, f"{a}:mem:{size}", f"{b}:/dev/null", streams=n))
+        theirs.append(iperf3(plan, a, b, n, size))
+        for p in peers:
+            others[p].append(peer_rate_mbps(plan, p, a, b, n, data, size))
+    return {"streams": n, "bytes": size, "repeat": repeat,
+            "geofed_mbps": statistics.median(r["rate_mbps"] for r in ours),
+            "geofed_runs_mbps": [r["rate_mbps"] for r in ours],
+            "geofed_sender_cpu_s_per_gb": statistics.median(r["sender_cpu_s_per_gb"] for r in ours),
+            "geofed_receiver_cpu_s_per_gb": statistics.median(r["receiver_cpu_s_per_gb"] for r in ours),
+            "geofed_buffer_bytes": ours[0]["buffer_bytes"],
+            "iperf3_mbps": statistics.median(r["rate_mbps"] for r in theirs),
+            "iperf3_runs_mbps": [r["rate_mbps"] for r in theirs],
+            "iperf3_sender_cpu_s_per_gb": statistics.median(r["sender_cpu_s_per_gb"] for r in theirs),
+            "iperf3_retransmits": statistics.median(r["retransmits"] for r in theirs),
+            **{f"{p}_mbps": statistics.median(v) for p, v in others.items()}}
 
 
 def table(data: dict) -> str:
@@ -94,11 +215,13 @@ def table(data: dict) -> str:
              f"per run, {data['rows'][-1]['bytes'] / 1e6:.0f} MB with loss); medians of "
              f"{data['rows'][0]['repeat']}; geofed's own choice: {data['auto_streams']} streams",
              f"{'loss':>6} {'streams':>7} {'geofed Mb/s':>11} {'of link':>7} {'iperf3 Mb/s':>11} {'geofed/iperf3':>13}"
-             f" {'CPU s/GB geofed':>15} {'iperf3':>7}"]
+             + "".join(f" {p + ' Mb/s':>12}" for p in data.get("peers", []))
+             + f" {'CPU s/GB geofed':>15} {'iperf3':>7}"]
     for r in data["rows"]:
         lines.append(f"{r['loss']:>6g} {r['streams']:>7} {r['geofed_mbps']:>11.0f} {r['geofed_mbps'] / cap:>7.1%} "
-                     f"{r['iperf3_mbps']:>11.0f} {r['geofed_mbps'] / r['iperf3_mbps']:>13.3f} "
-                     f"{r['geofed_sender_cpu_s_per_gb']:>15.2f} {r['iperf3_sender_cpu_s_per_gb']:>7.2f}")
+                     f"{r['iperf3_mbps']:>11.0f} {r['geofed_mbps'] / r['iperf3_mbps']:>13.3f}"
+                     + "".join(f" {r[p + '_mbps']:>12.0f}" for p in data.get("peers", []))
+                     + f" {r['geofed_sender_cpu_s_per_gb']:>15.2f} {r['iperf3_sender_cpu_s_per_gb']:>7.2f}")
     return "\n".join(lines)
 
 
@@ -112,6 +235,15 @@ def losses(text: str) -> list[float]:
     return values
 
 
+def peer_list(text: str) -> tuple[str, ...]:
+    import argparse
+    names = tuple(x.strip() for x in text.split(",") if x.strip() and x.strip() != "none")
+    unknown = [x for x in names if x not in PEERS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown peer {unknown[0]!r} (known: {', '.join(PEERS)}, none)")
+    return names
+
+
 def cmd_bench_transfer(args) -> int:
     from geofed.errors import UserError
     from geofed.ops.transfer import parse_size
@@ -119,7 +251,7 @@ def cmd_bench_transfer(args) -> int:
     if len(base.sites) < 2:
         raise UserError(f"{base.path}: one site only; a transfer between sites needs two")
     data = run(base, args.streams, args.loss, parse_size(args.size, "--size"), args.repeat,
-               parse_size(args.lossy_size, "--lossy-size"))
+               parse_size(args.lossy_size, "--lossy-size"), args.peers)
     print(table(data))
     print(f"record: {records.save(records.make('bench.transfer', data, **records.federation_meta(base)), args.out)}")
     return 0
@@ -134,6 +266,8 @@ def register(bench) -> None:
     p.add_argument("--size", default="1G", help="bytes per run (default 1G)")
     p.add_argument("--lossy-size", default="64M", help="bytes per run on a lossy link (default 64M)")
     p.add_argument("--repeat", type=positive_int, default=3, help="runs per cell; medians (default 3)")
+    p.add_argument("--peers", type=peer_list, default=PEERS, help="bulk tools beside iperf3: gridftp,xrootd (default "
+                                                                  "both; 'none' for iperf3 alone)")
     p.add_argument("--out", default="geofed-out/bench", help="directory for the bench.transfer record")
     p.set_defaults(func=cmd_bench_transfer)
 
