@@ -24,7 +24,6 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -436,17 +435,7 @@ def down(fed_name: str) -> list[str]:
     state = read_state(fed_name) or {"servers": {}}
     pids = [s["pid"] for s in state["servers"].values()]
     # Every server runs in its own session: its process group holds what it forked.
-    groups = [pid for pid in pids if host.alive(pid)]
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in groups:
-            try:
-                os.killpg(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline and any(host.alive(p) for p in groups):
-            time.sleep(0.05)
-        groups = [p for p in groups if host.alive(p)]
+    host.terminate([pid for pid in pids if host.alive(pid)], grace=5.0, groups=True)
     if pids:
         removed.append(f"{len(pids)} servers")
     d = run_dir(fed_name)

@@ -117,12 +117,14 @@ def alive(pid: int) -> bool:
         return False
 
 
-def terminate(pids: list[int], grace: float = 3.0) -> None:
-    """SIGTERM, then SIGKILL whatever is still there after `grace` seconds."""
+def terminate(pids: list[int], grace: float = 3.0, groups: bool = False) -> None:
+    """SIGTERM, then SIGKILL whatever is still there after `grace` seconds; with `groups`,
+    to each pid's process group (a server started in its own session, and what it forked)."""
+    kill = os.killpg if groups else os.kill
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for p in pids:
             try:
-                os.kill(p, sig)
+                kill(p, sig)
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + grace
