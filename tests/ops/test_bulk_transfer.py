@@ -94,8 +94,32 @@ def test_a_killed_sender_resumes_and_a_damaged_chunk_is_sent_again(fed, tmp_path
     assert not partial.exists() and not manifest.exists()
 
 
-def _ends() -> list[int]:
-    """Pids of running transfer ends (they live in the nodes' namespaces, outside the command's group)."""
+@needs_root
+def test_a_killed_receiver_fails_the_command_and_the_same_command_resumes(fed, tmp_path):
+    src = make(tmp_path / "big.bin", 48 << 20, seed=3)
+    dst = tmp_path / "out.bin"
+    manifest = Path(str(dst) + xfer_ends.MANIFEST)
+    proc = subprocess.Popen([GEOFED, "transfer", "-f", str(fed.path), f"A1:{src}", f"B1:{dst}", "--streams", "1",
+                             "--chunk-mb", "1"], start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (manifest.exists() and len(manifest.read_text().splitlines()) >= 5):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.01)
+    for pid in _ends("recv"):
+        os.kill(pid, signal.SIGKILL)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and "run the same command again to resume" in err, err
+    assert _ends() == []  # the sender was stopped with it
+    held = len(manifest.read_text().splitlines())
+    data = transfer.run(fed, f"A1:{src}", f"B1:{dst}", streams=2, chunk=1 << 20)
+    assert sha(dst) == sha(src) and data["held_bytes"] == held << 20
+    assert data["moved_bytes"] == src.stat().st_size - data["held_bytes"]
+
+
+def _ends(which: str = "") -> list[int]:
+    """Pids of running transfer ends, or of one kind ("recv", "send"): they live in the nodes'
+    namespaces, outside the command's process group."""
     out = []
     for d in os.listdir("/proc"):
         if d.isdigit():
@@ -103,7 +127,7 @@ def _ends() -> list[int]:
                 cmd = Path(f"/proc/{d}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"geofed.ops.xfer_ends" in cmd:
+            if b"geofed.ops.xfer_ends" in cmd and (not which or which.encode() in cmd):
                 out.append(int(d))
     return out
 
