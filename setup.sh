@@ -36,6 +36,13 @@ command -v ldapsearch >/dev/null || directory_missing+=(ldap-utils)
 command -v ldbadd >/dev/null || directory_missing+=(ldb-tools)
 command -v openssl >/dev/null || directory_missing+=(openssl)
 apt_missing+=("${directory_missing[@]}")
+# Slurm and MUNGE for `geofed ops slurm` (daemons run by geofed per testbed, never as services),
+# Lua for its site-confinement rule, and OpenSSH's server for hostfile jobs over real ssh.
+for tool in slurmctld slurmd sinfo munged; do
+  command -v $tool >/dev/null || { apt_missing+=(slurmctld slurmd slurm-client munge); break; }
+done
+[ -e /usr/lib/x86_64-linux-gnu/liblua5.1.so.0 ] || apt_missing+=(liblua5.1-0)
+[ -x /usr/sbin/sshd ] || apt_missing+=(openssh-server)
 if [ ${#apt_missing[@]} -gt 0 ]; then
   echo "setup: installing ${apt_missing[*]} with apt"
   apt-get update -q

@@ -22,8 +22,11 @@ def node() -> str | None:
     hostmap = os.environ.get("GEOFED_HOSTMAP")
     if hostmap:
         table = dict(item.split("=", 1) for item in hostmap.split(",") if "=" in item)
-        host = socket.gethostname()
-        return table.get(host) or table.get(host.split(".")[0])
+        # Under Slurm the node's own name first: on the testbed every node shares the host's name.
+        for host in (os.environ.get("SLURMD_NODENAME"), socket.gethostname()):
+            if host and (table.get(host) or table.get(host.split(".")[0])):
+                return table.get(host) or table.get(host.split(".")[0])
+        return None
     return None
 
 

@@ -130,13 +130,58 @@ def hostfile_command(job: Job, hostfile: str | Path) -> Command:
     return Command([binary("mpiexec")] + _hosts_args(job, hosts), dict(job.env(), GEOFED_HOSTMAP=_hostmap(hosts)))
 
 
-def slurm_command(job: Job, hostfile: str | Path, workdir: str | Path) -> Command:
-    """srun inside an allocation; SLURM_HOSTFILE pins every rank to its placement node."""
-    hosts = _real_hosts(job, hostfile)
+def allocated_nodes() -> list[str]:
+    """The Slurm node names of the allocation this process runs in."""
+    nodelist = os.environ.get("SLURM_JOB_NODELIST", "")
+    res = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True)
+    if res.returncode != 0 or not nodelist:
+        raise UserError(f"cannot read this Slurm allocation's nodes (SLURM_JOB_NODELIST={nodelist!r}): "
+                        f"{res.stderr.strip() or 'empty'}")
+    return res.stdout.split()
+
+
+def _allocated_hosts(job: Job) -> dict[str, str]:
+    """On the testbed's Slurm, node names are the federation's: the placement's n-th node
+    of a site is the allocation's n-th node of that site."""
+    site_of = {n.name: n.site for n in job.fed.nodes()}
+    nodes = allocated_nodes()
+    unknown = [n for n in nodes if n not in site_of]
+    if unknown:
+        raise UserError(f"allocation node {unknown[0]} is not a node of federation {job.fed.name}; "
+                        f"on a real cluster give --hostfile")
+    hosts = {}
+    for site, count in job.placement.groups:
+        mine = [n for n in nodes if site_of[n] == site]
+        if count > len(mine):
+            raise UserError(f"placement {job.placement.code!r} needs {count} nodes at site {site}; the allocation "
+                            f"has {len(mine)} there ({','.join(nodes)}); allocate with --constraint "
+                            f"'{slurm_constraint(job.placement)}'")
+        hosts.update({f"{site}{i + 1}": mine[i] for i in range(count)})
+    return hosts
+
+
+def slurm_constraint(placement: Placement) -> str:
+    """Slurm's constraint for a placement: so many nodes with each site's feature."""
+    parts = [f"site_{site}*{count}" for site, count in placement.groups if count > 0]
+    return f"[{'&'.join(parts)}]" if len(parts) > 1 else f"site_{placement.sites()[0]}"
+
+
+def slurm_command(job: Job, hostfile: str | Path | None, workdir: str | Path) -> Command:
+    """srun inside an allocation; SLURM_HOSTFILE pins every rank to its placement node.
+    Without a hostfile the allocation is the testbed's Slurm (GEOFED_TESTBED set)."""
+    if hostfile:
+        hosts = _real_hosts(job, hostfile)
+        hostmap = _hostmap(hosts)
+        env = {}
+    else:
+        hosts = _allocated_hosts(job)
+        # Every node namespace shares the host's name: a rank knows its node by SLURMD_NODENAME.
+        hostmap = ",".join(f"{h}={h}" for h in hosts.values())
+        env = dict(TESTBED_MPI_ENV) if os.environ.get("GEOFED_TESTBED") else {}
     ordered = [hosts[n.name] for n in job.nodes() for _ in range(job.ranks_per_node)]
-    slurm_hosts = str(Path(workdir) / "geofed-slurm-hosts")
-    env = dict(job.env(), SLURM_HOSTFILE=slurm_hosts, GEOFED_HOSTMAP=_hostmap(hosts))
-    argv = ["srun", "--distribution=arbitrary", f"--ntasks={len(ordered)}", "--export=ALL"] + job.argv
+    slurm_hosts = str(Path(workdir) / f"geofed-slurm-hosts-{job.id}")
+    env.update(job.env(), SLURM_HOSTFILE=slurm_hosts, GEOFED_HOSTMAP=hostmap)
+    argv = ["srun", "--mpi=pmi2", "--distribution=arbitrary", f"--ntasks={len(ordered)}", "--export=ALL"] + job.argv
     return Command(argv, env, {slurm_hosts: "\n".join(ordered) + "\n"})
 
 

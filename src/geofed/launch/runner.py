@@ -33,11 +33,12 @@ LOG_DIR = Path("geofed-out/logs")
 
 
 def command(job: launch.Job, hostfile: str | None = None, check_up: bool = True) -> launch.Command:
-    """The launch command of `job`: srun inside a Slurm allocation, mpiexec over ssh
-    with a hostfile, else the testbed (which must be up unless only printing)."""
+    """The launch command of `job`: srun inside a Slurm allocation (the testbed's own
+    Slurm, or a real one with a hostfile), mpiexec over ssh with a hostfile, else the
+    testbed (which must be up unless only printing)."""
+    if os.environ.get("SLURM_JOB_ID"):
+        return launch.slurm_command(job, hostfile, Path.cwd())
     if hostfile:
-        if os.environ.get("SLURM_JOB_ID"):
-            return launch.slurm_command(job, hostfile, Path.cwd())
         return launch.hostfile_command(job, hostfile)
     if check_up:
         from geofed.testbed import core

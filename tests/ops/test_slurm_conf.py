@@ -1,0 +1,84 @@
+"""What geofed tells Slurm, checked without daemons: slurm.conf from the federation file,
+the site-confinement rule, a placement's constraint, and srun's rank pinning inside an
+allocation of the testbed's Slurm."""
+
+from pathlib import Path
+
+import pytest
+
+from geofed import federation, runtime
+from geofed.errors import UserError
+from geofed.launch import job as launch
+from geofed.launch.placement import parse
+from geofed.ops import slurm
+from geofed.testbed.plan import make_plan
+
+
+@pytest.fixture
+def icm():
+    return federation.load("icm-task")
+
+
+def conf_lines(fed, cluster, key):
+    text = slurm.slurm_conf(fed, make_plan(fed), cluster, Path("/run/x"), "thehost")
+    return [line for line in text.splitlines() if line.startswith(key)]
+
+
+def test_every_node_carries_its_site_feature_cpus_and_address(icm):
+    plan = make_plan(icm)
+    nodes = conf_lines(icm, slurm.federated(icm), "NodeName=")
+    assert len(nodes) == 7
+    for line in nodes:
+        kv = dict(w.split("=", 1) for w in line.split())
+        assert kv["Features"] == f"site_{kv['NodeName'][0]}"
+        assert kv["NodeAddr"] == plan.node(kv["NodeName"]).address
+        assert kv["CPUs"] == "1"
+    # Faster nodes are handed out first: W (speed 1.0) weighs less than G (0.92).
+    weight = {dict(w.split("=", 1) for w in line.split())["NodeName"]: int(line.split("Weight=")[1].split()[0])
+              for line in nodes}
+    assert weight["W1"] < weight["G1"]
+    (ctld,) = conf_lines(icm, slurm.federated(icm), "SlurmctldHost=")
+    assert ctld == f"SlurmctldHost=thehost({plan.node('W1').address})"  # the storage site's login node
+
+
+def test_a_partition_per_site_and_one_spanning_all_by_default(icm):
+    parts = {line.split()[0].split("=")[1]: line for line in conf_lines(icm, slurm.federated(icm), "PartitionName=")}
+    assert set(parts) == {"W", "G", "all"}
+    assert "Nodes=W1,W2,W3,W4,W5" in parts["W"] and "Nodes=G1,G2" in parts["G"]
+    assert "Default=YES" in parts["all"] and "Default=YES" not in parts["W"]
+    # Separate clusters: one site each, its partition the default.
+    for c in slurm.separate(icm):
+        (only,) = conf_lines(icm, c, "PartitionName=")
+        assert "Default=YES" in only and f"PartitionName={c.controller}" in only
+
+
+def test_the_submit_rule_confines_jobs_that_name_no_site(icm):
+    lua = slurm.job_submit_lua(slurm.federated(icm))
+    assert 'local sites = "[site_G|site_W]"' in lua
+    assert 'string.find(f, "site_", 1, true)' in lua  # a job naming a site keeps its own constraint
+
+
+def test_a_placement_becomes_slurms_constraint(icm):
+    assert launch.slurm_constraint(parse("G1W2", icm)) == "[site_G*1&site_W*2]"
+    assert launch.slurm_constraint(parse("W3", icm)) == "site_W"
+    assert launch.slurm_constraint(parse("G0W2", icm)) == "site_W"
+
+
+def test_srun_pins_ranks_to_the_allocated_nodes_of_each_site(icm, tmp_path, monkeypatch):
+    monkeypatch.setattr(launch, "allocated_nodes", lambda: ["G2", "W3", "W4"])
+    monkeypatch.setenv("GEOFED_TESTBED", "icm-task")
+    cmd = launch.slurm_command(launch.Job(icm, parse("W2G1", icm), ["a.out"]), None, tmp_path)
+    assert cmd.argv[:2] == ["srun", "--mpi=pmi2"] and "--ntasks=3" in cmd.argv
+    assert list(cmd.files.values()) == ["W3\nW4\nG2\n"]
+    assert cmd.env["UCX_TLS"] == "tcp,self"  # across namespaces, never shared memory
+    # Every namespace has the host's name: ranks know their node by SLURMD_NODENAME.
+    monkeypatch.setenv("GEOFED_HOSTMAP", cmd.env["GEOFED_HOSTMAP"])
+    monkeypatch.delenv("GEOFED_NODE", raising=False)
+    monkeypatch.setenv("SLURMD_NODENAME", "W4")
+    assert runtime.node() == "W4" and runtime.site() == "W"
+
+
+def test_an_allocation_without_the_placements_nodes_is_refused(icm, tmp_path, monkeypatch):
+    monkeypatch.setattr(launch, "allocated_nodes", lambda: ["W1", "W2"])
+    with pytest.raises(UserError, match=r"needs 1 nodes at site G; the allocation has 0 there .*\[site_W\*1&site_G\*1\]"):
+        launch.slurm_command(launch.Job(icm, parse("W1G1", icm), ["a.out"]), None, tmp_path)
