@@ -31,7 +31,7 @@ PLUGINS: list[str] = [
     "geofed.apps.hpl.cli",
     "geofed.model.cli",
     "geofed.ops.transfer",
-    "geofed.ops.slurm_cli",
+    "geofed.ops.cluster_cli",
 ]
 
 

@@ -279,8 +279,11 @@ def shipped_names() -> list[str]:
 def resolve(spec: str | Path) -> Path:
     """A federation file path, or the name of a shipped example (icm-task, ma-hd, ...)."""
     path = Path(spec)
-    if path.is_file():
-        return path
+    try:
+        if path.is_file():
+            return path
+    except OSError as e:  # a directory on the way that this user may not enter
+        raise UserError(f"{spec}: cannot read federation file: {e.strerror}") from None
     if str(spec) in shipped_names():
         return Path(str(resources.files("geofed") / "federations" / f"{spec}.toml"))
     raise UserError(
@@ -291,7 +294,10 @@ def resolve(spec: str | Path) -> Path:
 
 def load(spec: str | Path) -> Federation:
     path = resolve(spec)
-    raw = path.read_bytes()
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise UserError(f"{path}: cannot read federation file: {e.strerror}") from None
     try:
         doc = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:

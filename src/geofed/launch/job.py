@@ -127,7 +127,9 @@ def _hostmap(hosts: dict[str, str]) -> str:
 
 def hostfile_command(job: Job, hostfile: str | Path) -> Command:
     hosts = _real_hosts(job, hostfile)
-    return Command([binary("mpiexec")] + _hosts_args(job, hosts), dict(job.env(), GEOFED_HOSTMAP=_hostmap(hosts)))
+    # On the testbed's own sshd (geofed ops ssh) the nodes share one kernel: TCP only, as there.
+    env = dict(TESTBED_MPI_ENV) if os.environ.get("GEOFED_TESTBED") else {}
+    return Command([binary("mpiexec")] + _hosts_args(job, hosts), dict(env, **job.env(), GEOFED_HOSTMAP=_hostmap(hosts)))
 
 
 def allocated_nodes() -> list[str]:

@@ -292,7 +292,10 @@ def set_link_delay(plan: Plan, link_name: str, hold_us: float | None) -> None:
 def down(fed_name: str) -> list[str]:
     """Remove everything `up` made for this federation; harmless when nothing is there."""
     require_root("down")
-    removed = []
+    # What geofed ops started on this testbed (Slurm, sshd): daemons in its namespaces,
+    # files in its state directory, and the ssh user in the host's passwd.
+    from geofed.ops import slurm, ssh
+    removed = slurm.down(fed_name) + ssh.down(fed_name)
     namespaces = leftovers(fed_name)
     pids = [p for ns in namespaces for p in host.netns_pids(ns)]
     if pids:

@@ -1,10 +1,12 @@
-"""`geofed ops slurm up|down|status|exec` and `geofed submit`: Slurm on the testbed.
+"""The real-cluster paths on the testbed: `geofed ops slurm ...`, `geofed submit`, `geofed ops ssh ...`.
 
     geofed ops slurm up FEDERATION          munged, slurmctld, a slurmd per node (root; testbed up)
     geofed ops slurm down FEDERATION        stop them and their jobs, remove every file
     geofed ops slurm status FEDERATION
     geofed ops slurm exec FEDERATION -- CMD   CMD on the controller site's login node, SLURM_CONF set
     geofed submit -p G1W1 [--span] -- PROGRAM   sbatch of `geofed run` with the placement's constraint
+    geofed ops ssh up|down FEDERATION       sshd per node, a user with a key (root; testbed up)
+    geofed ops ssh exec FEDERATION -- CMD   CMD as that user on the storage site's login node
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import tempfile
 from geofed import federation
 from geofed.cli import _fed_or_name
 from geofed.errors import UserError
-from geofed.ops import slurm
+from geofed.ops import slurm, ssh
 from geofed.ops.cli import ops_group
 from geofed.progress import progress
 from geofed.validate import positive_float, positive_int
@@ -119,6 +121,32 @@ def cmd_submit(args) -> int:
     return 0
 
 
+def cmd_ssh_up(args) -> int:
+    fed = federation.load(args.federation)
+    state = ssh.up(fed, progress)
+    print(f"ssh on testbed {fed.name} is up: sshd on {', '.join(state['sshd'])}, user {state['user']}; "
+          f"use: geofed ops ssh exec {fed.name} -- geofed run --hostfile FILE ...")
+    return 0
+
+
+def cmd_ssh_down(args) -> int:
+    name = _fed_or_name(args.federation)
+    removed = ssh.down(name)
+    print(f"ssh of {name} is down" + (f" (removed {'; '.join(removed)})" if removed else " (nothing was there)"))
+    return 0
+
+
+def cmd_ssh_exec(args) -> int:
+    fed = federation.load(args.federation)
+    argv = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not argv:
+        raise UserError("ops ssh exec: no command given; put it after --, like: geofed ops ssh exec icm-task -- ssh G1 hostname")
+    plan, state = ssh.require_up(fed)
+    full = ssh.login_argv(plan, state, argv)
+    sys.stdout.flush()
+    os.execvp(full[0], full)
+
+
 def register(commands, bench) -> None:
     ops = ops_group(commands)
     sub = ops.add_parser("slurm", help="real Slurm on the testbed: munged, slurmctld, a slurmd per node (root)") \
@@ -133,6 +161,18 @@ def register(commands, bench) -> None:
     p.add_argument("federation", help="federation file or shipped name")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
     p.set_defaults(func=cmd_exec)
+
+    sub = ops.add_parser("ssh", help="real OpenSSH between the testbed's nodes, for --hostfile jobs (root)") \
+        .add_subparsers(dest="what", required=True)
+    for name, func, text in [("up", cmd_ssh_up, "an sshd in every node, a normal user with a key"),
+                             ("down", cmd_ssh_down, "stop them, delete the user, remove every key and file")]:
+        p = sub.add_parser(name, help=text)
+        p.add_argument("federation", help="federation file or shipped name (e.g. icm-task)")
+        p.set_defaults(func=func)
+    p = sub.add_parser("exec", help="run a command as the testbed's user on the storage site's login node")
+    p.add_argument("federation", help="federation file or shipped name")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
+    p.set_defaults(func=cmd_ssh_exec)
 
     p = commands.add_parser("submit", help="submit `geofed run` on a placement to Slurm, kept at one site unless --span")
     p.add_argument("--federation", "-f", default="icm-task", help="federation file or shipped name (default icm-task)")
