@@ -53,8 +53,8 @@ def test_a_partition_per_site_and_one_spanning_all_by_default(icm):
 
 
 def test_the_submit_rule_confines_jobs_that_name_no_site(icm):
-    lua = slurm.job_submit_lua(slurm.federated(icm))
-    assert 'local sites = "[site_G|site_W]"' in lua
+    lua = slurm.job_submit_lua(icm, slurm.federated(icm))
+    assert 'local sites = "[site_W|site_G]"' in lua  # the faster site's nodes first
     assert 'string.find(f, "site_", 1, true)' in lua  # a job naming a site keeps its own constraint
 
 

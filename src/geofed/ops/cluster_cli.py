@@ -174,6 +174,9 @@ def register(commands, bench) -> None:
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
     p.set_defaults(func=cmd_ssh_exec)
 
+    from geofed.ops import schedule
+    schedule.register(bench)
+
     p = commands.add_parser("submit", help="submit `geofed run` on a placement to Slurm, kept at one site unless --span")
     p.add_argument("--federation", "-f", default="icm-task", help="federation file or shipped name (default icm-task)")
     p.add_argument("--placement", "-p", required=True, help="nodes per site, like W2 or G1W1")

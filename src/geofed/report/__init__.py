@@ -45,6 +45,7 @@ SECTION_MODULES = [
     "geofed.report.obstacle",
     "geofed.report.model",
     "geofed.report.transfer",
+    "geofed.report.schedule",
     "geofed.report.directory",
 ]
 
