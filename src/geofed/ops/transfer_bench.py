@@ -11,7 +11,9 @@ machine; medians. The servers run as this command's foreground children with the
 configuration under a temporary directory. GridFTP's and xrootd's rates are the size
 over their client's run time less that of a 1-byte copy (their connection set-up);
 geofed's and iperf3's are their own. CPU seconds per GB at the sender: geofed's from
-getrusage of its sender, iperf3's from its own host CPU share x time.
+getrusage of its sender, iperf3's from its own host CPU share x time, GridFTP's from
+getrusage of globus-url-copy (the client pushes), xrootd's from its server's
+/proc/PID/stat (xrdcp pulls from it), each less that of the 1-byte copy.
 """
 
 from __future__ import annotations
@@ -93,7 +95,8 @@ def link_source(source: Path, data: Path) -> None:
 @contextlib.contextmanager
 def peer_servers(plan, src: str, dst: str, workdir: Path):
     """A GridFTP server at dst (clients at src push to its /dev/null) and an xrootd server
-    at src exporting `workdir`/data (clients at dst pull from it), stopped on leaving."""
+    at src exporting `workdir`/data (clients at dst pull from it), stopped on leaving.
+    Yields (the exported directory, the xrootd server's pid)."""
     from geofed.testbed import host
     s, d = plan.node(src), plan.node(dst)
     xrd = workdir / "xrootd"
@@ -114,7 +117,7 @@ def peer_servers(plan, src: str, dst: str, workdir: Path):
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True),
     ]
     try:
-        yield xrd / "data"
+        yield xrd / "data", procs[1].pid  # ip netns exec execs: the pid is xrootd's own
     finally:
         for p in procs:
             with contextlib.suppress(ProcessLookupError):
@@ -122,18 +125,33 @@ def peer_servers(plan, src: str, dst: str, workdir: Path):
             p.wait()
 
 
-def _timed(argv: list[str], timeout: float, what: str) -> float:
-    t0 = time.perf_counter()
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a running process, all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def children_cpu_s() -> float:
+    import resource
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _timed(argv: list[str], timeout: float, what: str) -> tuple[float, float]:
+    """(seconds, CPU seconds) of a client run to its end."""
+    t0, c0 = time.perf_counter(), children_cpu_s()
     # xrdcp retries a refused connection for up to 30 minutes by default: once is enough here
     env = dict(os.environ, XRD_CONNECTIONRETRY="1", XRD_CONNECTIONWINDOW="5")
     done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"{what}: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, children_cpu_s() - c0
 
 
-def peer_copy(plan, tool: str, src: str, dst: str, streams: int, data: Path, name: str, timeout: float = 300) -> float:
-    """Seconds `tool` takes to copy data/name from node src to /dev/null at node dst."""
+def peer_copy(plan, tool: str, src: str, dst: str, streams: int, data: Path, name: str,
+              timeout: float = 300) -> tuple[float, float]:
+    """(Seconds, client CPU seconds) `tool` takes to copy data/name from node src to
+    /dev/null at node dst."""
     from geofed.testbed import host
     s, d = plan.node(src), plan.node(dst)
     if tool == "gridftp":
@@ -152,11 +170,16 @@ def peer_copy(plan, tool: str, src: str, dst: str, streams: int, data: Path, nam
     raise AssertionError("unreachable")
 
 
-def peer_rate_mbps(plan, tool: str, src: str, dst: str, streams: int, data: Path, nbytes: int) -> float:
-    """The copy's rate without its set-up: size over (its time - a 1-byte copy's time)."""
-    tiny = peer_copy(plan, tool, src, dst, streams, data, "tiny.bin")
-    big = peer_copy(plan, tool, src, dst, streams, data, "data.bin")
-    return nbytes * 8 / max(big - tiny, 1e-6) / 1e6
+def peer_run(plan, tool: str, src: str, dst: str, streams: int, data: Path, xrootd_pid: int, nbytes: int) -> dict:
+    """The copy's rate and sender CPU per GB without its set-up: the 1-byte copy's time
+    and CPU taken off. The sender is GridFTP's client and xrootd's server."""
+    def copy(name: str) -> tuple[float, float]:
+        server0 = process_cpu_s(xrootd_pid)
+        seconds, client_cpu = peer_copy(plan, tool, src, dst, streams, data, name)
+        return seconds, client_cpu if tool == "gridftp" else process_cpu_s(xrootd_pid) - server0
+    (tiny_s, tiny_cpu), (big_s, big_cpu) = copy("tiny.bin"), copy("data.bin")
+    return {"rate_mbps": nbytes * 8 / max(big_s - tiny_s, 1e-6) / 1e6,
+            "sender_cpu_s_per_gb": max(big_cpu - tiny_cpu, 0.0) / (nbytes / 1e9)}
 
 
 def run(base, streams: list[int], losses: list[float], nbytes: int, repeat: int, lossy_bytes: int,
@@ -173,11 +196,11 @@ def run(base, streams: list[int], losses: list[float], nbytes: int, repeat: int,
             try:
                 a, b = (next(n.name for n in fed.nodes() if n.site == s.code) for s in fed.sites[:2])
                 size = nbytes if loss == 0 else lossy_bytes
-                with peer_servers(plan, a, b, Path(tmp)) if peers else contextlib.nullcontext() as data, \
+                with peer_servers(plan, a, b, Path(tmp)) if peers else contextlib.nullcontext((None, 0)) as served, \
                         shm_file(size, peers) as source:
                     if peers:
-                        link_source(source, data)
-                    rows += [_row(fed, plan, a, b, n, size, repeat, peers, data) | {"loss": loss} for n in streams]
+                        link_source(source, served[0])
+                    rows += [_row(fed, plan, a, b, n, size, repeat, peers, served) | {"loss": loss} for n in streams]
                 auto = transfer.choose(fed, fed.sites[0].code, fed.sites[1].code, None, None)[0]
             finally:
                 core.down(fed.name)
@@ -186,7 +209,7 @@ def run(base, streams: list[int], losses: list[float], nbytes: int, repeat: int,
             "peers": list(peers), "rows": rows}
 
 
-def _row(fed, plan, a: str, b: str, n: int, size: int, repeat: int, peers, data) -> dict:
+def _row(fed, plan, a: str, b: str, n: int, size: int, repeat: int, peers, served) -> dict:
     from geofed.ops import transfer
     ours, theirs, others = [], [], {p: [] for p in peers}
     for k in range(repeat):
@@ -194,7 +217,7 @@ def _row(fed, plan, a: str, b: str, n: int, size: int, repeat: int, peers, data)
         ours.append(transfer.run(fed, f"{a}:mem:{size}", f"{b}:/dev/null", streams=n))
         theirs.append(iperf3(plan, a, b, n, size))
         for p in peers:
-            others[p].append(peer_rate_mbps(plan, p, a, b, n, data, size))
+            others[p].append(peer_run(plan, p, a, b, n, *served, size))
     return {"streams": n, "bytes": size, "repeat": repeat,
             "geofed_mbps": statistics.median(r["rate_mbps"] for r in ours),
             "geofed_runs_mbps": [r["rate_mbps"] for r in ours],
@@ -205,7 +228,10 @@ def _row(fed, plan, a: str, b: str, n: int, size: int, repeat: int, peers, data)
             "iperf3_runs_mbps": [r["rate_mbps"] for r in theirs],
             "iperf3_sender_cpu_s_per_gb": statistics.median(r["sender_cpu_s_per_gb"] for r in theirs),
             "iperf3_retransmits": statistics.median(r["retransmits"] for r in theirs),
-            **{f"{p}_mbps": statistics.median(v) for p, v in others.items()}}
+            **{f"{p}_mbps": statistics.median(r["rate_mbps"] for r in v) for p, v in others.items()},
+            **{f"{p}_runs_mbps": [r["rate_mbps"] for r in v] for p, v in others.items()},
+            **{f"{p}_sender_cpu_s_per_gb": statistics.median(r["sender_cpu_s_per_gb"] for r in v)
+               for p, v in others.items()}}
 
 
 def table(data: dict) -> str:
@@ -216,12 +242,14 @@ def table(data: dict) -> str:
              f"{data['rows'][0]['repeat']}; geofed's own choice: {data['auto_streams']} streams",
              f"{'loss':>6} {'streams':>7} {'geofed Mb/s':>11} {'of link':>7} {'iperf3 Mb/s':>11} {'geofed/iperf3':>13}"
              + "".join(f" {p + ' Mb/s':>12}" for p in data.get("peers", []))
-             + f" {'CPU s/GB geofed':>15} {'iperf3':>7}"]
+             + f" {'CPU s/GB geofed':>15} {'iperf3':>7}" + "".join(f" {p:>7}" for p in data.get("peers", []))]
     for r in data["rows"]:
         lines.append(f"{r['loss']:>6g} {r['streams']:>7} {r['geofed_mbps']:>11.0f} {r['geofed_mbps'] / cap:>7.1%} "
                      f"{r['iperf3_mbps']:>11.0f} {r['geofed_mbps'] / r['iperf3_mbps']:>13.3f}"
                      + "".join(f" {r[p + '_mbps']:>12.0f}" for p in data.get("peers", []))
-                     + f" {r['geofed_sender_cpu_s_per_gb']:>15.2f} {r['iperf3_sender_cpu_s_per_gb']:>7.2f}")
+                     + f" {r['geofed_sender_cpu_s_per_gb']:>15.2f} {r['iperf3_sender_cpu_s_per_gb']:>7.2f}"
+                     + "".join(f" {r.get(p + '_sender_cpu_s_per_gb', float('nan')):>7.2f}"
+                               for p in data.get("peers", [])))
     return "\n".join(lines)
 
 

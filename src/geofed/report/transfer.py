@@ -23,6 +23,12 @@ def transfers(records: list[dict], outdir: Path) -> str:
                   "damaged chunks resent", "CPU s/GB send / receive"], rows)
 
 
+def _cpu(row: dict, peer: str) -> str:
+    """Records made before the peers' CPU was measured lack it."""
+    v = row.get(f"{peer}_sender_cpu_s_per_gb")
+    return "-" if v is None else f"{v:.2f}"
+
+
 @section("bench.transfer", "geofed transfer beside iperf3, GridFTP and xrootd: streams and loss (seed 004)", order=71)
 def bench(records: list[dict], outdir: Path) -> str:
     out = []
@@ -34,11 +40,13 @@ def bench(records: list[dict], outdir: Path) -> str:
                    f"{d['auto_streams']} streams · {esc(r['created'])}</p>")
         peers = d.get("peers", [])
         out.append(table(["loss", "streams", "geofed Mb/s", "of link", "iperf3 Mb/s", "geofed / iperf3"]
-                         + [f"{p} Mb/s" for p in peers] + ["CPU s/GB geofed", "CPU s/GB iperf3"],
+                         + [f"{p} Mb/s" for p in peers] + ["CPU s/GB geofed", "CPU s/GB iperf3"]
+                         + [f"CPU s/GB {p}" for p in peers],
                          [[f"{x['loss']:g}", x["streams"], f"{x['geofed_mbps']:.0f}", f"{x['geofed_mbps'] / cap:.1%}",
                            f"{x['iperf3_mbps']:.0f}", f"{x['geofed_mbps'] / x['iperf3_mbps']:.3f}"]
                           + [f"{x[p + '_mbps']:.0f}" for p in peers]
                           + [f"{x['geofed_sender_cpu_s_per_gb']:.2f}", f"{x['iperf3_sender_cpu_s_per_gb']:.2f}"]
+                          + [_cpu(x, p) for p in peers]
                           for x in d["rows"]]))
         losses = sorted({x["loss"] for x in d["rows"]})
         fig, axes = plt.subplots(1, len(losses), figsize=(3.6 * len(losses), 3.2), squeeze=False)
