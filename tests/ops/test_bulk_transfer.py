@@ -197,6 +197,13 @@ def test_streams_and_buffers_follow_the_bdp(write_fed, tmp_path):
     assert transfer.choose(lossy, "A", "B", None, None)[0] == transfer.MAX_STREAMS  # 15 Mb/s a stream
 
 
+def test_every_stream_gets_four_chunks_to_share_unless_that_goes_below_a_mib():
+    assert transfer.chunk_for(1 << 30, 8) == 8 << 20
+    assert transfer.chunk_for(64 << 20, 8) == 2 << 20  # 32 chunks for 8 streams
+    assert transfer.chunk_for(64 << 20, 1) == 8 << 20
+    assert transfer.chunk_for(1 << 20, 8) == 1 << 20
+
+
 def test_report_shows_transfers_and_the_benchmark(tmp_path):
     from geofed import records, report
     link = {"src_site": "W", "dst_site": "G", "rtt_ms": 9.004, "bandwidth_gbps": 4.0, "bdp_bytes": 4502000}

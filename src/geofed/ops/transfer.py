@@ -40,6 +40,7 @@ from geofed.validate import nonnegative_int, positive_int
 # queue of the link and backs off more.
 STREAM_WINDOW_BYTES = 4 << 20
 MAX_STREAMS = 8
+MAX_CHUNK, MIN_CHUNK = 8 << 20, 1 << 20
 
 
 def parse_end(spec: str, fed, what: str) -> tuple[str, str]:
@@ -165,8 +166,19 @@ def end_argv(netns: str | None, args: list[str]) -> list[str]:
     return host.in_netns(netns, argv) if netns else argv
 
 
+def chunk_for(total: int, streams: int) -> int:
+    """Chunks of 8 MiB, smaller (down to 1 MiB, a power of two) until every stream has 4
+    to take from the shared queue: with one chunk per stream the slowest stream (on a
+    lossy link, the one that met the most losses) alone decides when a transfer ends.
+    The same size and stream count give the same chunks, so the same command resumes."""
+    chunk = MAX_CHUNK
+    while chunk > MIN_CHUNK and total < 4 * streams * chunk:
+        chunk //= 2
+    return chunk
+
+
 def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | None = None,
-        chunk: int = 8 << 20, show=None, secret: bytes | None = None) -> dict:
+        chunk: int | None = None, show=None, secret: bytes | None = None) -> dict:
     """Move SRC to DST (NODE:PATH each) on the federation's testbed; the transfer's record data."""
     from geofed.testbed import core
     src_node, src_path = parse_end(src, fed, "source")
@@ -178,6 +190,7 @@ def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | No
     plan = core.require_up(fed, [fed.node(src_node), fed.node(dst_node)])
     s_site, d_site = fed.node(src_node).site, fed.node(dst_node).site
     n, buf, bdp = choose(fed, s_site, d_site, streams, buffer)
+    chunk = chunk or chunk_for(size, n)
     env = dict(os.environ, GEOFED_XFER_SECRET=(secret or secrets.token_bytes(32)).hex())
     rx = End(end_argv(plan.node(dst_node).netns, ["recv", "--bind", plan.node(dst_node).address, "--dest", dest,
                                                   "--buffer", str(buf)]), env)
@@ -234,7 +247,7 @@ def _why(end: End) -> str:
 def cmd_transfer(args) -> int:
     fed = federation.load(args.federation)
     data = run(fed, args.source, args.destination, streams=args.streams, buffer=args.buffer,
-               chunk=args.chunk_mb << 20, show=True)
+               chunk=args.chunk_mb << 20 if args.chunk_mb else None, show=True)
     held = f", {data['held_bytes'] / 1e6:.1f} MB already there" if data["held_bytes"] else ""
     print(f"{data['source']} -> {data['destination']}: {data['moved_bytes'] / 1e6:.1f} MB in {data['seconds']:.2f} s, "
           f"{data['rate_mbps']:.0f} Mb/s over {data['streams']} streams{held}; "
@@ -253,7 +266,8 @@ def register(commands, bench) -> None:
     p.add_argument("--streams", type=positive_int, help="TCP streams (default: from the link's BDP)")
     p.add_argument("--buffer", type=nonnegative_int, help="socket buffer bytes per stream (default: from the BDP; 0: "
                                                           "Linux's autotuning)")
-    p.add_argument("--chunk-mb", type=positive_int, default=8, help="chunk size in MiB (default 8)")
+    p.add_argument("--chunk-mb", type=positive_int, help="chunk size in MiB (default 8, less for a small transfer: "
+                                                           "4 chunks per stream, at least 1)")
     p.add_argument("--out", default="geofed-out/transfer", help="directory for the ops.transfer record")
     p.set_defaults(func=cmd_transfer)
     from geofed.ops import transfer_bench
