@@ -32,6 +32,7 @@ PLUGINS: list[str] = [
     "geofed.model.cli",
     "geofed.ops.transfer",
     "geofed.ops.cluster_cli",
+    "geofed.bench.btio",
 ]
 
 

@@ -46,6 +46,7 @@ SECTION_MODULES = [
     "geofed.report.model",
     "geofed.report.transfer",
     "geofed.report.schedule",
+    "geofed.report.btio",
     "geofed.report.directory",
 ]
 
