@@ -43,6 +43,9 @@ for tool in slurmctld slurmd sinfo munged; do
 done
 [ -e /usr/lib/x86_64-linux-gnu/liblua5.1.so.0 ] || apt_missing+=(liblua5.1-0)
 [ -x /usr/sbin/sshd ] || apt_missing+=(openssh-server)
+# The storage site's file systems reached from the other sites over the emulated link (FUSE).
+command -v sshfs >/dev/null || apt_missing+=(sshfs)
+command -v socat >/dev/null || apt_missing+=(socat)
 if [ ${#apt_missing[@]} -gt 0 ]; then
   echo "setup: installing ${apt_missing[*]} with apt"
   apt-get update -q

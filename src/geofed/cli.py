@@ -31,7 +31,7 @@ PLUGINS: list[str] = [
     "geofed.apps.hpl.cli",
     "geofed.model.cli",
     "geofed.ops.transfer",
-    "geofed.ops.cluster_cli",
+    "geofed.testbed.cli",
     "geofed.bench.btio",
 ]
 

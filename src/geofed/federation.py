@@ -27,6 +27,7 @@ TCP_PAYLOAD_PER_WIRE_BYTE = 1448 / 1514
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 CODE_RE = re.compile(r"^[A-Z]$")
+FS_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 # A site's user directory (seed 001, slides 13-14): group names get the site's prefix,
 # user and group ids its offset; ids stay below 2^31 (POSIX id_t as a signed int).
 DIRECTORY_KINDS = ("ldap", "ad")
@@ -100,6 +101,20 @@ class AdminDirectory:
 
 
 @dataclass(frozen=True)
+class FileSystem:
+    """A file system of a site: `shared` is one directory every node of the site sees
+    (the site's parallel or network file system), otherwise a directory per node
+    (node-local scratch). The storage site's shared file systems are exported to the
+    other sites, which reach them across the long-haul link (docs/storage.md)."""
+
+    name: str
+    shared: bool
+
+
+DEFAULT_FILESYSTEMS = (FileSystem("scratch", False), FileSystem("data", True))
+
+
+@dataclass(frozen=True)
 class Site:
     name: str
     code: str
@@ -109,6 +124,13 @@ class Site:
     memory_gb: float
     local: LocalFabric
     directory: SiteDirectory | None = None
+    filesystems: tuple[FileSystem, ...] = DEFAULT_FILESYSTEMS
+
+    def filesystem(self, name: str) -> FileSystem:
+        for f in self.filesystems:
+            if f.name == name:
+                return f
+        raise KeyError(name)
 
     @property
     def login_node(self) -> Node:
@@ -556,7 +578,8 @@ class _Parser:
     def site(self, d, where: str, default_local: LocalFabric) -> Site:
         if not isinstance(d, dict):
             raise self.fail(where, "must be a table")
-        self.keys(d, where, {"name", "code", "nodes", "cores_per_node", "speed", "memory_gb", "local", "directory"})
+        self.keys(d, where, {"name", "code", "nodes", "cores_per_node", "speed", "memory_gb", "local", "directory",
+                             "filesystem"})
         code = self.string(d, "code", where)
         if not CODE_RE.match(code):
             raise self.fail(f"{where}.code", f"must be one capital letter, got {code!r}")
@@ -572,7 +595,29 @@ class _Parser:
             memory_gb=float(self.number(d, "memory_gb", where, default=1.0, positive=True)),
             local=self.local(local_doc, f"{where}.local", default_local),
             directory=self.site_directory(d["directory"], f"{where}.directory") if "directory" in d else None,
+            filesystems=self.filesystems(d["filesystem"], f"{where}.filesystem") if "filesystem" in d
+            else DEFAULT_FILESYSTEMS,
         )
+
+    def filesystems(self, docs, where: str) -> tuple[FileSystem, ...]:
+        if not isinstance(docs, list) or not docs:
+            raise self.fail(where, "must be an array of tables ([[site.filesystem]])")
+        out = []
+        for i, d in enumerate(docs):
+            w = f"{where}[{i}]"
+            if not isinstance(d, dict):
+                raise self.fail(w, "must be a table")
+            self.keys(d, w, {"name", "shared"})
+            name = self.string(d, "name", w)
+            if not FS_NAME_RE.match(name):
+                raise self.fail(f"{w}.name", f"must be 1-32 lowercase letters, digits or '-', got {name!r}")
+            if any(f.name == name for f in out):
+                raise self.fail(f"{w}.name", f"a second file system named {name!r}")
+            shared = d.get("shared", False)
+            if not isinstance(shared, bool):
+                raise self.fail(f"{w}.shared", f"must be true or false, got {shared!r}")
+            out.append(FileSystem(name, shared))
+        return tuple(out)
 
     def link(self, d, where: str, sites: dict[str, Site]) -> Link:
         if not isinstance(d, dict):

@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import random
 import statistics
-import subprocess
 import tempfile
 import time
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from pathlib import Path
 
 from geofed import federation
 from geofed.errors import UserError
-from geofed.ops import slurm
+from geofed.testbed import slurm
 from geofed.progress import progress
 from geofed.stats import percentile
 

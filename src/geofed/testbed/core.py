@@ -294,8 +294,8 @@ def down(fed_name: str) -> list[str]:
     require_root("down")
     # What geofed ops started on this testbed (Slurm, sshd): daemons in its namespaces,
     # files in its state directory, and the ssh user in the host's passwd.
-    from geofed.ops import slurm, ssh
-    removed = slurm.down(fed_name) + ssh.down(fed_name)
+    from geofed.testbed import slurm, ssh, storage
+    removed = slurm.down(fed_name) + ssh.down(fed_name) + storage.down(fed_name)
     namespaces = leftovers(fed_name)
     pids = [p for ns in namespaces for p in host.netns_pids(ns)]
     if pids:

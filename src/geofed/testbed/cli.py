@@ -22,7 +22,7 @@ import tempfile
 from geofed import federation
 from geofed.cli import _fed_or_name
 from geofed.errors import UserError
-from geofed.ops import slurm, ssh
+from geofed.testbed import slurm, ssh
 from geofed.ops.cli import ops_group
 from geofed.progress import progress
 from geofed.validate import positive_float, positive_int
@@ -147,6 +147,33 @@ def cmd_ssh_exec(args) -> int:
     os.execvp(full[0], full)
 
 
+def cmd_storage_up(args) -> int:
+    from geofed.testbed import core, storage
+    fed = federation.load(args.federation)
+    core.require_root("ops storage up")
+    storage.up(core.require_up(fed), progress)
+    for s in fed.sites:
+        for fs in s.filesystems:
+            print(f"{s.code}:{fs.name:<10} {'shared' if fs.shared else 'node-local':<10} "
+                  f"{storage.disk_path(fed, s.code, fs.name, s.login_node.name if not fs.shared else None)}")
+    return 0
+
+
+def cmd_storage_path(args) -> int:
+    from geofed.testbed import core, storage
+    fed = federation.load(args.federation)
+    try:
+        fed.node(args.node)
+    except KeyError:
+        raise UserError(f"node {args.node!r}: federation {fed.name} has {', '.join(n.name for n in fed.nodes())}") from None
+    path, remote = storage.resolve(fed, args.node, args.filesystem)
+    if remote:
+        core.require_root("ops storage path")
+        storage.up(core.require_up(fed), progress)
+    print(path)
+    return 0
+
+
 def register(commands, bench) -> None:
     ops = ops_group(commands)
     sub = ops.add_parser("slurm", help="real Slurm on the testbed: munged, slurmctld, a slurmd per node (root)") \
@@ -173,6 +200,17 @@ def register(commands, bench) -> None:
     p.add_argument("federation", help="federation file or shipped name")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
     p.set_defaults(func=cmd_ssh_exec)
+
+    sub = ops.add_parser("storage", help="the federation's file systems on the testbed; the storage site's "
+                                         "exported over the link (root)").add_subparsers(dest="what", required=True)
+    p = sub.add_parser("up", help="make every file system's directory and mount the exports at the other sites")
+    p.add_argument("federation", help="federation file or shipped name")
+    p.set_defaults(func=cmd_storage_up)
+    p = sub.add_parser("path", help="where a node reaches a file system (SITE:NAME), mounting it when remote")
+    p.add_argument("federation", help="federation file or shipped name")
+    p.add_argument("node", help="node name, like G1")
+    p.add_argument("filesystem", help="SITE:NAME like W:data, or NAME at the node's own site")
+    p.set_defaults(func=cmd_storage_path)
 
     from geofed.ops import schedule
     schedule.register(bench)

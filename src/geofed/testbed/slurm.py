@@ -136,7 +136,7 @@ def slurm_conf(fed: Federation, plan: Plan, cluster: Cluster, d: Path, hostname:
         names = ",".join(n.name for n in cluster.nodes if n.site == s)
         lines.append(f"PartitionName={s} Nodes={names} MaxTime=INFINITE State=UP")
     if len(cluster.sites()) > 1:
-        lines.append(f"PartitionName=all Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
+        lines.append("PartitionName=all Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
     else:
         lines[-1] += " Default=YES"
     return "\n".join(lines) + "\n"

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import GEOFED, needs_root, no_leftovers, run_group, two_site_federation
 from geofed import federation
-from geofed.ops import slurm
+from geofed.testbed import slurm
 from geofed.testbed import core, host
 
 pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow,

@@ -10,7 +10,7 @@ from geofed import federation, runtime
 from geofed.errors import UserError
 from geofed.launch import job as launch
 from geofed.launch.placement import parse
-from geofed.ops import slurm
+from geofed.testbed import slurm
 from geofed.testbed.plan import make_plan
 
 
