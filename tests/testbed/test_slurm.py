@@ -102,11 +102,16 @@ def test_submit_keeps_a_job_at_one_site_and_spans_only_when_asked(cluster, tmp_p
     assert sorted(out.read_text().split()) == ["A1", "B1"]
 
 
-def test_down_after_a_crash_leaves_no_daemon_job_or_file(tmp_path):
-    name = f"gfslurmx-{os.getpid()}"
+def small(tmp_path, tag: str):
+    """A 2+1 node federation of its own for a test that breaks things."""
     path = tmp_path / "fed.toml"
-    path.write_text(two_site_federation(name, rtt_ms=1.0))
-    fed = federation.load(path)
+    path.write_text(two_site_federation(f"gfslurm{tag}-{os.getpid()}", rtt_ms=1.0))
+    return federation.load(path)
+
+
+def test_down_after_a_crash_leaves_no_daemon_job_or_file(tmp_path):
+    fed = small(tmp_path, "x")
+    name = fed.name
     try:
         plan = core.up(fed)
         (c,) = slurm.up(fed)
@@ -130,10 +135,8 @@ def test_down_after_a_crash_leaves_no_daemon_job_or_file(tmp_path):
 
 
 def test_a_failed_up_leaves_nothing(tmp_path):
-    name = f"gfslurmf-{os.getpid()}"
-    path = tmp_path / "fed.toml"
-    path.write_text(two_site_federation(name, rtt_ms=1.0))
-    fed = federation.load(path)
+    fed = small(tmp_path, "f")
+    name = fed.name
     try:
         plan = core.up(fed)
         login = plan.node("A1")

@@ -36,11 +36,23 @@ def cmd_up(args) -> int:
     return 0
 
 
-def cmd_down(args) -> int:
-    name = _fed_or_name(args.federation)
-    removed = slurm.down(name)
-    print(f"slurm of {name} is down" + (f" (removed {'; '.join(removed)})" if removed else " (nothing was there)"))
+def _down(what: str, down, spec: str) -> int:
+    name = _fed_or_name(spec)
+    removed = down(name)
+    print(f"{what} of {name} is down" + (f" (removed {'; '.join(removed)})" if removed else " (nothing was there)"))
     return 0
+
+
+def _command(words: list[str], what: str, example: str) -> list[str]:
+    """The command after `--`, which must be there."""
+    argv = words[1:] if words[:1] == ["--"] else words
+    if not argv:
+        raise UserError(f"{what}: no command given; put it after --, like: {example}")
+    return argv
+
+
+def cmd_down(args) -> int:
+    return _down("slurm", slurm.down, args.federation)
 
 
 def cmd_status(args) -> int:
@@ -58,9 +70,7 @@ def cmd_status(args) -> int:
 
 def cmd_exec(args) -> int:
     fed = federation.load(args.federation)
-    argv = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not argv:
-        raise UserError("ops slurm exec: no command given; put it after --, like: geofed ops slurm exec icm-task -- sinfo")
+    argv = _command(args.command, "ops slurm exec", "geofed ops slurm exec icm-task -- sinfo")
     plan, cluster = slurm.require_up(fed)
     full = slurm.client_argv(plan, cluster, argv)
     os.environ.update(slurm.client_env(plan, cluster))
@@ -87,9 +97,7 @@ def cmd_submit(args) -> int:
     from geofed.launch.placement import parse
     fed = federation.load(args.federation)
     placement = parse(args.placement, fed)
-    program = args.program[1:] if args.program[:1] == ["--"] else args.program
-    if not program:
-        raise UserError("submit: no program given; put it after --, like: geofed submit -p W2 -- python app.py")
+    program = _command(args.program, "submit", "geofed submit -p W2 -- python app.py")
     spans = len(placement.sites()) > 1
     note = advice(fed, placement, args.comm_gb)
     if spans and not args.span:
@@ -130,17 +138,12 @@ def cmd_ssh_up(args) -> int:
 
 
 def cmd_ssh_down(args) -> int:
-    name = _fed_or_name(args.federation)
-    removed = ssh.down(name)
-    print(f"ssh of {name} is down" + (f" (removed {'; '.join(removed)})" if removed else " (nothing was there)"))
-    return 0
+    return _down("ssh", ssh.down, args.federation)
 
 
 def cmd_ssh_exec(args) -> int:
     fed = federation.load(args.federation)
-    argv = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not argv:
-        raise UserError("ops ssh exec: no command given; put it after --, like: geofed ops ssh exec icm-task -- ssh G1 hostname")
+    argv = _command(args.command, "ops ssh exec", "geofed ops ssh exec icm-task -- ssh G1 hostname")
     plan, state = ssh.require_up(fed)
     full = ssh.login_argv(plan, state, argv)
     sys.stdout.flush()
