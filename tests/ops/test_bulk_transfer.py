@@ -197,11 +197,11 @@ def test_streams_and_buffers_follow_the_bdp(write_fed, tmp_path):
     assert transfer.choose(lossy, "A", "B", None, None)[0] == transfer.MAX_STREAMS  # 15 Mb/s a stream
 
 
-def test_every_stream_gets_four_chunks_to_share_unless_that_goes_below_a_mib():
+def test_every_stream_gets_sixteen_chunks_to_share_unless_that_goes_below_256_kib():
     assert transfer.chunk_for(1 << 30, 8) == 8 << 20
-    assert transfer.chunk_for(64 << 20, 8) == 2 << 20  # 32 chunks for 8 streams
-    assert transfer.chunk_for(64 << 20, 1) == 8 << 20
-    assert transfer.chunk_for(1 << 20, 8) == 1 << 20
+    assert transfer.chunk_for(64 << 20, 8) == 512 << 10  # 128 chunks for 8 streams
+    assert transfer.chunk_for(64 << 20, 1) == 4 << 20
+    assert transfer.chunk_for(1 << 20, 8) == 256 << 10
 
 
 def test_report_shows_transfers_and_the_benchmark(tmp_path):

@@ -40,7 +40,7 @@ from geofed.validate import nonnegative_int, positive_int
 # queue of the link and backs off more.
 STREAM_WINDOW_BYTES = 4 << 20
 MAX_STREAMS = 8
-MAX_CHUNK, MIN_CHUNK = 8 << 20, 1 << 20
+MAX_CHUNK, MIN_CHUNK, CHUNKS_PER_STREAM = 8 << 20, 256 << 10, 16
 
 
 def parse_end(spec: str, fed, what: str) -> tuple[str, str]:
@@ -167,12 +167,13 @@ def end_argv(netns: str | None, args: list[str]) -> list[str]:
 
 
 def chunk_for(total: int, streams: int) -> int:
-    """Chunks of 8 MiB, smaller (down to 1 MiB, a power of two) until every stream has 4
-    to take from the shared queue: with one chunk per stream the slowest stream (on a
-    lossy link, the one that met the most losses) alone decides when a transfer ends.
-    The same size and stream count give the same chunks, so the same command resumes."""
+    """Chunks of 8 MiB, smaller (down to 256 KiB, a power of two) until every stream has
+    16 to take from the shared queue: the transfer ends when the last chunk does, and on
+    a lossy link one stream's chunk can take seconds (2 MiB at 1 % loss and 9 ms: 1.3 s),
+    while the others wait. The same size and stream count give the same chunks, so the
+    same command resumes."""
     chunk = MAX_CHUNK
-    while chunk > MIN_CHUNK and total < 4 * streams * chunk:
+    while chunk > MIN_CHUNK and total < CHUNKS_PER_STREAM * streams * chunk:
         chunk //= 2
     return chunk
 
@@ -267,7 +268,7 @@ def register(commands, bench) -> None:
     p.add_argument("--buffer", type=nonnegative_int, help="socket buffer bytes per stream (default: from the BDP; 0: "
                                                           "Linux's autotuning)")
     p.add_argument("--chunk-mb", type=positive_int, help="chunk size in MiB (default 8, less for a small transfer: "
-                                                           "4 chunks per stream, at least 1)")
+                                                           "16 chunks per stream, at least 1/4)")
     p.add_argument("--out", default="geofed-out/transfer", help="directory for the ops.transfer record")
     p.set_defaults(func=cmd_transfer)
     from geofed.ops import transfer_bench
