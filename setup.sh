@@ -89,6 +89,13 @@ if [ ! -e "$seedlib" ] || [ src/geofed/apps/grayscott/sstseed.c -nt "$seedlib" ]
   echo "setup: building the SST seed fix ($seedlib)"
   cc -O2 -Wall -shared -fPIC -o "$seedlib" src/geofed/apps/grayscott/sstseed.c -ldl
 fi
+# The storage benchmark's timed loops (src/geofed/bench/storage.c, `geofed bench io`):
+# plain C, no MPI. Rebuilt only when the source is newer than the library.
+iolib=.venv/lib/libgeofed_io.so
+if [ ! -e "$iolib" ] || [ src/geofed/bench/storage.c -nt "$iolib" ]; then
+  echo "setup: building the storage benchmark loops ($iolib)"
+  cc -O2 -Wall -shared -fPIC -o "$iolib" src/geofed/bench/storage.c
+fi
 # HPL 2.0 for `geofed bench hpl`: Debian has no HPL package and its hpcc binary links
 # Open MPI, so the HPL inside HPCC 1.5.0's source (Debian's source package, fetched
 # with a private apt configuration that leaves the system's sources alone) is built
