@@ -46,6 +46,7 @@ SECTION_MODULES = [
     "geofed.report.model",
     "geofed.report.transfer",
     "geofed.report.directory",
+    "geofed.report.storage",
 ]
 
 
