@@ -95,6 +95,18 @@ def test_budget_skips_the_largest_sizes_and_says_which(tmp_path):
     assert left_by_io(tmp_path) == []
 
 
+def test_agreement_counts_like_for_like_cells_and_the_peers_own_repeatability():
+    def cell(op, geofed, runs, comparable=True, size=64 * M):
+        return {"op": op, "size": size, "geofed_mbps": geofed, "ratio_iozone": geofed / sorted(runs)[1],
+                "iozone_runs": runs, "iozone_comparable": comparable}
+    cells = [cell("write", 100, [100, 105, 95]), cell("rewrite", 150, [100, 130, 90]),
+             cell("read", 500, [100, 100, 100], comparable=False), cell("reread", 10000, [9000, 9500, 9600], size=1 * M)]
+    a = storage.agreement(cells, "iozone")
+    assert (a["cells"], a["within"]) == (3, 2)  # the read IOzone times warm is left out; 1.5 is not within 10 %
+    assert (a["long_cells"], a["long_within"]) == (2, 1)  # the 1 MiB cached reread took 0.1 ms
+    assert (a["self_cells"], a["self_within"]) == (3, 2)  # 100 vs 105 and 9000 vs 9500 agree, 100 vs 130 does not
+
+
 # ---------------------------------------------------------------- modes and their flags
 
 

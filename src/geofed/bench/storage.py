@@ -316,14 +316,17 @@ def run(directory: Path, sizes: list[int], records: list[int], modes: list[str],
 
 
 def agreement(cells: list[dict], peer: str) -> dict:
-    """How close geofed's medians are to a peer's over the cells that measure the same thing."""
-    pairs = [(r[f"ratio_{peer}"], r["size"] / (r["geofed_mbps"] * 1e6)) for r in cells
-             if r[f"{peer}_comparable"] and r[f"ratio_{peer}"] is not None]
+    """How close geofed's medians are to a peer's over the cells that measure the same thing,
+    and, as the yardstick, how often the peer's own first two runs of a cell agree as closely."""
+    mine = [r for r in cells if r[f"{peer}_comparable"] and r[f"ratio_{peer}"] is not None]
+    pairs = [(r[f"ratio_{peer}"], r["size"] / (r["geofed_mbps"] * 1e6)) for r in mine]
     long = [x for x, t in pairs if t >= LONG_S]
+    twice = [r[f"{peer}_runs"][:2] for r in mine if len(r[f"{peer}_runs"]) > 1 and None not in r[f"{peer}_runs"][:2]]
     return {"cells": len(pairs), "median_ratio": _median([x for x, _ in pairs]),
             "within": sum(abs(x - 1) <= NEAR for x, _ in pairs),
             "long_cells": len(long), "long_median_ratio": _median(long),
-            "long_within": sum(abs(x - 1) <= NEAR for x in long)}
+            "long_within": sum(abs(x - 1) <= NEAR for x in long),
+            "self_cells": len(twice), "self_within": sum(abs(a / b - 1) <= NEAR for a, b in twice)}
 
 
 def _cell(path: Path, size: int, record: int, mode: str, ops: list[str], repeat: int, peers: list[str], drop: bool
@@ -401,6 +404,9 @@ def format_table(data: dict) -> str:
                          f"{data['near']:.0%}; over the {a['long_cells']} cells of {data['long_s'] * 1e3:g} ms or more: "
                          + (f"median {a['long_median_ratio']:.3f}, {a['long_within']} within {data['near']:.0%}"
                             if a["long_cells"] else "none"))
+            if a["self_cells"]:
+                lines.append(f"{p} against itself (its first two runs of a cell): {a['self_within']} of "
+                             f"{a['self_cells']} cells within {data['near']:.0%}")
     if any(not r[f"{p}_comparable"] for r in data["cells"] for p in peers):
         lines.append("* not counted: IOzone reads a file's first record before its clock starts, so after a drop its "
                      "buffered or sync read is partly a read of memory")

@@ -85,10 +85,11 @@ def storage(records: list[dict], outdir: Path) -> str:
                 rows.append([p, d["peer_versions"].get(p, "?"), a["cells"], "-" if a["median_ratio"] is None
                              else f"{a['median_ratio']:.3f}", a["within"], a["long_cells"],
                              "-" if a["long_median_ratio"] is None else f"{a['long_median_ratio']:.3f}",
-                             a["long_within"]])
+                             a["long_within"], f"{a['self_within']} of {a['self_cells']}"])
             near = f"within {d['near']:.0%}"
             out.append(table(["peer", "version", "cells", "median geofed / peer", near,
-                              f"cells of {d['long_s'] * 1e3:g} ms or more", "their median", near], rows))
+                              f"cells of {d['long_s'] * 1e3:g} ms or more", "their median", near,
+                              f"the peer's first two runs {near}"], rows))
         rates = [c["geofed_mbps"] for c in cells if c["geofed_mbps"]]
         norm = LogNorm(vmin=min(rates), vmax=max(rates))
         for mode in d["modes"]:
