@@ -37,6 +37,7 @@ from pathlib import Path
 from geofed import native
 from geofed.bench import storage_peers
 from geofed.errors import JobFailed, UserError
+from geofed.progress import Bar
 
 SOURCE = Path(__file__).with_name("storage.c")
 MODES = ("buffered", "sync", "direct")
@@ -296,11 +297,13 @@ def run(directory: Path, sizes: list[int], records: list[int], modes: list[str],
             break
         progress(f"bench io: file size {fmt_size(size)}: {len(row)} records x {len(active)} modes x {repeat} runs"
                  + (f", about {guess:.0f} s" if guess is not None else ""))
-        for record in row:
-            for mode in active:
-                started = time.perf_counter()
-                cells += _cell(path, size, record, mode, ops, repeat, peers, drop)
-                forecast.add(size, record, mode, time.perf_counter() - started)
+        bar, todo = Bar(f"bench io: file size {fmt_size(size)}"), [(r, m) for r in row for m in active]
+        for k, (record, mode) in enumerate(todo):
+            started = time.perf_counter()
+            cells += _cell(path, size, record, mode, ops, repeat, peers, drop)
+            forecast.add(size, record, mode, time.perf_counter() - started)
+            bar((k + 1) / len(todo))
+        bar.close()
     return {
         "path": str(directory.parent.resolve()), "filesystem": filesystem(directory),
         "memory_bytes": os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"),
