@@ -26,6 +26,8 @@ command -v globus-gridftp-server >/dev/null || apt_missing+=(globus-gridftp-serv
 command -v globus-url-copy >/dev/null || apt_missing+=(globus-gass-copy-progs)
 command -v xrootd >/dev/null || apt_missing+=(xrootd-server)
 command -v xrdcp >/dev/null || apt_missing+=(xrootd-client)
+# fio, a peer of `geofed bench io` on the same files (IOzone, the other, is fetched below)
+command -v fio >/dev/null || apt_missing+=(fio)
 # The directory servers of `geofed ops directory` (OpenLDAP, Samba's AD DC, the LDAP tools);
 # geofed runs them as its own foreground children, never as the system's services.
 directory_missing=()
@@ -97,6 +99,13 @@ if [ ! -e "$seedlib" ] || [ src/geofed/apps/grayscott/sstseed.c -nt "$seedlib" ]
   echo "setup: building the SST seed fix ($seedlib)"
   cc -O2 -Wall -shared -fPIC -o "$seedlib" src/geofed/apps/grayscott/sstseed.c -ldl
 fi
+# The storage benchmark's timed loops (src/geofed/bench/storage.c, `geofed bench io`):
+# plain C, no MPI. Rebuilt only when the source is newer than the library.
+iolib=.venv/lib/libgeofed_io.so
+if [ ! -e "$iolib" ] || [ src/geofed/bench/storage.c -nt "$iolib" ]; then
+  echo "setup: building the storage benchmark loops ($iolib)"
+  cc -O2 -Wall -shared -fPIC -o "$iolib" src/geofed/bench/storage.c
+fi
 # HPL 2.0 for `geofed bench hpl`: Debian has no HPL package and its hpcc binary links
 # Open MPI, so the HPL inside HPCC 1.5.0's source (Debian's source package, fetched
 # with a private apt configuration that leaves the system's sources alone) is built
@@ -131,5 +140,23 @@ if [ ! -x "$xhpl" ] || [ src/geofed/apps/hpl/xhpl.c -nt "$xhpl" ]; then
   .venv/bin/mpicc -O2 -Wall -fcommon -DHPL_CALL_CBLAS -I"$cache/src/include" -I"$cache/src/hpl/include" \
     -I"$cache/src/hpl/include/geofed" -I/usr/include/x86_64-linux-gnu/openblas-pthread -o "$xhpl" \
     src/geofed/apps/hpl/xhpl.c "$cache/src/hpl/lib/geofed/libhpl.a" -lopenblas -lm
+fi
+# IOzone for `geofed bench io`: Debian ships it (iozone3) only in non-free, which the
+# machine's sources need not name. A private apt configuration naming that one component
+# (the system's sources are left alone) downloads the package, apt checks it against the
+# signed Release file, and its binary is unpacked into the venv. Skipped when present.
+iozone=.venv/bin/iozone
+if [ ! -x "$iozone" ] && ! command -v iozone >/dev/null; then
+  echo "setup: fetching IOzone ($iozone) from Debian non-free"
+  cache="$PWD/.cache/iozone"
+  mkdir -p "$cache/apt/lists/partial" "$cache/apt/archives/partial"
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm non-free" \
+    > "$cache/sources.list"
+  apt_private=(-q -o "Dir::Etc::SourceList=$cache/sources.list" -o Dir::Etc::SourceParts=/dev/null
+               -o "Dir::State::Lists=$cache/apt/lists" -o "Dir::Cache=$cache/apt")
+  apt-get "${apt_private[@]}" update >/dev/null
+  (cd "$cache" && apt-get "${apt_private[@]}" download iozone3 >/dev/null)
+  rm -rf "$cache/root" && dpkg -x "$(ls "$cache"/iozone3_*.deb | tail -1)" "$cache/root"
+  install -m 755 "$cache/root/usr/bin/iozone" "$iozone"
 fi
 echo "setup: done; try: .venv/bin/geofed demo"

@@ -9,19 +9,24 @@ from pathlib import Path
 from geofed.errors import UserError
 
 
-def binary(name: str) -> str:
+def binary(name: str, fix: str = "run ./setup.sh to build rust/") -> str:
+    """A program next to the venv's python (where the setup installs it) or on PATH;
+    `fix` tells the user what to do when it is in neither."""
     here = Path(sys.executable).parent / name
     if here.is_file():
         return str(here)
     found = shutil.which(name)
     if found:
         return found
-    raise UserError(f"{name}: native program not found next to {sys.executable} or on PATH; run ./setup.sh to build rust/")
+    raise UserError(f"{name}: native program not found next to {sys.executable} or on PATH; {fix}")
 
 
-def library(name: str) -> Path:
-    """A shared library the setup builds into the venv's lib directory."""
+def library(name: str, source: Path | None = None) -> Path:
+    """A shared library the setup builds into the venv's lib directory. With `source`,
+    one older than its source is refused: it would run code that is no longer there."""
     path = Path(sys.prefix) / "lib" / name
     if not path.is_file():
         raise UserError(f"{path}: not built; run ./setup.sh")
+    if source is not None and source.is_file() and source.stat().st_mtime > path.stat().st_mtime:
+        raise UserError(f"{path}: older than {source}; run ./setup.sh to rebuild it")
     return path

@@ -67,6 +67,22 @@ def probability(text) -> float:
     return value
 
 
+def choices(allowed: tuple[str, ...], none: bool = False):
+    """An argparse type: some of `allowed` separated by commas, returned in the order of
+    `allowed` without repeats; with `none`, the word none stands for an empty list."""
+    def parse(text) -> list[str]:
+        given = [x.strip() for x in str(text).split(",") if x.strip()]
+        if none and given == ["none"]:
+            return []
+        unknown = [x for x in given if x not in allowed]
+        if unknown or not given:
+            known = ", ".join(allowed) + (", or none" if none else "")
+            what = f"unknown {unknown[0]!r}" if unknown else "nothing named"
+            raise argparse.ArgumentTypeError(f"{what} (known: {known}; separate several with commas)")
+        return [x for x in allowed if x in given]
+    return parse
+
+
 def read_text(path, what: str) -> str:
     """A text file the user named; UserError naming it when it cannot be read as UTF-8."""
     from geofed.errors import UserError

@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 
 from geofed import federation, records
-from geofed.errors import UserError
+from geofed.errors import JobFailed, UserError
 from geofed.progress import progress
-from geofed.validate import positive_float, positive_int
+from geofed.validate import choices, positive_float, positive_int
 
 
 def _job_args(p: argparse.ArgumentParser, ranks: bool = True) -> None:
@@ -87,6 +87,28 @@ def cmd_check(args) -> int:
     return 0 if all(r["ok"] for r in rows) else 1
 
 
+def cmd_io(args) -> int:
+    import shutil
+
+    from geofed.bench import storage, storage_peers, suite
+    sizes = suite.parse_sizes(args.sizes, "--sizes")
+    record_sizes = suite.parse_sizes(args.records or storage.default_records(max(sizes)), "--records")
+    storage.check_grid(sizes, record_sizes, args.modes)
+    storage_peers.check(args.peers, record_sizes)
+    directory = storage.workdir(args.path)
+    try:  # the directory goes whatever happens: an error, a failed peer, Ctrl-C
+        storage.check_space(directory, max(sizes))
+        data = storage.run(directory, sizes, record_sizes, args.modes, args.ops, args.repeat, args.budget,
+                           args.peers, args.drop_cache, progress)
+    except OSError as e:  # the storage failed us (full, gone, an I/O error): one line, exit 1
+        raise JobFailed(f"bench io: {e}") from None
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    print(storage.format_table(data))
+    print(f"record: {records.save(records.make('bench.io', data), args.out)}")
+    return 0
+
+
 def register(commands, bench) -> None:
     from geofed.bench import suite  # light: no MPI
     names = ", ".join([*suite.BENCHMARKS, *suite.GROUPS])
@@ -120,6 +142,30 @@ def register(commands, bench) -> None:
     p.add_argument("--timeout", type=positive_float, default=900, help="stop a hung job after this many seconds (default 900)")
     p.add_argument("--out", default="geofed-out/bench", help="directory for the bench.matrix record")
     p.set_defaults(func=cmd_matrix)
+
+    from geofed.bench import storage, storage_peers  # light: the C library loads on first use
+    p = bench.add_parser("io", help="storage: IOzone's grid of file x record sizes, buffered, O_SYNC and O_DIRECT, "
+                                    "beside IOzone and fio (docs/storage.md)")
+    p.add_argument("--path", help="directory to measure (default: the current one); the files go in a private "
+                                  "directory made there and removed at the end")
+    p.add_argument("--sizes", default=storage.DEFAULT_SIZES,
+                   help=f"file sizes: MIN:MAX (powers of 2), MIN:MAX:4 (of 4) or a list (default {storage.DEFAULT_SIZES})")
+    p.add_argument("--records", help="record sizes, as --sizes (default: 4K to 16M or the largest file, powers of "
+                                     "4); a file is measured with each record no larger than itself")
+    p.add_argument("--modes", type=choices(storage.MODES), default=list(storage.MODES),
+                   help="buffered, sync (O_SYNC), direct (O_DIRECT), comma-separated (default all)")
+    p.add_argument("--ops", type=choices(storage.OPS), default=list(storage.OPS),
+                   help="write, rewrite, read, reread, randread, randwrite, comma-separated (default all)")
+    p.add_argument("--budget", type=positive_float, default=300,
+                   help="seconds: larger file sizes are skipped once the next would not fit (default 300)")
+    p.add_argument("--repeat", type=positive_int, default=3, help="runs per cell; medians (default 3)")
+    p.add_argument("--peers", type=choices(storage_peers.PEERS, none=True), default=[],
+                   help="iozone, fio, comma-separated, on the same cells (default none)")
+    p.add_argument("--drop-cache", action=argparse.BooleanOptionalAction, default=True,
+                   help="drop the file's pages from the page cache before `read`, so that it reads the storage "
+                        "and `reread` the cache (default on)")
+    p.add_argument("--out", default="geofed-out/bench", help="directory for the bench.io record")
+    p.set_defaults(func=cmd_io)
 
     p = bench.add_parser("check", help="compare runs with reference values and tolerances; exit 1 when any fails")
     p.add_argument("runs", nargs="+", help="bench.mpi record files or directories (the newest result per benchmark counts)")

@@ -48,6 +48,7 @@ SECTION_MODULES = [
     "geofed.report.schedule",
     "geofed.report.btio",
     "geofed.report.directory",
+    "geofed.report.storage",
 ]
 
 
