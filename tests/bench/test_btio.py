@@ -47,7 +47,7 @@ def test_bad_input_is_one_line_and_exit_2_and_leaves_nothing(tmp_path):
     res = run_geofed("bench", "btio", "-p", "W3", "--path", str(tmp_path))
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "square number" in res.stderr
     res = run_geofed("bench", "btio", "-p", "W1", "--subtype", "simpel", "--path", str(tmp_path))
-    assert res.returncode == 2 and "unknown subtype 'simpel'" in res.stderr
+    assert res.returncode == 2 and "--subtype: unknown 'simpel'" in res.stderr
     res = run_geofed("bench", "btio", "-p", "W1", "--path", str(tmp_path / "nowhere"))
     assert res.returncode == 2 and "not a directory" in res.stderr
     assert os.listdir(tmp_path) == []

@@ -224,4 +224,4 @@ def test_report_shows_transfers_and_the_benchmark(tmp_path):
 
 def test_bench_transfer_names_an_unknown_peer():
     res = run_geofed("bench", "transfer", "--peers", "gridftp,bbcp")
-    assert res.returncode == 2 and "unknown peer 'bbcp'" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert res.returncode == 2 and "--peers: unknown 'bbcp'" in res.stderr and len(res.stderr.strip().splitlines()) == 1

@@ -264,22 +264,14 @@ def cmd_bench_btio(args) -> int:
     return 0 if data["verified"] and data["files_identical"] else 1
 
 
-def subtypes(text: str) -> list[str]:
-    names = [x.strip() for x in text.split(",") if x.strip()]
-    bad = [x for x in names if x not in ("simple", "full")]
-    if bad or not names:
-        raise argparse.ArgumentTypeError(f"unknown subtype {bad[0] if bad else text!r} (known: simple, full)")
-    return names
-
-
 def register(commands, bench) -> None:
-    from geofed.validate import positive_float, positive_int
+    from geofed.validate import choices, positive_float, positive_int
     p = bench.add_parser("btio", help="NPB BT-I/O's pattern over MPI-IO on a placement: simple and full subtypes")
     p.add_argument("--federation", "-f", default="icm-task", help="federation file or shipped name (default icm-task)")
     p.add_argument("--placement", "-p", required=True, help="nodes per site, like W4 (a square number of ranks)")
     p.add_argument("--ranks-per-node", "-n", type=positive_int, default=1)
     p.add_argument("--class", dest="cls", default="S", help="NPB class: S (12^3), W (24^3), A (64^3), B, C (default S)")
-    p.add_argument("--subtype", type=subtypes, default=["simple", "full"], help="simple, full or both (default both)")
+    p.add_argument("--subtype", type=choices(("simple", "full")), default=["simple", "full"], help="simple, full or both (default both)")
     p.add_argument("--steps", type=positive_int, help="time steps (default the class's; a dump every 5)")
     p.add_argument("--path", default=".", help="directory the shared file is written in (default .)")
     p.add_argument("--hostfile", help="real cluster: lines 'HOST SITE'")

@@ -183,7 +183,7 @@ def peer_run(plan, tool: str, src: str, dst: str, streams: int, data: Path, xroo
 
 
 def run(base, streams: list[int], losses: list[float], nbytes: int, repeat: int, lossy_bytes: int,
-        peers: tuple[str, ...] = PEERS) -> dict:
+        peers: list[str] | tuple[str, ...] = PEERS) -> dict:
     """The table's rows; a lossy link moves `lossy_bytes` per run (a stream there runs at
     Mathis' limit, 15 Mb/s at 9 ms and 1 %, so a GB would take minutes)."""
     from geofed.ops import transfer
@@ -263,15 +263,6 @@ def losses(text: str) -> list[float]:
     return values
 
 
-def peer_list(text: str) -> tuple[str, ...]:
-    import argparse
-    names = tuple(x.strip() for x in text.split(",") if x.strip() and x.strip() != "none")
-    unknown = [x for x in names if x not in PEERS]
-    if unknown:
-        raise argparse.ArgumentTypeError(f"unknown peer {unknown[0]!r} (known: {', '.join(PEERS)}, none)")
-    return names
-
-
 def cmd_bench_transfer(args) -> int:
     from geofed.errors import UserError
     from geofed.ops.transfer import parse_size
@@ -286,7 +277,7 @@ def cmd_bench_transfer(args) -> int:
 
 
 def register(bench) -> None:
-    from geofed.validate import positive_int, positive_int_list
+    from geofed.validate import choices, positive_int, positive_int_list
     p = bench.add_parser("transfer", help="geofed transfer beside iperf3: rate and CPU per stream count and loss (root)")
     p.add_argument("-f", "--federation", default="icm-task", help="federation to copy (default icm-task)")
     p.add_argument("--streams", type=positive_int_list, default=[1, 2, 4, 8], help="stream counts (default 1,2,4,8)")
@@ -294,7 +285,7 @@ def register(bench) -> None:
     p.add_argument("--size", default="1G", help="bytes per run (default 1G)")
     p.add_argument("--lossy-size", default="64M", help="bytes per run on a lossy link (default 64M)")
     p.add_argument("--repeat", type=positive_int, default=3, help="runs per cell; medians (default 3)")
-    p.add_argument("--peers", type=peer_list, default=PEERS, help="bulk tools beside iperf3: gridftp,xrootd (default "
+    p.add_argument("--peers", type=choices(PEERS, none=True), default=list(PEERS), help="bulk tools beside iperf3: gridftp,xrootd (default "
                                                                   "both; 'none' for iperf3 alone)")
     p.add_argument("--out", default="geofed-out/bench", help="directory for the bench.transfer record")
     p.set_defaults(func=cmd_bench_transfer)
