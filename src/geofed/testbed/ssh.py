@@ -201,6 +201,8 @@ def login_argv(plan: Plan, state: dict, argv: list[str]) -> list[str]:
 def down(fed_name: str) -> list[str]:
     """Stop every sshd and session of this testbed, delete its user, remove its files."""
     d = ssh_dir(fed_name)
+    if not d.exists() and not _is_ours(user_name(fed_name), fed_name):
+        return []  # never brought up (the common case of testbed down): nothing to look for
     state = read_state(fed_name) or {"sshd": {}, "user": None}
     removed = []
     pids = list(state["sshd"].values())
