@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
@@ -69,6 +70,28 @@ def run_in(netns: str, argv: list[str], check: bool = True, timeout: float | Non
     if check and res.returncode != 0:
         raise HostError(f"in {netns}: {' '.join(argv)}: {res.stderr.strip()}")
     return res
+
+
+def port_open(netns: str, address: str, port: int) -> bool:
+    """Whether something accepts TCP connections at address:port, seen from `netns`."""
+    probe = "import socket,sys\nsocket.create_connection((sys.argv[1], int(sys.argv[2])), 1).close()"
+    return subprocess.run(in_netns_keep_mounts(netns, ["python3", "-c", probe, address, str(port)]),
+                          capture_output=True).returncode == 0
+
+
+def read_json(path: Path) -> dict | None:
+    """A state file written by write_json; None when absent (or cut short by a crash)."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Replace a state file whole: a reader never sees half of it."""
+    tmp = Path(path).with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    tmp.replace(path)
 
 
 def sysctl(netns: str, key: str, value: str, required: bool = True) -> None:

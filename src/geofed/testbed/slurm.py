@@ -24,7 +24,6 @@ munged's socket directory must be mode 755; SlurmctldHost's name must be the hos
 
 from __future__ import annotations
 
-import json
 import os
 import pwd
 import shutil
@@ -156,17 +155,11 @@ def _state_path(plan: Plan, cluster: Cluster) -> Path:
 
 
 def read_state(plan: Plan, cluster: Cluster) -> dict | None:
-    try:
-        return json.loads(_state_path(plan, cluster).read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
+    return host.read_json(_state_path(plan, cluster))
 
 
 def _write_state(plan: Plan, cluster: Cluster, state: dict) -> None:
-    path = _state_path(plan, cluster)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=1))
-    tmp.replace(path)
+    host.write_json(_state_path(plan, cluster), state)
 
 
 def client_env(plan: Plan, cluster: Cluster) -> dict[str, str]:
@@ -256,25 +249,19 @@ def _start(fed: Federation, plan: Plan, c: Cluster, progress: Progress) -> None:
             login.netns, lambda: (d / "munge" / "munge.sock").exists())
     conf = str(d / "slurm.conf")
     for np, port in [(login, CTLD_PORT)] + [(plan.node(n.name), SLURMD_PORT) for n in c.nodes]:
-        if _port_open(np.netns, np.address, port):
+        if host.port_open(np.netns, np.address, port):
             raise host.HostError(f"slurm {c.name}: port {port} on node {np.node.name} ({np.address}) is taken by "
                                  f"another server (another Slurm?); stop it first")
     _launch(plan, c, state, "slurmctld", ["slurmctld", "-D", "-i", "-f", conf], login.netns,
-            lambda: _port_open(login.netns, login.address, CTLD_PORT))
+            lambda: host.port_open(login.netns, login.address, CTLD_PORT))
     progress(f"slurm {c.name}: slurmd on {', '.join(n.name for n in c.nodes)}")
     for n in c.nodes:
         np = plan.node(n.name)
         _launch(plan, c, state, f"slurmd-{n.name}", ["slurmd", "-D", "-N", n.name, "-f", conf], np.netns,
-                lambda np=np: _port_open(np.netns, np.address, SLURMD_PORT))
+                lambda np=np: host.port_open(np.netns, np.address, SLURMD_PORT))
     _wait_nodes_idle(plan, c)
     state["complete"] = True
     _write_state(plan, c, state)
-
-
-def _port_open(netns: str, address: str, port: int) -> bool:
-    probe = "import socket,sys\nsocket.create_connection((sys.argv[1], int(sys.argv[2])), 1).close()"
-    return subprocess.run(host.in_netns_keep_mounts(netns, ["python3", "-c", probe, address, str(port)]),
-                          capture_output=True).returncode == 0
 
 
 def _launch(plan: Plan, c: Cluster, state: dict, key: str, argv: list[str], netns: str,
@@ -323,10 +310,7 @@ def down(fed_name: str, clusters: list[Cluster] | None = None) -> list[str]:
     dirs = [Path(STATE_ROOT) / fed_name / f"slurm-{c.name}" for c in clusters] if clusters is not None \
         else _cluster_dirs(fed_name)
     for d in dirs:
-        try:
-            state = json.loads((d / "state.json").read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
-            state = {"daemons": {}}
+        state = host.read_json(d / "state.json") or {"daemons": {}}
         pids = [p["pid"] for p in state["daemons"].values()]
         host.terminate([p for p in pids if host.alive(p)], grace=5.0, groups=True)
         # slurmstepd and the tasks run in sessions of their own: the daemons' environment
@@ -346,9 +330,8 @@ def down(fed_name: str, clusters: list[Cluster] | None = None) -> list[str]:
 def status(fed: Federation) -> list[dict]:
     out = []
     for d in _cluster_dirs(fed.name):
-        try:
-            state = json.loads((d / "state.json").read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
+        state = host.read_json(d / "state.json")
+        if state is None:
             continue
         out.append({"cluster": state["cluster"], "complete": state.get("complete") is True,
                     "slurm_conf": str(d / "slurm.conf"),

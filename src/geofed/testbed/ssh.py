@@ -16,7 +16,6 @@ directory, also after a crash; `geofed testbed down` does the same.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import pwd
 import shutil
@@ -62,17 +61,11 @@ def sshd_config(d: Path, user: str, address: str) -> str:
 
 
 def read_state(fed_name: str) -> dict | None:
-    try:
-        return json.loads((ssh_dir(fed_name) / "state.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
+    return host.read_json(ssh_dir(fed_name) / "state.json")
 
 
 def _write_state(fed_name: str, state: dict) -> None:
-    path = ssh_dir(fed_name) / "state.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=1))
-    tmp.replace(path)
+    host.write_json(ssh_dir(fed_name) / "state.json", state)
 
 
 def require_tools() -> None:
@@ -163,9 +156,8 @@ def in_node(netns: str, node: str, argv: list[str]) -> list[str]:
 
 
 def _wait_listening(proc: subprocess.Popen, n, d: Path) -> None:
-    probe = "import socket,sys\nsocket.create_connection((sys.argv[1], 22), 1).close()"
     deadline = time.monotonic() + START_TIMEOUT_S
-    while subprocess.run(host.in_netns(n.netns, ["python3", "-c", probe, n.address]), capture_output=True).returncode:
+    while not host.port_open(n.netns, n.address, 22):
         if proc.poll() is not None or time.monotonic() > deadline:
             tail = (d / f"sshd.{n.node.name}.log").read_text(errors="replace").strip().splitlines()[-2:]
             raise host.HostError(f"sshd on {n.node.name} did not start: {' | '.join(tail) or 'no output'}")

@@ -18,7 +18,6 @@ the emulated federation's scratch.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -77,16 +76,11 @@ def _state(fed_name: str) -> Path:
 
 
 def read_state(fed_name: str) -> dict:
-    try:
-        return json.loads(_state(fed_name).read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return {"pids": {}, "mounts": []}
+    return host.read_json(_state(fed_name)) or {"pids": {}, "mounts": []}
 
 
 def _write(fed_name: str, state: dict) -> None:
-    tmp = _state(fed_name).with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=1))
-    tmp.replace(_state(fed_name))
+    host.write_json(_state(fed_name), state)
 
 
 def make_dirs(fed) -> None:
@@ -132,7 +126,7 @@ def _start(plan: Plan, exports, remote, state: dict, progress) -> None:
     _spawn(fed.name, state, "sftp", host.in_netns_keep_mounts(server.netns, [
         "socat", f"TCP-LISTEN:{SFTP_PORT},bind={server.address},reuseaddr,fork,range={TESTBED_RANGE}",
         f"EXEC:{SFTP_SERVER} -d /"]), d / "sftp.log")
-    _wait(lambda: _port_open(server.netns, server.address), state["pids"]["sftp"], d / "sftp.log", "the sftp server")
+    _wait(lambda: host.port_open(server.netns, server.address, SFTP_PORT), state["pids"]["sftp"], d / "sftp.log", "the sftp server")
     for n in remote:
         for fs in exports:
             mnt = mount_point(fed.name, n.node.name, fed.storage, fs.name)
@@ -164,12 +158,6 @@ def _spawn(fed_name: str, state: dict, key: str, argv: list[str], log_path: Path
                                 start_new_session=True)
         state["pids"][key] = proc.pid
         _write(fed_name, state)
-
-
-def _port_open(netns: str, address: str) -> bool:
-    probe = "import socket,sys\nsocket.create_connection((sys.argv[1], int(sys.argv[2])), 1).close()"
-    return subprocess.run(host.in_netns_keep_mounts(netns, ["python3", "-c", probe, address, str(SFTP_PORT)]),
-                          capture_output=True).returncode == 0
 
 
 def _wait(ready, pid: int, log_path: Path, what: str) -> None:
