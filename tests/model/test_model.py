@@ -57,13 +57,31 @@ def test_route_separates_the_link_from_the_local_path(fed):
     assert not network.route(fed, "A", "A").crosses_link
 
 
+PAYLOAD = 1448 / 1514  # a TCP frame's payload share of the wire
+
+
+def test_route_as_tcp_messages_see_it_pays_the_crossing_and_the_headers(fed):
+    cal = cal_for(fed)
+    cal.crossing_us = 30.0
+    r = network.route(fed, "A", "B", cal)
+    assert r.extra_one_way_s == pytest.approx(5.0e-3 + 30e-6)
+    assert r.rtt_s == pytest.approx(2 * (5.002e-3 + 30e-6))
+    assert r.rate_Bps == pytest.approx(1e8 * PAYLOAD)
+    cal.transport = "infiniband"
+    assert network.route(fed, "A", "B", cal).rate_Bps == pytest.approx(1e8)
+    assert network.route(fed, "A", "B", cal, transport="tcp").rate_Bps == pytest.approx(1e8 * PAYLOAD)
+    inside = network.route(fed, "A", "A", cal)
+    assert inside.one_way_s == pytest.approx(2e-6) and inside.extra_one_way_s == 0
+
+
 def test_inter_site_message_adds_latency_and_the_slower_serialisation(fed):
     cal = cal_for(fed)
+    rate = 1e8 * PAYLOAD
     # 1 byte: local 20.001 us + 5 ms of link
-    assert network.mpi_message_s(fed, cal, "A", "B", 1) == pytest.approx(20.001e-6 + 5e-3 + 1 / 1e8)
-    # 1 MiB: the link's 100 MB/s (10.49 ms) replaces the local 1 GB/s serialisation (1.05 ms)
+    assert network.mpi_message_s(fed, cal, "A", "B", 1) == pytest.approx(20.001e-6 + 5e-3 + 1 / rate)
+    # 1 MiB: the link's 95.6 MB/s of TCP payload (10.97 ms) replaces the local 1 GB/s serialisation (1.05 ms)
     n = 1 << 20
-    expected = 20e-6 + n / 1e9 + 5e-3 + (n / 1e8 - (n - 1) / 1e9)
+    expected = 20e-6 + n / 1e9 + 5e-3 + (n / rate - (n - 1) / 1e9)
     assert network.mpi_message_s(fed, cal, "A", "B", n) == pytest.approx(expected, rel=1e-6)
     # inside a site: the measured curve itself
     assert network.mpi_message_s(fed, cal, "A", "A", 1024) == pytest.approx(21.024e-6)
@@ -134,7 +152,7 @@ def test_synchronous_obstacle_pays_two_link_trips_per_iteration(fed):
     assert a2.total_s == pytest.approx(400 * (1e-3 + 2e-4))
     across = obstacle.Obstacle().predict(fed, cal, "A1B1", parse("A1B1", fed).nodes(fed),
                                          Namespace(scheme="sync", n=None))
-    halo = 8 * 32 * 32 / 1e8
+    halo = 8 * 32 * 32 / (1e8 * PAYLOAD)
     assert across.parts["link_comm"] == pytest.approx(400 * (2 * 5e-3 + halo))
     assert across.parts["compute"] == pytest.approx(400 * 2e-3)  # B is half as fast
 
@@ -170,7 +188,13 @@ def synthetic_records(fed, tuple_us=0.25, iter_s=4e-4):
         case(64, 8.0, 2 * 4.194304 / 10), case(32, 1.0, 2 * 0.524288 / 10)]}, **records.federation_meta(fed))
     gs_far = records.make("bench.grayscott", {"sim_site": "B", "analysis_site": "A", "sim_ranks": 4, "cases": [
         case(64, 99.0, 99.0)]}, **records.federation_meta(fed))
-    return [("mpi", one_site), ("far", across), ("mdfs", sweep), ("obst", obst), ("gs", gs), ("gs_far", gs_far)]
+    pair = lambda cls, rtt, floor: {"class": cls, "rtt_ms": {"median": rtt},  # noqa: E731
+                                    "link": {"floor_rtt_ms": floor} if floor is not None else None}
+    verify = records.make("testbed.verify", {"pairs": [
+        pair("intra-site", 0.020, None), pair("intra-site", 0.024, None), pair("inter-site", 10.1, 0.082)]},
+        **records.federation_meta(fed))
+    return [("mpi", one_site), ("far", across), ("mdfs", sweep), ("obst", obst), ("gs", gs), ("gs_far", gs_far),
+            ("verify", verify)]
 
 
 def test_calibration_recovers_known_constants_and_ignores_inter_site_runs(fed, tmp_path):
@@ -188,8 +212,11 @@ def test_calibration_recovers_known_constants_and_ignores_inter_site_runs(fed, t
     assert b["grayscott_stage_ms_per_mb"] == pytest.approx(2.0)
     assert "gs_far" not in cal.sources
     assert "far" not in cal.sources and "B" not in [s for s in cal.sites if "mpi_sizes" in cal.sites[s]]
+    # the testbed's crossing: (floor 82 us - 22 us inside a site) / 2, from `testbed verify`
+    assert cal.crossing_us == pytest.approx(30.0) and "verify" in cal.sources
     back = calibration.load(cal.save(tmp_path / "c.toml"), fed)
     assert back.sites == cal.sites and back.tcp_window_bytes == cal.tcp_window_bytes and back.transport == "tcp"
+    assert back.crossing_us == pytest.approx(30.0)
     cal.transport = "infiniband"
     assert calibration.load(cal.save(tmp_path / "c.toml"), fed).transport == "infiniband"
     (tmp_path / "c.toml").write_text((tmp_path / "c.toml").read_text().replace('"infiniband"', '"carrier pigeon"'))
@@ -275,9 +302,9 @@ def test_grayscott_waits_only_when_the_consumers_take_longer_than_plotgap_steps(
     nodes = parse("A1B1", fed).nodes(fed)
     model = grayscott.GrayScott()
     fast = model.predict(fed, cal, "A1B1", nodes, Namespace(L=64, plotgap=10, sim_ranks=4, consumers=2))
-    # 8 ms per step x 10 steps = 80 ms; two consumers pull 4.19 MB each: 2 x (10 ms + 41.9 ms) = 104 ms
+    # 8 ms per step x 10 steps = 80 ms; two consumers pull 4.19 MB each: 2 x (10 ms + 43.9 ms) = 108 ms
     nbytes = grayscott.step_bytes(64)
-    delivery = 2 * (10.004e-3 + nbytes / 1e8)
+    delivery = 2 * (10.004e-3 + nbytes / (1e8 * PAYLOAD))
     assert fast.parts["compute"] == pytest.approx(8e-3)
     assert fast.parts["staging"] == pytest.approx(nbytes / 1e6 * 1e-3 / 10)
     assert fast.parts["link_comm"] == pytest.approx((delivery - 80e-3) / 10)

@@ -4,7 +4,13 @@
 (bench.mpi, mdfs.sweep, bench.obstacle) and keeps only what was measured inside one
 site: the MPI latency curve and local rate, MDFS's cost per tuple, the obstacle
 solver's cost per iteration. Records of runs that crossed a link are skipped, so the
-inter-site side of every prediction comes from the federation file alone.
+inter-site side of every prediction comes from the federation file alone. One
+constant is the testbed's, not a node's: what its host adds to a crossing between
+sites (a bridge and the link emulator's packet sockets beyond a path inside one
+site), from a `testbed verify` record: the probe's floor on the link (its round trip
+with the emulator holding nothing of the fibre) less its round trip inside a site.
+On a real federation there is no such record and the crossing costs nothing beyond
+the link's description.
 
 The file lives next to the federation file (`<file>.calibration.toml`); for a
 shipped federation named without a path, in the current directory
@@ -57,6 +63,7 @@ class Calibration:
     # MPI over TCP (geofed's MPICH, on the testbed and on Ethernet clusters) pays slow
     # start and a round trip per full send buffer; over InfiniBand neither applies.
     transport: str = "tcp"
+    crossing_us: float = 0.0  # the testbed host's one-way cost of crossing between sites
     sources: list[str] = field(default_factory=list)
     speeds: dict[str, float] = field(default_factory=dict)  # site speed from the federation file
     notes: list[str] = field(default_factory=list)  # what was borrowed from another site
@@ -101,6 +108,7 @@ class Calibration:
                  f"federation = {_toml(self.federation)}",
                  f"tcp_window_bytes = {self.tcp_window_bytes}",
                  f"transport = {_toml(self.transport)}",
+                 f"crossing_us = {_toml(float(self.crossing_us))}",
                  f"sources = {_toml(self.sources)}"]
         for site in sorted(self.sites):
             lines.append(f"\n[site.{site}]")
@@ -134,6 +142,8 @@ def load(path: Path, fed) -> Calibration:
     cal.tcp_window_bytes = int(_number(doc.get("tcp_window_bytes", DEFAULT_TCP_WINDOW_BYTES), path, "tcp_window_bytes"))
     cal.sources = [str(s) for s in doc.get("sources", [])]
     cal.transport = doc.get("transport", "tcp")
+    crossing = doc.get("crossing_us", 0.0)
+    cal.crossing_us = 0.0 if crossing == 0 else float(_number(crossing, path, "crossing_us"))
     if cal.transport not in TRANSPORTS:
         raise UserError(f"{path}: transport: expected one of {', '.join(TRANSPORTS)}, got {cal.transport!r}")
     for site, consts in doc.get("site", {}).items():
@@ -191,6 +201,11 @@ def fit(fed, recs: list[tuple[str, dict]]) -> Calibration:
         elif kind in ("bench.hpl", "bench.hpl.sweep"):
             if _fit_hpl(hpl, data):
                 used.add(where)
+        elif kind == "testbed.verify":
+            crossing = _crossing_us(data)
+            if crossing is not None:
+                cal.crossing_us = crossing
+                used.add(where)
     for site, by_size in latency.items():
         sizes = sorted(by_size)
         consts = cal.sites.setdefault(site, {})
@@ -205,7 +220,7 @@ def fit(fed, recs: list[tuple[str, dict]]) -> Calibration:
     cal.sources = sorted(used)
     if not cal.sources:
         raise UserError("no one-site run of a known kind (bench.mpi, mdfs.sweep, bench.obstacle, bench.grayscott, "
-                        "bench.hpl, bench.hpl.sweep) in the records given")
+                        "bench.hpl, bench.hpl.sweep, testbed.verify) in the records given")
     return cal
 
 
@@ -215,6 +230,16 @@ def host_tcp_window() -> int:
         return int(TCP_WMEM.read_text().split()[2])
     except (OSError, ValueError, IndexError):
         return DEFAULT_TCP_WINDOW_BYTES
+
+
+def _crossing_us(data: dict) -> float | None:
+    """One-way host cost of a crossing: the links' probe floor less the round trip inside a site, halved."""
+    pairs = data.get("pairs", [])
+    inside = [p["rtt_ms"]["median"] for p in pairs if p.get("class") == "intra-site"]
+    floors = [p["link"]["floor_rtt_ms"] for p in pairs if p.get("class") == "inter-site" and p.get("link")]
+    if not inside or not floors:
+        return None
+    return round(max(0.0, statistics.median(floors) - statistics.median(inside)) / 2 * 1e3, 3)
 
 
 def _stat(row: dict) -> float:

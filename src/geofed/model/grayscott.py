@@ -43,7 +43,7 @@ class GrayScott:
         compute = interpolate([x ** 3 for x in xs], ys, args.L ** 3) / 1e3 * ranks0 / args.sim_ranks
         nbytes = step_bytes(args.L)
         local = cal.value(sim, "grayscott_stage_ms_per_mb", "Gray-Scott staging inside a site") * nbytes / 1e6 / 1e3
-        r = route(fed, sim, analysis)
+        r = route(fed, sim, analysis, cal, transport="tcp")  # SST's EVPath sockets
         delivery = args.consumers * (r.rtt_s + serialisation_s(nbytes, r.rate_Bps))
         wait = max(0.0, delivery - args.plotgap * compute)
         return prediction(self.name, placement, compute=compute, staging=local / args.plotgap,

@@ -132,7 +132,7 @@ def _slow_start_s(fed, cal, firsts) -> float:
     for (a, b), flows, nbytes in firsts:
         if a == b:
             continue
-        r = route(fed, a, b)
+        r = route(fed, a, b, cal)
         bdp = (r.rate_Bps or 0.0) / flows * r.rtt_s
         total += 2 * slow_start_rounds(nbytes, bdp) * r.rtt_s
     return total

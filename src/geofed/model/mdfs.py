@@ -62,7 +62,7 @@ class Mdfs:
         source = storage if storage in nodes_at else sites[0]  # no node there: rank 0 reads the file
         for s in nodes_at:
             if s != source:
-                link += fresh_stream_s(fed, source, s, nbytes)
+                link += fresh_stream_s(fed, cal, source, s, nbytes)
                 link_bytes += nbytes
         return local, link, link_bytes
 

@@ -8,7 +8,10 @@ acknowledgements, and a stream of messages runs at most at buffer / RTT. (geofed
 MPICH speaks UCX over TCP; its netbench curves show no rendezvous step below that
 size, docs/model.md.) Everything local (the software floor of MPI over TCP, the
 local fabric's effective rate) is a measured constant from a one-site run
-(`Calibration`), never fitted to inter-site runs.
+(`Calibration`), never fitted to inter-site runs. Two more things a calibration
+says about the path, not the link: over TCP a frame carries its payload share of the
+link's rate (1448 of 1514 bytes), and on the testbed a crossing costs the host's own
+`crossing_us` (`testbed verify`; zero on a real federation).
 
 A fresh TCP stream (staging a data set, a bulk copy) starts in slow start: its window
 doubles every round trip from the initial 10 segments, so a transfer of B bytes over
@@ -21,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from geofed.federation import Federation
+from geofed.federation import TCP_PAYLOAD_PER_WIRE_BYTE, Federation
 from geofed.model.calibration import Calibration
 
 INITIAL_WINDOW_BYTES = 10 * 1460  # Linux initcwnd (RFC 6928)
@@ -49,12 +52,20 @@ class Route:
         return 2 * self.one_way_s
 
 
-def route(fed: Federation, a: str, b: str) -> Route:
+def route(fed: Federation, a: str, b: str, cal: Calibration | None = None, transport: str | None = None) -> Route:
+    """The federation's path from site a to b; with a calibration, as messages over
+    `transport` (default: MPI's, the calibration's) see it: the host's crossing cost
+    added, and over TCP the payload's share of the rate."""
     one_way = fed.one_way_ms(a, b) / 1e3
     gbps = fed.bandwidth_gbps(a, b)
     loss = 1 - math.prod(1 - way.loss for way in fed.ways(a, b))
     local = fed.one_way_ms(a, a) / 1e3
-    return Route(a, b, one_way, max(0.0, one_way - local), None if gbps is None else gbps * 1e9 / 8, loss)
+    rate = None if gbps is None else gbps * 1e9 / 8
+    if cal is not None and a != b:
+        one_way += cal.crossing_us / 1e6
+        if rate and (transport or cal.transport) == "tcp":
+            rate *= TCP_PAYLOAD_PER_WIRE_BYTE
+    return Route(a, b, one_way, max(0.0, one_way - local), rate, loss)
 
 
 def serialisation_s(nbytes: float, rate_Bps: float | None) -> float:
@@ -71,7 +82,7 @@ def mpi_message_s(fed: Federation, cal: Calibration, a: str, b: str, nbytes: flo
     shared) over the local serialisation, and a round trip per full send buffer.
     """
     local = cal.local_latency_s(a, nbytes)
-    r = route(fed, a, b)
+    r = route(fed, a, b, cal)
     if not r.crosses_link:
         return local
     # the one-site curve already holds the local path's serialisation of this size
@@ -83,7 +94,7 @@ def mpi_message_s(fed: Federation, cal: Calibration, a: str, b: str, nbytes: flo
 
 def stream_cap_Bps(fed: Federation, cal: Calibration, a: str, b: str) -> float:
     """Rate of back-to-back messages from site a to b: the bottleneck, or one send buffer per round trip."""
-    r = route(fed, a, b)
+    r = route(fed, a, b, cal)
     caps = [cal.local_rate_Bps(a)] + ([cal.tcp_window_bytes / r.rtt_s] if cal.transport == "tcp" else [])
     if r.rate_Bps:
         caps.append(r.rate_Bps)
@@ -106,9 +117,9 @@ def stream_rate_Bps(r: Route, streams: int = 1) -> float | None:
     return limit if r.rate_Bps is None else min(limit, r.rate_Bps)
 
 
-def fresh_stream_s(fed: Federation, a: str, b: str, nbytes: float, streams: int = 1) -> float:
+def fresh_stream_s(fed: Federation, cal: Calibration, a: str, b: str, nbytes: float, streams: int = 1) -> float:
     """Time to move `nbytes` over new TCP connection(s): handshake, slow start, then the rate."""
-    r = route(fed, a, b)
+    r = route(fed, a, b, cal, transport="tcp")
     rate = stream_rate_Bps(r, streams)
     bdp = (rate or 0.0) * r.rtt_s
     per_stream = nbytes / streams

@@ -42,7 +42,7 @@ class Obstacle:
         work = (n / n0) ** 3 * CALIBRATED_PEERS / len(sites)
         sweeps = (n / n0) ** 2
         compute_iter = max(cal.value(s, "obstacle_iter_s", "obstacle cost per iteration") for s in sites) * work
-        crossing = [route(fed, a, b) for a, b in zip(sites, sites[1:]) if a != b]
+        crossing = [route(fed, a, b, cal) for a, b in zip(sites, sites[1:]) if a != b]
         halo_bytes = 8 * n * n
         if args.scheme == "async":
             iterations = cal.value(sites[0], "obstacle_async_iterations", "obstacle async iterations") * sweeps

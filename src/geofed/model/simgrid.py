@@ -33,7 +33,7 @@ def available() -> str | None:
 
 def simulate(fed, cal, a: str, b: str, sizes: list[int], mode: str, window: int, model: str) -> dict[int, float]:
     """Simulated round time (s) per size: a ping-pong, or a window then a 1-byte ack."""
-    r = route(fed, a, b)
+    r = route(fed, a, b, cal)
     spec = {"local_latency_s": cal.local_latency_s(a, 1) / 2, "local_Bps": cal.local_rate_Bps(a),
             "crosses": r.crosses_link, "link_latency_s": r.extra_one_way_s,
             "link_Bps": r.rate_Bps or cal.local_rate_Bps(a), "sizes": sizes, "window": window,

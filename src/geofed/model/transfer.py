@@ -24,7 +24,7 @@ class Transfer:
 
     def predict(self, fed, cal, placement, nodes, args) -> Prediction:
         a, b = nodes[0].site, nodes[-1].site
-        t = fresh_stream_s(fed, a, b, args.bytes, args.streams)
+        t = fresh_stream_s(fed, cal, a, b, args.bytes, args.streams)
         crosses = route(fed, a, b).crosses_link
         return prediction(self.name, placement, link_comm=t if crosses else 0.0, local_comm=0.0 if crosses else t,
                           link_bytes=args.bytes if crosses else 0.0)
