@@ -47,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         if comm.Get_rank() == 0:
             row = rows["latency"]
             if row["wrong"]:
-                raise RuntimeError(f"rank {peer} returned corrupted data")
+                # abort the job: the other ranks wait for the next pair and would hang until the timeout
+                return runtime.refuse("geofed.bench.pingpong", RuntimeError(f"rank {peer} returned corrupted data"), 1)
             st = {k: 2 * row["stats"][k] / 1e3 for k in ("min", "p50", "p99")}  # RTT/2 in us -> RTT in ms
             a, b = where[0], where[peer]
             model = fed.rtt_ms(a["site"], b["site"]) if fed and a["site"] and b["site"] else None
