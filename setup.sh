@@ -106,20 +106,27 @@ if [ ! -e "$iolib" ] || [ src/geofed/bench/storage.c -nt "$iolib" ]; then
   echo "setup: building the storage benchmark loops ($iolib)"
   cc -O2 -Wall -shared -fPIC -o "$iolib" src/geofed/bench/storage.c
 fi
+# private_apt CACHE LINE: a private apt configuration in CACHE whose one source is LINE,
+# so that a package the machine's sources need not name can be fetched, checked against
+# Debian's signed Release file, while the system's sources are left alone. Sets the
+# array apt_private to pass to apt-get.
+private_apt() {
+  mkdir -p "$1/apt/lists/partial" "$1/apt/archives/partial"
+  echo "$2" > "$1/sources.list"
+  apt_private=(-q -o "Dir::Etc::SourceList=$1/sources.list" -o Dir::Etc::SourceParts=/dev/null
+               -o "Dir::State::Lists=$1/apt/lists" -o "Dir::Cache=$1/apt")
+}
 # HPL 2.0 for `geofed bench hpl`: Debian has no HPL package and its hpcc binary links
 # Open MPI, so the HPL inside HPCC 1.5.0's source (Debian's source package, fetched
-# with a private apt configuration that leaves the system's sources alone) is built
+# with private_apt) is built
 # with the venv's mpicc and OpenBLAS; geofed's own driver (src/geofed/apps/hpl/xhpl.c)
 # runs it. Rebuilt only when missing or older than the driver.
 xhpl=.venv/bin/geofed-xhpl
 if [ ! -x "$xhpl" ] || [ src/geofed/apps/hpl/xhpl.c -nt "$xhpl" ]; then
   echo "setup: building HPL ($xhpl)"
   cache="$PWD/.cache/hpl"
-  mkdir -p "$cache/apt/lists/partial" "$cache/apt/archives/partial"
-  echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm main" \
-    > "$cache/sources.list"
-  apt_private=(-q -o "Dir::Etc::SourceList=$cache/sources.list" -o Dir::Etc::SourceParts=/dev/null
-               -o "Dir::State::Lists=$cache/apt/lists" -o "Dir::Cache=$cache/apt")
+  private_apt "$cache" \
+    "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm main"
   if ! ls "$cache"/hpcc_*.orig.tar.gz >/dev/null 2>&1; then
     apt-get "${apt_private[@]}" update >/dev/null
     # Only the upstream tarball is needed; the Debian patch tarball may be missing on the mirror.
@@ -142,18 +149,14 @@ if [ ! -x "$xhpl" ] || [ src/geofed/apps/hpl/xhpl.c -nt "$xhpl" ]; then
     src/geofed/apps/hpl/xhpl.c "$cache/src/hpl/lib/geofed/libhpl.a" -lopenblas -lm
 fi
 # IOzone for `geofed bench io`: Debian ships it (iozone3) only in non-free, which the
-# machine's sources need not name. A private apt configuration naming that one component
-# (the system's sources are left alone) downloads the package, apt checks it against the
-# signed Release file, and its binary is unpacked into the venv. Skipped when present.
+# machine's sources need not name: private_apt downloads the package and its binary is
+# unpacked into the venv. Skipped when present.
 iozone=.venv/bin/iozone
 if [ ! -x "$iozone" ] && ! command -v iozone >/dev/null; then
   echo "setup: fetching IOzone ($iozone) from Debian non-free"
   cache="$PWD/.cache/iozone"
-  mkdir -p "$cache/apt/lists/partial" "$cache/apt/archives/partial"
-  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm non-free" \
-    > "$cache/sources.list"
-  apt_private=(-q -o "Dir::Etc::SourceList=$cache/sources.list" -o Dir::Etc::SourceParts=/dev/null
-               -o "Dir::State::Lists=$cache/apt/lists" -o "Dir::Cache=$cache/apt")
+  private_apt "$cache" \
+    "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm non-free"
   apt-get "${apt_private[@]}" update >/dev/null
   (cd "$cache" && apt-get "${apt_private[@]}" download iozone3 >/dev/null)
   rm -rf "$cache/root" && dpkg -x "$(ls "$cache"/iozone3_*.deb | tail -1)" "$cache/root"
