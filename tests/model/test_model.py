@@ -119,6 +119,21 @@ def test_pingpong_and_bandwidth_models(fed):
     assert 90 < bw.rate_MBps(pred, args) < 100
 
 
+def test_a_window_of_small_messages_goes_at_the_local_per_message_pace(fed):
+    cal = cal_for(fed, mpi_bw_sizes=[1, 1 << 20], mpi_bw_curve_MBps=[0.1, 1000.0])
+    nodes = parse("A1B1", fed).nodes(fed)
+    args = Namespace(size=1, window=64)
+    pred = mpi.Bandwidth().predict(fed, cal, "A1B1", nodes, args)
+    # 1 byte at 0.1 MB/s inside the site: 10 us a message, far slower than the link's pace
+    one_way = network.mpi_message_s(fed, cal, "A", "B", 1)
+    assert pred.total_s == pytest.approx(2 * one_way + 63 * 10e-6)
+    # 1 MiB: the link's 95.6 MB/s sets the pace, as without a curve
+    big = Namespace(size=1 << 20, window=64)
+    without = cal_for(fed)
+    assert mpi.Bandwidth().predict(fed, cal, "A1B1", nodes, big).total_s == \
+        pytest.approx(mpi.Bandwidth().predict(fed, without, "A1B1", nodes, big).total_s)
+
+
 def test_allreduce_pays_the_link_once_per_crossing_round(fed):
     cal = cal_for(fed)
     nodes = parse("A2B2", fed).nodes(fed)
@@ -214,6 +229,9 @@ def test_calibration_recovers_known_constants_and_ignores_inter_site_runs(fed, t
     assert "far" not in cal.sources and "B" not in [s for s in cal.sites if "mpi_sizes" in cal.sites[s]]
     # the testbed's crossing: (floor 82 us - 22 us inside a site) / 2, from `testbed verify`
     assert cal.crossing_us == pytest.approx(30.0) and "verify" in cal.sources
+    # the one-site bw curve: every size at 100 us a message (size / (size / 100) MB/s)
+    assert a["mpi_bw_sizes"] == [1, 1024, 65536]
+    assert [cal.local_gap_s("A", n) for n in (1, 300, 65536)] == pytest.approx([100e-6] * 3)
     back = calibration.load(cal.save(tmp_path / "c.toml"), fed)
     assert back.sites == cal.sites and back.tcp_window_bytes == cal.tcp_window_bytes and back.transport == "tcp"
     assert back.crossing_us == pytest.approx(30.0)

@@ -102,6 +102,26 @@ class Calibration:
     def local_rate_Bps(self, site: str) -> float:
         return self.value(site, "mpi_bw_MBps", "MPI bandwidth inside a site") * 1e6
 
+    def local_gap_s(self, site: str, nbytes: float) -> float:
+        """Time between back-to-back messages of `nbytes` inside `site` (OSU bw's window):
+        at small sizes the per-message cost, not the rate, sets it. From the one-site
+        bw curve, interpolated log-log; without one, the size at the peak rate."""
+        own = self.sites.get(site, {})
+        if "mpi_bw_sizes" not in own and not any("mpi_bw_sizes" in c for c in self.sites.values()):
+            return nbytes / self.local_rate_Bps(site)
+        sizes = self.value(site, "mpi_bw_sizes", "MPI bandwidth curve inside a site")
+        rates = self.value(site, "mpi_bw_curve_MBps", "MPI bandwidth curve inside a site")
+        gaps = [n / (r * 1e6) for n, r in zip(sizes, rates)]
+        n = max(nbytes, 1)
+        if n <= sizes[0]:
+            return gaps[0]
+        if n >= sizes[-1]:
+            return gaps[-1] + (n - sizes[-1]) / self.local_rate_Bps(site)
+        i = bisect.bisect_left(sizes, n)
+        x0, x1 = math.log(sizes[i - 1]), math.log(sizes[i])
+        y0, y1 = math.log(gaps[i - 1]), math.log(gaps[i])
+        return math.exp(y0 + (y1 - y0) * (math.log(n) - x0) / (x1 - x0))
+
     # ------------------------------------------------------------ file
     def save(self, path: Path) -> Path:
         lines = [f"# geofed calibration of federation {self.federation}: constants measured inside one site",
@@ -171,6 +191,7 @@ def fit(fed, recs: list[tuple[str, dict]]) -> Calibration:
     cal = Calibration(fed.name, speeds={s.code: s.speed for s in fed.sites}, tcp_window_bytes=host_tcp_window())
     latency: dict[str, dict[int, list[float]]] = {}
     bandwidth: dict[str, list[float]] = {}
+    bw_curve: dict[str, dict[int, list[float]]] = {}
     used = set()
     hpl: dict[str, dict[int, list[float]]] = {}  # site -> N -> seconds per flop
     for where, rec in recs:
@@ -188,6 +209,8 @@ def fit(fed, recs: list[tuple[str, dict]]) -> Calibration:
                     used.add(where)
                 elif res.get("benchmark") == "bw":
                     bandwidth.setdefault(sites[0], []).append(max(float(_stat(r)) for r in res["sizes"]))
+                    for row in res.get("sizes", []):
+                        bw_curve.setdefault(sites[0], {}).setdefault(int(row["size"]), []).append(float(_stat(row)))
                     used.add(where)
         elif kind == "mdfs.sweep":
             if _fit_mdfs(cal, data):
@@ -213,6 +236,11 @@ def fit(fed, recs: list[tuple[str, dict]]) -> Calibration:
         consts["mpi_latency_us"] = [round(statistics.median(by_size[s]), 3) for s in sizes]
     for site, values in bandwidth.items():
         cal.sites.setdefault(site, {})["mpi_bw_MBps"] = round(max(values), 1)
+    for site, by_size in bw_curve.items():
+        sizes = [s for s in sorted(by_size) if statistics.median(by_size[s]) > 0]
+        consts = cal.sites.setdefault(site, {})
+        consts["mpi_bw_sizes"] = sizes
+        consts["mpi_bw_curve_MBps"] = [round(statistics.median(by_size[s]), 4) for s in sizes]
     for site, by_n in hpl.items():
         consts = cal.sites.setdefault(site, {})
         consts["hpl_n"] = sorted(by_n)

@@ -57,9 +57,11 @@ class Bandwidth:
     def predict(self, fed, cal, placement, nodes, args) -> Prediction:
         a, b = pair_sites(fed, nodes)
         first_local, first_link = _split(fed, cal, a, b, args.size)
-        rate = stream_cap_Bps(fed, cal, a, b)
-        rest_local = (args.window - 1) * args.size / cal.local_rate_Bps(a)
-        rest_link = (args.window - 1) * args.size / rate - rest_local
+        # the rest follow at the local path's pace for this size (per-message cost included),
+        # or at the link's (its rate, one send buffer per round trip) where that is slower
+        gap = cal.local_gap_s(a, args.size)
+        rest_local = (args.window - 1) * gap
+        rest_link = (args.window - 1) * max(0.0, args.size / stream_cap_Bps(fed, cal, a, b) - gap)
         ack_local, ack_link = _split(fed, cal, b, a, ACK_BYTES)
         return prediction(self.name, placement, local_comm=first_local + rest_local + ack_local,
                           link_comm=first_link + rest_link + ack_link,
