@@ -74,6 +74,19 @@ def test_route_as_tcp_messages_see_it_pays_the_crossing_and_the_headers(fed):
     assert inside.one_way_s == pytest.approx(2e-6) and inside.extra_one_way_s == 0
 
 
+def test_on_the_testbed_a_super_frame_crosses_the_local_path_and_the_link_in_turn(fed):
+    cal = cal_for(fed)
+    plain = {n: network.mpi_message_s(fed, cal, "A", "B", n) for n in (1, 1024, 1 << 20)}
+    cal.crossing_frame_bytes = 65536
+    # the first min(size, 64 KiB) of a message: its time on the local curve added in series
+    assert network.mpi_message_s(fed, cal, "A", "B", 1) == pytest.approx(plain[1])
+    assert network.mpi_message_s(fed, cal, "A", "B", 1024) - plain[1024] == pytest.approx(1023e-9)
+    frame = cal.local_latency_s("A", 65536) - cal.local_latency_s("A", 1)
+    assert frame > 65535e-9
+    assert network.mpi_message_s(fed, cal, "A", "B", 1 << 20) - plain[1 << 20] == pytest.approx(frame)
+    assert network.mpi_message_s(fed, cal, "A", "A", 1 << 20) == pytest.approx(cal.local_latency_s("A", 1 << 20))
+
+
 def test_inter_site_message_adds_latency_and_the_slower_serialisation(fed):
     cal = cal_for(fed)
     rate = 1e8 * PAYLOAD
@@ -229,12 +242,13 @@ def test_calibration_recovers_known_constants_and_ignores_inter_site_runs(fed, t
     assert "far" not in cal.sources and "B" not in [s for s in cal.sites if "mpi_sizes" in cal.sites[s]]
     # the testbed's crossing: (floor 82 us - 22 us inside a site) / 2, from `testbed verify`
     assert cal.crossing_us == pytest.approx(30.0) and "verify" in cal.sources
+    assert cal.crossing_frame_bytes == 65536
     # the one-site bw curve: every size at 100 us a message (size / (size / 100) MB/s)
     assert a["mpi_bw_sizes"] == [1, 1024, 65536]
     assert [cal.local_gap_s("A", n) for n in (1, 300, 65536)] == pytest.approx([100e-6] * 3)
     back = calibration.load(cal.save(tmp_path / "c.toml"), fed)
     assert back.sites == cal.sites and back.tcp_window_bytes == cal.tcp_window_bytes and back.transport == "tcp"
-    assert back.crossing_us == pytest.approx(30.0)
+    assert back.crossing_us == pytest.approx(30.0) and back.crossing_frame_bytes == 65536
     cal.transport = "infiniband"
     assert calibration.load(cal.save(tmp_path / "c.toml"), fed).transport == "infiniband"
     (tmp_path / "c.toml").write_text((tmp_path / "c.toml").read_text().replace('"infiniband"', '"carrier pigeon"'))

@@ -8,7 +8,9 @@ inter-site side of every prediction comes from the federation file alone. One
 constant is the testbed's, not a node's: what its host adds to a crossing between
 sites (a bridge and the link emulator's packet sockets beyond a path inside one
 site), from a `testbed verify` record: the probe's floor on the link (its round trip
-with the emulator holding nothing of the fibre) less its round trip inside a site.
+with the emulator holding nothing of the fibre) less its round trip inside a site;
+and that the emulator stores each GSO super-frame (up to 64 KiB) whole before the
+link serialises it.
 On a real federation there is no such record and the crossing costs nothing beyond
 the link's description.
 
@@ -37,6 +39,9 @@ from geofed.launch.placement import GROUP_RE
 TCP_WMEM = Path("/proc/sys/net/ipv4/tcp_wmem")
 DEFAULT_TCP_WINDOW_BYTES = 4 << 20  # Linux's default net.ipv4.tcp_wmem maximum
 TRANSPORTS = ("tcp", "infiniband")  # what MPI's messages travel over between nodes
+# The testbed's emulator forwards what the kernel hands its packet socket: a GSO
+# super-frame of up to 64 KiB, stored whole before the link serialises it.
+GSO_MAX_BYTES = 65536
 COMPUTE_KEYS = ("mdfs_tuple_us", "mdfs_overhead_s", "obstacle_iter_s", "grayscott_compute_ms")
 
 
@@ -64,6 +69,7 @@ class Calibration:
     # start and a round trip per full send buffer; over InfiniBand neither applies.
     transport: str = "tcp"
     crossing_us: float = 0.0  # the testbed host's one-way cost of crossing between sites
+    crossing_frame_bytes: int = 0  # the most of a message the testbed's emulator stores before forwarding
     sources: list[str] = field(default_factory=list)
     speeds: dict[str, float] = field(default_factory=dict)  # site speed from the federation file
     notes: list[str] = field(default_factory=list)  # what was borrowed from another site
@@ -129,6 +135,7 @@ class Calibration:
                  f"tcp_window_bytes = {self.tcp_window_bytes}",
                  f"transport = {_toml(self.transport)}",
                  f"crossing_us = {_toml(float(self.crossing_us))}",
+                 f"crossing_frame_bytes = {self.crossing_frame_bytes}",
                  f"sources = {_toml(self.sources)}"]
         for site in sorted(self.sites):
             lines.append(f"\n[site.{site}]")
@@ -164,6 +171,8 @@ def load(path: Path, fed) -> Calibration:
     cal.transport = doc.get("transport", "tcp")
     crossing = doc.get("crossing_us", 0.0)
     cal.crossing_us = 0.0 if crossing == 0 else float(_number(crossing, path, "crossing_us"))
+    frame = doc.get("crossing_frame_bytes", 0)
+    cal.crossing_frame_bytes = 0 if frame == 0 else int(_number(frame, path, "crossing_frame_bytes"))
     if cal.transport not in TRANSPORTS:
         raise UserError(f"{path}: transport: expected one of {', '.join(TRANSPORTS)}, got {cal.transport!r}")
     for site, consts in doc.get("site", {}).items():
@@ -228,6 +237,7 @@ def fit(fed, recs: list[tuple[str, dict]]) -> Calibration:
             crossing = _crossing_us(data)
             if crossing is not None:
                 cal.crossing_us = crossing
+                cal.crossing_frame_bytes = GSO_MAX_BYTES
                 used.add(where)
     for site, by_size in latency.items():
         sizes = sorted(by_size)
