@@ -125,7 +125,7 @@ def _start(plan: Plan, exports, remote, state: dict, progress) -> None:
     # channel window capped a stream at 2 MB per 9 ms round trip (111 MB/s measured).
     _spawn(fed.name, state, "sftp", host.in_netns_keep_mounts(server.netns, [
         "socat", f"TCP-LISTEN:{SFTP_PORT},bind={server.address},reuseaddr,fork,range={TESTBED_RANGE}",
-        f"EXEC:{SFTP_SERVER} -d /"]), d / "sftp.log")
+        f"EXEC:{SFTP_SERVER} -d /,nofork"]), d / "sftp.log")
     _wait(lambda: host.port_open(server.netns, server.address, SFTP_PORT), state["pids"]["sftp"], d / "sftp.log", "the sftp server")
     for n in remote:
         for fs in exports:
