@@ -10,26 +10,32 @@ from conftest import needs_root, no_leftovers, run_geofed
 pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow]
 
 SECTIONS = ["Testbed verification", "MPI job across a placement", "Gray-Scott across sites", "MDFS across sites",
-            "Obstacle problem", "High-Performance Linpack", "Bulk transfers between nodes"]
+            "Obstacle problem", "High-Performance Linpack", "Bulk transfers between nodes",
+            "Prediction: models against measurements"]
 
 
 def test_demo_runs_every_step_and_leaves_nothing(tmp_path):
     res = run_geofed("demo", "--out", str(tmp_path), timeout=900)
     assert res.returncode == 0, res.stderr[-2000:]
-    assert "[9/9] taking the testbed down" in res.stderr
+    assert "[10/11] taking the testbed down" in res.stderr
     page = (tmp_path / "report.html").read_text()
     for title in SECTIONS:
         assert f"<h2>{title}" in page, title
     kinds = {json.loads(p.read_text())["kind"] for p in tmp_path.glob("*.json")}
     assert {"testbed.verify", "job.pingpong", "workflow.grayscott", "mdfs.sweep", "bench.obstacle", "bench.hpl",
-            "ops.transfer"} <= kinds
+            "ops.transfer", "bench.mpi", "bench.model"} <= kinds
     staged = next(json.loads(p.read_text())["data"] for p in tmp_path.glob("ops.transfer-*.json"))
     assert staged["moved_bytes"] == 300 << 20 and "identical on arrival" in res.stdout
     hpl = [json.loads(p.read_text())["data"] for p in tmp_path.glob("bench.hpl-*.json")]
-    assert sorted(d["placement"] for d in hpl) == ["G1W1", "W2"] and all(d["passed"] for d in hpl)
+    assert sorted(d["placement"] for d in hpl) == ["G1W1", "W1", "W2"] and all(d["passed"] for d in hpl)
     obstacle = next(json.loads(p.read_text())["data"] for p in tmp_path.glob("bench.obstacle-*.json"))
     rows = {r["placement"]: r for r in obstacle["solver"]}
     assert set(rows) == {"W2", "G1W1"} and rows["G1W1"]["across_link"]
     assert all(x["certified_residual"] <= obstacle["tol"] for r in rows.values() for s in ("sync", "async", "mpi")
                for x in r["runs"][s])
+    # the models saw the one-site runs only, and predicted every inter-site one
+    model = next(json.loads(p.read_text())["data"] for p in tmp_path.glob("bench.model-*.json"))
+    assert model["calibration"]["crossing_us"] >= 0 and model["calibration"]["sources"]
+    assert {"mpi-latency", "mpi-bw", "mdfs", "obstacle", "hpl"} <= {r["workload"] for r in model["rows"]}
+    assert all(len(set(r["placement"]) & set("GW")) == 2 for r in model["rows"])
     assert no_leftovers("icm-task") == []

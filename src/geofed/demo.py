@@ -6,9 +6,11 @@ short Gray-Scott workflow (simulation at G staged through SST to analysis and pl
 at W, every step checksummed), seed 000's MDFS Table 1/2 on the scaled nodes (one run
 per placement and split), seed 003's Table III analogue (the obstacle problem by
 P2PSAP sync and async peers and by MPI Jacobi, inside a site and across the link),
-Linpack on two nodes in one site and across the link (seed 001), a file staged from
-W to G with `geofed transfer` and checked on arrival, render the report, and take
-the testbed down again, also on failure. One rank per node: the scaled nodes have
+Linpack on one node, two nodes in one site and across the link (seed 001), a file
+staged from W to G with `geofed transfer` and checked on arrival, MPI latency and
+bandwidth inside W and across the link, take the testbed down again (also on
+failure), predict every inter-site run from the one-site ones with the models
+(SimGrid beside), and render the report. One rank per node: the scaled nodes have
 one core each.
 """
 
@@ -37,41 +39,48 @@ DEMO_MDFS_PLACEMENTS = ["G1W0", "G0W1", "G2W0", "G1W1", "G0W2", "G2W2", "G0W4"]
 DEMO_OBSTACLE = {"placements": ["W2", "G1W1"], "n": 32, "tol": 1e-8}
 # Seed 000 staged its data set from ICM to TASK across the link: a file of this size, W1 -> G1.
 DEMO_TRANSFER_MB = 300
-# Seed 001's comparison at its smallest: two nodes in one site, then across the link (about 1 s each).
-DEMO_HPL = {"placements": ["W2", "G1W1"], "n": 2000}
+# Seed 001's comparison at its smallest: one node (the model's calibration), two nodes in
+# one site, then across the link (about 1 s each).
+DEMO_HPL = {"placements": ["W1", "W2", "G1W1"], "n": 2000}
+# The MPI curves the models need: inside a site (calibration) and across the link (their check).
+DEMO_MPI = {"placements": ["W2", "W1G1"], "sizes": "1:1M", "budget": "0.2"}
 
 
 def run(out: Path, progress: Callable[[str], None]) -> int:
     core.require_root("up (geofed demo)")
     fed = federation.load(DEMO_FEDERATION)
     out.mkdir(parents=True, exist_ok=True)
-    progress(f"[1/9] bringing up testbed {fed.name}")
+    progress(f"[1/11] bringing up testbed {fed.name}")
     core.up(fed, progress)
     try:
-        progress("[2/9] verifying the testbed against its federation file")
+        progress("[2/11] verifying the testbed against its federation file")
         data = verify.verify(fed, progress=progress)
         print(verify.format_table(data))
         records.save(records.make("testbed.verify", data, **records.federation_meta(fed)), out)
-        progress(f"[3/9] MPI ping-pong across placement {DEMO_PLACEMENT}")
+        progress(f"[3/11] MPI ping-pong across placement {DEMO_PLACEMENT}")
         job_ok = _pingpong(fed, out)
-        progress("[4/9] Gray-Scott: simulation at G, SST staging across the link, analysis and plots at W")
+        progress("[4/11] Gray-Scott: simulation at G, SST staging across the link, analysis and plots at W")
         workflow_ok = _grayscott(fed, out, progress)
-        progress("[5/9] MDFS 2D on the Madelon-like data across seed 000's placements")
+        progress("[5/11] MDFS 2D on the Madelon-like data across seed 000's placements")
         _mdfs(fed, out, progress)
-        progress("[6/9] obstacle problem: P2PSAP sync and async peers and MPI Jacobi, in one site and across the link")
+        progress("[6/11] obstacle problem: P2PSAP sync and async peers and MPI Jacobi, in one site and across the link")
         _obstacle(fed, out, progress)
-        progress(f"[7/9] Linpack (HPL) on {' and '.join(DEMO_HPL['placements'])}, N = {DEMO_HPL['n']}")
+        progress(f"[7/11] Linpack (HPL) on {' and '.join(DEMO_HPL['placements'])}, N = {DEMO_HPL['n']}")
         hpl_ok = _hpl(fed, out)
-        progress(f"[8/9] bulk transfer: a {DEMO_TRANSFER_MB} MB file staged from W1 to G1 (seed 000's data set)")
+        progress(f"[8/11] bulk transfer: a {DEMO_TRANSFER_MB} MB file staged from W1 to G1 (seed 000's data set)")
         transfer_ok = _transfer(fed, out)
+        progress(f"[9/11] MPI latency and bandwidth on {' and '.join(DEMO_MPI['placements'])}, for the models")
+        mpi_ok = _mpi(fed, out)
     finally:
-        progress("[9/9] taking the testbed down")
+        progress("[10/11] taking the testbed down")
         core.down(fed.name)
+    progress("[11/11] predicting every inter-site run from the one-site runs (SimGrid beside)")
+    model_ok = _model(fed, out)
     page = report.render(records.load_dir(out), out, title=f"geofed demo: {fed.description}")
     print(f"report: {page}")
     if not data["ok"]:
         print("demo: the testbed did not meet its federation file (see the report)", file=sys.stderr)
-    return 0 if data["ok"] and job_ok and workflow_ok and hpl_ok and transfer_ok else 1
+    return 0 if data["ok"] and job_ok and workflow_ok and hpl_ok and transfer_ok and mpi_ok and model_ok else 1
 
 
 def _pingpong(fed, out: Path) -> bool:
@@ -136,6 +145,36 @@ def _hpl(fed, out: Path) -> bool:
         records.save(records.make("bench.hpl", data, **records.federation_meta(fed)), out)
         ok = ok and data["passed"]
     return ok
+
+
+def _mpi(fed, out: Path) -> bool:
+    from geofed.bench import jobs
+    for code in DEMO_MPI["placements"]:
+        argv = ["geofed.bench.mpi", "latency", "bw", "--sizes", DEMO_MPI["sizes"], "--budget", DEMO_MPI["budget"]]
+        try:
+            rec = jobs.run_program(fed, parse(code, fed), argv, what=f"demo MPI on {code}", timeout=300)
+        except JobFailed as e:
+            print(f"demo: {e}", file=sys.stderr)
+            return False
+        records.save(rec, out)
+        if rec["data"]["exit_status"] != 0:
+            return False
+    return True
+
+
+def _model(fed, out: Path) -> bool:
+    """Calibrated from this demo's one-site records only; its inter-site records are the check."""
+    from geofed.errors import UserError
+    from geofed.model import calibration, validate
+    try:
+        recs = records.load_paths([str(out)])
+        data = validate.check(fed, calibration.fit(fed, recs), recs)
+    except UserError as e:
+        print(f"demo: models: {e}", file=sys.stderr)
+        return False
+    print(validate.format_table(data))
+    records.save(records.make("bench.model", data, **records.federation_meta(fed)), out)
+    return True
 
 
 def _transfer(fed, out: Path) -> bool:

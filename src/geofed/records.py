@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from geofed import __version__
+from geofed.errors import UserError
 
 SCHEMA = 1
 REQUIRED = ("schema", "kind", "created", "geofed_version", "meta", "data")
@@ -60,6 +61,26 @@ def validate(record: dict, where: str = "record") -> dict:
     if not isinstance(record["kind"], str) or not isinstance(record["data"], dict) or not isinstance(record["meta"], dict):
         raise ValueError(f"{where}: not a geofed record (kind must be a string, meta and data objects)")
     return record
+
+
+def load_paths(paths: list[str]) -> list[tuple[str, dict]]:
+    """(path, record) of record files and of every record in directories, in the order given.
+
+    A file named on its own must be a record; in a directory other JSON is skipped."""
+    found = []
+    for spec in paths:
+        p = Path(spec)
+        if not p.exists():
+            raise UserError(f"{spec}: no such file or directory")
+        for f in sorted(p.glob("*.json")) if p.is_dir() else [p]:
+            try:
+                found.append((str(f), validate(json.loads(f.read_text(encoding="utf-8")), str(f))))
+            except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as e:
+                if not p.is_dir():
+                    raise UserError(f"{f}: not a geofed record ({str(e).splitlines()[0][:80]})") from None
+    if not found:
+        raise UserError(f"no geofed record in {', '.join(paths)}")
+    return found
 
 
 def load_dir(directory: str | Path) -> list[dict]:

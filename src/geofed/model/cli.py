@@ -23,25 +23,6 @@ def _calibration(args, fed):
     return calibration.load(path, fed)
 
 
-def _load_records(paths: list[str]) -> list[tuple[str, dict]]:
-    from geofed import records
-    found = []
-    for spec in paths:
-        p = Path(spec)
-        files = sorted(p.glob("*.json")) if p.is_dir() else [p]
-        if not p.exists():
-            raise UserError(f"{spec}: no such file or directory")
-        for f in files:
-            try:
-                found.append((str(f), records.validate(json.loads(f.read_text(encoding="utf-8")), str(f))))
-            except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as e:
-                if not p.is_dir():
-                    raise UserError(f"{f}: not a geofed record ({str(e).splitlines()[0][:80]})") from None
-    if not found:
-        raise UserError(f"no geofed record in {', '.join(paths)}")
-    return found
-
-
 def _common(p) -> None:
     p.add_argument("-f", "--federation", required=True, help="federation file or shipped name")
     p.add_argument("--calibration", help="calibration file (default: next to the federation file)")
@@ -103,10 +84,10 @@ def cmd_advise(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
-    from geofed import federation
+    from geofed import federation, records
     from geofed.model import calibration
     fed = federation.load(args.federation)
-    recs = _load_records(args.records)
+    recs = records.load_paths(args.records)
     cal = calibration.fit(fed, recs)
     out = Path(args.output) if args.output else calibration.default_path(args.federation)
     cal.save(out)
@@ -171,35 +152,12 @@ def cmd_bench_model(args) -> int:
     from geofed import federation, records
     from geofed.model import calibration, validate
     fed = federation.load(args.federation)
-    recs = _load_records(args.records)
+    recs = records.load_paths(args.records)
     path = Path(args.calibration) if args.calibration else None
     cal = calibration.load(path, fed) if path else calibration.fit(fed, recs)
-    rows = validate.rows_from(fed, cal, recs)
-    if not rows:
-        raise UserError(f"no inter-site run of federation {fed.name} in the records given")
-    why = validate.add_simgrid(fed, cal, rows) if args.simgrid else "not asked (--simgrid)"
-    print(f"{'workload':14} {'placement':9} {'params':22} {'measured':>10} {'predicted':>10} {'error':>7}"
-          f" {'SimGrid LV08':>12} {'CM02':>10}")
-    for r in rows:
-        params = ",".join(f"{k}={v}" for k, v in r["params"].items())
-        sg = "".join(f" {r[k]:>{w}.4g}" if k in r else f" {'-':>{w}}" for k, w in (("simgrid_LV08", 12),
-                                                                                  ("simgrid_CM02", 10)))
-        print(f"{r['workload']:14} {r['placement']:9} {params:22} {r['measured']:10.4g} {r['predicted']:10.4g}"
-              f" {r['error']:+7.1%}{sg}  {r['unit']}")
-    summ = validate.summary(rows)
-    print(f"{summ['within_tolerance']}/{summ['rows']} rows within {validate.TOLERANCE:.0%}; "
-          f"median |error| {summ['median_abs_error']:.1%}, max {summ['max_abs_error']:.1%}")
-    for model in ("LV08", "CM02"):
-        s = summ.get(f"simgrid_{model}")
-        if s:
-            print(f"SimGrid {model}: median |error| {s['median_abs_error']:.1%} on {s['rows']} MPI rows "
-                  f"(geofed {s['geofed_median_abs_error']:.1%} on the same rows)")
-    if why:
-        print(f"SimGrid: {why}")
-    rec = records.make("bench.model", {"calibration": {"sources": cal.sources, "notes": cal.notes,
-                                                       "sites": cal.sites, "tcp_window_bytes": cal.tcp_window_bytes},
-                                       "rows": rows, "summary": summ, "simgrid": why or "ran"},
-                       **records.federation_meta(fed))
+    data = validate.check(fed, cal, recs, simgrid=args.simgrid)
+    print(validate.format_table(data))
+    rec = records.make("bench.model", data, **records.federation_meta(fed))
     print(f"record: {records.save(rec, args.out)}")
     return 0
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 from argparse import Namespace
 
+from geofed.errors import UserError
 from geofed.launch.placement import parse
 from geofed.model import registry, simgrid
 
@@ -178,6 +179,41 @@ def add_simgrid(fed, cal, rows: list[dict]) -> str | None:
                 r[f"simgrid_{model}"] = value
                 r[f"simgrid_{model}_error"] = value / r["measured"] - 1
     return None
+
+
+def check(fed, cal, recs: list[tuple[str, dict]], simgrid: bool = True) -> dict:
+    """Every inter-site row of the records predicted, SimGrid beside when asked: a
+    `bench.model` record's data. UserError when no row is there to predict."""
+    rows = rows_from(fed, cal, recs)
+    if not rows:
+        raise UserError(f"no inter-site run of federation {fed.name} in the records given")
+    why = add_simgrid(fed, cal, rows) if simgrid else "not asked (--simgrid)"
+    calibration = {"sources": cal.sources, "notes": cal.notes, "sites": cal.sites,
+                   "tcp_window_bytes": cal.tcp_window_bytes, "transport": cal.transport,
+                   "crossing_us": cal.crossing_us, "crossing_frame_bytes": cal.crossing_frame_bytes}
+    return {"calibration": calibration, "rows": rows, "summary": summary(rows), "simgrid": why or "ran"}
+
+
+def format_table(data: dict) -> str:
+    lines = [f"{'workload':14} {'placement':9} {'params':22} {'measured':>10} {'predicted':>10} {'error':>7}"
+             f" {'SimGrid LV08':>12} {'CM02':>10}"]
+    for r in data["rows"]:
+        params = ",".join(f"{k}={v}" for k, v in r["params"].items())
+        sg = "".join(f" {r[k]:>{w}.4g}" if k in r else f" {'-':>{w}}" for k, w in (("simgrid_LV08", 12),
+                                                                                  ("simgrid_CM02", 10)))
+        lines.append(f"{r['workload']:14} {r['placement']:9} {params:22} {r['measured']:10.4g} {r['predicted']:10.4g}"
+                     f" {r['error']:+7.1%}{sg}  {r['unit']}")
+    summ = data["summary"]
+    lines.append(f"{summ['within_tolerance']}/{summ['rows']} rows within {TOLERANCE:.0%}; "
+                 f"median |error| {summ['median_abs_error']:.1%}, max {summ['max_abs_error']:.1%}")
+    for model in simgrid.MODELS:
+        s = summ.get(f"simgrid_{model}")
+        if s:
+            lines.append(f"SimGrid {model}: median |error| {s['median_abs_error']:.1%} on {s['rows']} MPI rows "
+                         f"(geofed {s['geofed_median_abs_error']:.1%} on the same rows)")
+    if data["simgrid"] != "ran":
+        lines.append(f"SimGrid: {data['simgrid']}")
+    return "\n".join(lines)
 
 
 def summary(rows: list[dict]) -> dict:
