@@ -11,19 +11,19 @@ pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow]
 
 SECTIONS = ["Testbed verification", "MPI job across a placement", "Gray-Scott across sites", "MDFS across sites",
             "Obstacle problem", "High-Performance Linpack", "Bulk transfers between nodes",
-            "Prediction: models against measurements"]
+            "Prediction: models against measurements", "Storage: IOzone", "BT-I/O"]
 
 
 def test_demo_runs_every_step_and_leaves_nothing(tmp_path):
     res = run_geofed("demo", "--out", str(tmp_path), timeout=900)
     assert res.returncode == 0, res.stderr[-2000:]
-    assert "[10/11] taking the testbed down" in res.stderr
+    assert "[11/12] taking the testbed down" in res.stderr
     page = (tmp_path / "report.html").read_text()
     for title in SECTIONS:
         assert f"<h2>{title}" in page, title
     kinds = {json.loads(p.read_text())["kind"] for p in tmp_path.glob("*.json")}
     assert {"testbed.verify", "job.pingpong", "workflow.grayscott", "mdfs.sweep", "bench.obstacle", "bench.hpl",
-            "ops.transfer", "bench.mpi", "bench.model"} <= kinds
+            "ops.transfer", "bench.mpi", "bench.model", "bench.io", "bench.btio"} <= kinds
     staged = next(json.loads(p.read_text())["data"] for p in tmp_path.glob("ops.transfer-*.json"))
     assert staged["moved_bytes"] == 300 << 20 and "identical on arrival" in res.stdout
     hpl = [json.loads(p.read_text())["data"] for p in tmp_path.glob("bench.hpl-*.json")]
@@ -33,6 +33,11 @@ def test_demo_runs_every_step_and_leaves_nothing(tmp_path):
     assert set(rows) == {"W2", "G1W1"} and rows["G1W1"]["across_link"]
     assert all(x["certified_residual"] <= obstacle["tol"] for r in rows.values() for s in ("sync", "async", "mpi")
                for x in r["runs"][s])
+    # storage: one row local at W1, one across the link at G1; BT-I/O at G wrote to W's disk, verified
+    io_paths = sorted(json.loads(p.read_text())["data"]["path"] for p in tmp_path.glob("bench.io-*.json"))
+    assert len(io_paths) == 2 and any("/mnt/G1/" in p for p in io_paths)
+    bt = next(json.loads(p.read_text())["data"] for p in tmp_path.glob("bench.btio-*.json"))
+    assert bt["verified"] and bt["files_identical"] and "/mnt/G1/" in bt["path"]
     # the models saw the one-site runs only, and predicted every inter-site one
     model = next(json.loads(p.read_text())["data"] for p in tmp_path.glob("bench.model-*.json"))
     assert model["calibration"]["crossing_us"] >= 0 and model["calibration"]["sources"]

@@ -7,7 +7,9 @@ at W, every step checksummed), seed 000's MDFS Table 1/2 on the scaled nodes (on
 per placement and split), seed 003's Table III analogue (the obstacle problem by
 P2PSAP sync and async peers and by MPI Jacobi, inside a site and across the link),
 Linpack on one node, two nodes in one site and across the link (seed 001), a file
-staged from W to G with `geofed transfer` and checked on arrival, MPI latency and
+staged from W to G with `geofed transfer` and checked on arrival, storage near and far (an
+IOzone-style row on W's data file system from W1 and across the link from G1, and
+BT-I/O class S at G writing to W's file system), MPI latency and
 bandwidth inside W and across the link, take the testbed down again (also on
 failure), predict every inter-site run from the one-site ones with the models
 (SimGrid beside), and render the report. One rank per node: the scaled nodes have
@@ -42,6 +44,10 @@ DEMO_TRANSFER_MB = 300
 # Seed 001's comparison at its smallest: one node (the model's calibration), two nodes in
 # one site, then across the link (about 1 s each).
 DEMO_HPL = {"placements": ["W1", "W2", "G1W1"], "n": 2000}
+# Seed 002's storage checks at their smallest: one IOzone-style row on W's shared file
+# system, from W1 (local) and from G1 (across the link); BT-I/O class S at G into it.
+DEMO_IO = {"size": 4 << 20, "records": [64 << 10, 1 << 20], "ops": ["write", "rewrite", "read", "reread"]}
+DEMO_BTIO = {"placement": "G2", "ranks_per_node": 2, "class": "S"}
 # The MPI curves the models need: inside a site (calibration) and across the link (their check).
 DEMO_MPI = {"placements": ["W2", "W1G1"], "sizes": "1:1M", "budget": "0.2"}
 
@@ -50,37 +56,40 @@ def run(out: Path, progress: Callable[[str], None]) -> int:
     core.require_root("up (geofed demo)")
     fed = federation.load(DEMO_FEDERATION)
     out.mkdir(parents=True, exist_ok=True)
-    progress(f"[1/11] bringing up testbed {fed.name}")
-    core.up(fed, progress)
+    progress(f"[1/12] bringing up testbed {fed.name}")
+    plan = core.up(fed, progress)
     try:
-        progress("[2/11] verifying the testbed against its federation file")
+        progress("[2/12] verifying the testbed against its federation file")
         data = verify.verify(fed, progress=progress)
         print(verify.format_table(data))
         records.save(records.make("testbed.verify", data, **records.federation_meta(fed)), out)
-        progress(f"[3/11] MPI ping-pong across placement {DEMO_PLACEMENT}")
+        progress(f"[3/12] MPI ping-pong across placement {DEMO_PLACEMENT}")
         job_ok = _pingpong(fed, out)
-        progress("[4/11] Gray-Scott: simulation at G, SST staging across the link, analysis and plots at W")
+        progress("[4/12] Gray-Scott: simulation at G, SST staging across the link, analysis and plots at W")
         workflow_ok = _grayscott(fed, out, progress)
-        progress("[5/11] MDFS 2D on the Madelon-like data across seed 000's placements")
+        progress("[5/12] MDFS 2D on the Madelon-like data across seed 000's placements")
         _mdfs(fed, out, progress)
-        progress("[6/11] obstacle problem: P2PSAP sync and async peers and MPI Jacobi, in one site and across the link")
+        progress("[6/12] obstacle problem: P2PSAP sync and async peers and MPI Jacobi, in one site and across the link")
         _obstacle(fed, out, progress)
-        progress(f"[7/11] Linpack (HPL) on {' and '.join(DEMO_HPL['placements'])}, N = {DEMO_HPL['n']}")
+        progress(f"[7/12] Linpack (HPL) on {' and '.join(DEMO_HPL['placements'])}, N = {DEMO_HPL['n']}")
         hpl_ok = _hpl(fed, out)
-        progress(f"[8/11] bulk transfer: a {DEMO_TRANSFER_MB} MB file staged from W1 to G1 (seed 000's data set)")
+        progress(f"[8/12] bulk transfer: a {DEMO_TRANSFER_MB} MB file staged from W1 to G1 (seed 000's data set)")
         transfer_ok = _transfer(fed, out)
-        progress(f"[9/11] MPI latency and bandwidth on {' and '.join(DEMO_MPI['placements'])}, for the models")
+        progress("[9/12] storage: W's data file system from W1 and across the link from G1; BT-I/O class S at G")
+        storage_ok = _storage(plan, out, progress)
+        progress(f"[10/12] MPI latency and bandwidth on {' and '.join(DEMO_MPI['placements'])}, for the models")
         mpi_ok = _mpi(fed, out)
     finally:
-        progress("[10/11] taking the testbed down")
+        progress("[11/12] taking the testbed down")
         core.down(fed.name)
-    progress("[11/11] predicting every inter-site run from the one-site runs (SimGrid beside)")
+    progress("[12/12] predicting every inter-site run from the one-site runs (SimGrid beside)")
     model_ok = _model(fed, out)
     page = report.render(records.load_dir(out), out, title=f"geofed demo: {fed.description}")
     print(f"report: {page}")
     if not data["ok"]:
         print("demo: the testbed did not meet its federation file (see the report)", file=sys.stderr)
-    return 0 if data["ok"] and job_ok and workflow_ok and hpl_ok and transfer_ok and mpi_ok and model_ok else 1
+    steps_ok = job_ok and workflow_ok and hpl_ok and transfer_ok and storage_ok and mpi_ok and model_ok
+    return 0 if data["ok"] and steps_ok else 1
 
 
 def _pingpong(fed, out: Path) -> bool:
@@ -145,6 +154,38 @@ def _hpl(fed, out: Path) -> bool:
         records.save(records.make("bench.hpl", data, **records.federation_meta(fed)), out)
         ok = ok and data["passed"]
     return ok
+
+
+def _storage(plan, out: Path, progress: Callable[[str], None]) -> bool:
+    import shutil
+    from geofed.bench import btio
+    from geofed.bench import storage as io
+    from geofed.testbed import storage
+    fed = plan.fed
+    storage.up(plan, progress)
+    spec = f"{fed.storage}:data"
+    for node in ("W1", "G1"):
+        path, remote = storage.resolve(fed, node, spec)
+        progress(f"bench io: {spec} from {node} ({'across the link' if remote else 'local'})")
+        directory = io.workdir(str(path))
+        try:
+            data = io.run(directory, [DEMO_IO["size"]], DEMO_IO["records"], ["buffered"], DEMO_IO["ops"], 1, 120,
+                          [], True, progress)
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+        print(io.format_table(data))
+        records.save(records.make("bench.io", data, **records.federation_meta(fed)), out)
+    b = DEMO_BTIO
+    mount, _ = storage.resolve(fed, "G1", spec)
+    try:
+        data = btio.run(fed, parse(b["placement"], fed), b["class"], ["simple", "full"], mount,
+                        ranks_per_node=b["ranks_per_node"], timeout=300)
+    except JobFailed as e:
+        print(f"demo: {e}", file=sys.stderr)
+        return False
+    print(btio.format_table(data))
+    records.save(records.make("bench.btio", data, **records.federation_meta(fed)), out)
+    return data["verified"] and data["files_identical"]
 
 
 def _mpi(fed, out: Path) -> bool:
