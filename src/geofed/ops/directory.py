@@ -283,7 +283,12 @@ def _slapd_conf(d: Path, suffix: str, rootdn: str, password: str, tls: Path, ind
                       "modulepath /usr/lib/ldap", "moduleload back_mdb", "moduleload back_ldap", "moduleload back_meta",
                       f"TLSCACertificateFile {tls}/ca.pem", f"TLSCertificateFile {tls}/server.pem",
                       f"TLSCertificateKeyFile {tls}/server.key", "sizelimit unlimited", extra,
-                      "database mdb", "maxsize 4294967296", f'suffix "{suffix}"', f'rootdn "{rootdn}"',
+                      "database mdb", "maxsize 4294967296",
+                      # No fsync per write: the data lives under /run, gone at a reboot by design
+                      # (`up` loads the homes, `users sync` rebuilds the merged copy), and the fsyncs
+                      # were two thirds of 40,000 adds' time here (42.8 s, 14.2 s without).
+                      "dbnosync",
+                      f'suffix "{suffix}"', f'rootdn "{rootdn}"',
                       f"rootpw {userbase.ssha(password)}", f"directory {d}/data",
                       *(f"index {i}" for i in indexes),
                       # Passwords are only ever compared (a bind), never read.
