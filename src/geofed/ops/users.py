@@ -367,16 +367,11 @@ def change_record(change: dict) -> str:
     rows = [ldapcli.line("dn", change["dn"]), f"changetype: {change['op']}"]
     if change["op"] == "add":
         rows += [ldapcli.line("objectClass", c) for c in change["classes"]]
-        rows += [ldapcli.line(k, v) for k, vs in change["attributes"].items() for v in _many(vs)]
+        rows += [ldapcli.line(k, v) for k, vs in change["attributes"].items() for v in ldapcli.values(vs)]
     elif change["op"] == "modify":
         for k, vs in change["attributes"].items():
-            rows += [f"replace: {k}", *(ldapcli.line(k, v) for v in _many(vs)), "-"]
+            rows += [f"replace: {k}", *(ldapcli.line(k, v) for v in ldapcli.values(vs)), "-"]
     return "\n".join(rows)
-
-
-def _many(v) -> list:
-    """An attribute's values as a list: none, one or many."""
-    return [] if v is None else v if isinstance(v, list) else [v]
 
 
 def final_entries(m: Merge, owned: dict, kind: str, fetch) -> dict:
@@ -396,7 +391,7 @@ def write_files(out: Path, users: dict, groups: dict) -> list[Path]:
     pw = [":".join([name, "x", str(a["uidNumber"]), str(a["gidNumber"]), a.get("gecos") or a.get("cn") or "",
                     a["homeDirectory"], a.get("loginShell") or "/bin/sh"])
           for name, a in sorted(users.items(), key=lambda kv: int(kv[1]["uidNumber"]))]
-    gr = [":".join([name, "x", str(a["gidNumber"]), ",".join(sorted(_many(a.get("memberUid"))))])
+    gr = [":".join([name, "x", str(a["gidNumber"]), ",".join(sorted(ldapcli.values(a.get("memberUid"))))])
           for name, a in sorted(groups.items(), key=lambda kv: int(kv[1]["gidNumber"]))]
     out.mkdir(parents=True, exist_ok=True)
     paths = []
