@@ -235,3 +235,40 @@ def test_the_read_through_view_shows_both_homes_unchanged_beside_the_merged_copy
     c.search(directory.view_base(fed), "(|(uid=kredel)(uid=hau))", attributes=["uid"])
     assert sorted(e.uid.value for e in c.entries) == ["hau", "kredel"]  # one search, both sites
     c.unbind()
+
+
+def test_a_server_that_limits_a_searchs_size_is_read_in_pages(fed, tmp_path, monkeypatch):
+    """Active Directory answers a search of more than 1000 entries with sizeLimitExceeded
+    (4); here an ldapsearch that answers every unpaged search so plays that part (Samba
+    ignores a client's size limit) and hands paged ones to the real one."""
+    (tmp_path / "ldapsearch").write_text('#!/bin/sh\ncase "$*" in *pr=*) exec /usr/bin/ldapsearch "$@";; esac\n'
+                                         'exit 4\n')
+    (tmp_path / "ldapsearch").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    state = directory.read_state(FED)
+    for code, site in (("M", userbase.MANNHEIM), ("H", userbase.HEIDELBERG)):
+        home = (users.read_ldap if code == "M" else users.read_ad)(state["servers"][code], state["ca"],
+                                                                   fed.site(code).directory)
+        assert len(home.users) == sum(u.activated and not u.disabled for u in site.users) > 2
+        assert len(home.groups) == len(site.groups)
+
+
+def test_a_refused_write_is_named_and_the_others_are_made(fed, home, tmp_path):
+    assert sync(fed, tmp_path).returncode == 0
+    admin = directory.read_state(FED)["servers"]["admin"]
+    base = fed.directory.base
+    kredel = f"uid=kredel,ou=people,{base}"
+    hand = f"cn=applytest,ou=groups,{base}"
+    errors = users.apply(admin, [
+        {"op": "add", "dn": kredel, "classes": ["account"], "attributes": {"uid": "kredel"}},
+        {"op": "add", "dn": hand, "classes": ["posixGroup"], "attributes": {"cn": "applytest", "gidNumber": 8}},
+        {"op": "delete", "dn": f"uid=nobody,ou=people,{base}"}])
+    try:
+        assert len(errors) == 2, errors
+        assert f"add {kredel}: Already exists (68)" in errors
+        assert any(e.startswith(f"delete uid=nobody,ou=people,{base}: No such object (32)") for e in errors)
+        home["admin"].search(hand, "(objectClass=*)", attributes=["gidNumber"])
+        assert home["admin"].entries[0].gidNumber.value == "8"
+    finally:
+        home["admin"].delete(hand)
+        ok(home["admin"])

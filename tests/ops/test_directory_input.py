@@ -3,12 +3,14 @@ to the directory commands (exit 2, one line, nothing made). No servers needed.""
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from conftest import run_geofed
 from geofed import federation
 from geofed.errors import UserError
-from geofed.ops import users
+from geofed.ops import ldapcli, users
 from geofed.ops.users import HomeRead
 
 MA_HD = federation.resolve("ma-hd").read_text()
@@ -139,3 +141,32 @@ def test_a_group_without_members_is_stable_across_syncs():
     stale = {"maempty": {"dn": add["dn"], "geofedDigest": "stale", "partial": True}}
     [fix] = users.plan(m, {}, stale, "o=x", fetch=lambda kind, dns: {add["dn"]: dict(stored, geofedDigest="stale")})
     assert fix["op"] == "modify" and fix["attributes"] == {"geofedDigest": stored["geofedDigest"]}
+
+
+def test_ldif_from_ldapsearch_is_split_into_entries_with_the_names_asked_for():
+    text = ("# refldap://ad.example/CN=Configuration,DC=ad\n"
+            "dn: uid=a,ou=people,o=x\nuidnumber: 7\nmemberOf: cn=g1\nmemberOf: cn=g2\n\n"
+            f"dn:: {base64.b64encode('cn=Jürgen,o=x'.encode()).decode()}\n"
+            f"gecos:: {base64.b64encode(' Jürgen '.encode()).decode()}\n")
+    assert ldapcli.parse(text, {"uidnumber": "uidNumber"}) == [
+        ("uid=a,ou=people,o=x", {"uidNumber": ["7"], "memberOf": ["cn=g1", "cn=g2"]}),
+        ("cn=Jürgen,o=x", {"gecos": [" Jürgen "]})]
+    assert ldapcli.parse("") == []
+
+
+def test_changes_become_ldif_change_records_and_refusals_name_record_and_reason():
+    add = {"op": "add", "dn": "uid=a,ou=people,o=x", "classes": ["account", "posixAccount"],
+           "attributes": {"uidNumber": 100007, "gecos": "Jürgen", "memberUid": ["a", "b"]}}
+    assert users.change_record(add).split("\n") == [
+        "dn: uid=a,ou=people,o=x", "changetype: add", "objectClass: account", "objectClass: posixAccount",
+        "uidNumber: 100007", f"gecos:: {base64.b64encode('Jürgen'.encode()).decode()}", "memberUid: a", "memberUid: b"]
+    modify = {"op": "modify", "dn": "cn=g,o=x", "attributes": {"memberUid": None, "loginShell": "/bin/zsh"}}
+    assert users.change_record(modify).split("\n") == [
+        "dn: cn=g,o=x", "changetype: modify", "replace: memberUid", "-", "replace: loginShell",
+        "loginShell: /bin/zsh", "-"]
+    assert users.change_record({"op": "delete", "dn": "cn=g,o=x"}) == "dn: cn=g,o=x\nchangetype: delete"
+    refused = ("# Error: Already exists (68)\ndn: uid=a,o=x\nchangetype: add\nuid: a\n\n"
+               "# Error: No such object (32), additional info: gone\ndn: cn=g,o=x\nchangetype: modify\n"
+               "replace: memberUid\n-\n\n")
+    assert ldapcli._refusals(refused) == ["add uid=a,o=x: Already exists (68)",
+                                          "modify cn=g,o=x: No such object (32), additional info: gone"]

@@ -17,7 +17,6 @@ on the fixed ports 389 and 636, so on 127.0.0.1 only one AD site can run at a ti
 
 from __future__ import annotations
 
-import base64
 import ctypes
 import json
 import os
@@ -33,7 +32,7 @@ from urllib.parse import quote
 
 from geofed.errors import UserError
 from geofed.federation import Federation, Site, SiteDirectory
-from geofed.ops import userbase
+from geofed.ops import ldapcli, userbase
 from geofed.testbed import host
 
 RUN_ROOT = Path("/run/geofed-directory")
@@ -276,21 +275,6 @@ def _make_ca(d: Path, addresses: list[str]) -> Path:
     return d / "ca.pem"
 
 
-def _ldif(entries: list[tuple[str, dict]]) -> str:
-    def line(k, v):
-        v = str(v)
-        if not v.isascii() or v[:1] in (" ", ":", "<") or v.endswith(" ") or "\n" in v:
-            return f"{k}:: {base64.b64encode(v.encode()).decode()}"
-        return f"{k}: {v}"
-    blocks = []
-    for dn, attrs in entries:
-        lines = [line("dn", dn)]
-        for k, vs in attrs.items():
-            lines += [line(k, v) for v in (vs if isinstance(vs, list) else [vs])]
-        blocks.append("\n".join(lines))
-    return "\n\n".join(blocks) + "\n"
-
-
 def _slapd_conf(d: Path, suffix: str, rootdn: str, password: str, tls: Path, indexes: list[str],
                 schemas: list[str], extra: str = "") -> Path:
     (d / "data").mkdir(parents=True)
@@ -299,7 +283,12 @@ def _slapd_conf(d: Path, suffix: str, rootdn: str, password: str, tls: Path, ind
                       "modulepath /usr/lib/ldap", "moduleload back_mdb", "moduleload back_ldap", "moduleload back_meta",
                       f"TLSCACertificateFile {tls}/ca.pem", f"TLSCertificateFile {tls}/server.pem",
                       f"TLSCertificateKeyFile {tls}/server.key", "sizelimit unlimited", extra,
-                      "database mdb", "maxsize 4294967296", f'suffix "{suffix}"', f'rootdn "{rootdn}"',
+                      "database mdb", "maxsize 4294967296",
+                      # No fsync per write: the data lives under /run, gone at a reboot by design
+                      # (`up` loads the homes, `users sync` rebuilds the merged copy), and the fsyncs
+                      # were two thirds of 40,000 adds' time here (42.8 s, 14.2 s without).
+                      "dbnosync",
+                      f'suffix "{suffix}"', f'rootdn "{rootdn}"',
                       f"rootpw {userbase.ssha(password)}", f"directory {d}/data",
                       *(f"index {i}" for i in indexes),
                       # Passwords are only ever compared (a bind), never read.
@@ -322,7 +311,7 @@ def _base_entry(dn: str) -> tuple[str, dict]:
 
 def _slapadd(conf: Path, suffix: str, entries: list[tuple[str, dict]]) -> None:
     ldif = conf.parent / "load.ldif"
-    ldif.write_text(_ldif(entries))
+    ldif.write_text(ldapcli.entries_text(entries))
     res = subprocess.run([SLAPADD, "-q", "-f", str(conf), "-b", suffix, "-l", str(ldif)], capture_output=True, text=True)
     ldif.unlink()
     if res.returncode != 0:

@@ -4,7 +4,8 @@
     geofed ops users check kredel -f ma-hd < password
 
 `sync` (seed 001, slides 13-14) reads every site's directory over LDAP with StartTLS
-(ldap3, the servers' certificate checked against the federation's CA), takes the
+(OpenLDAP's ldapsearch, the servers' certificate checked against the federation's
+CA; see `ldapcli` for why not ldap3 here), takes the
 activated users (the site's activation attribute holds its value; at an AD site the
 account must also be enabled), gives user and group ids the site's offset and group
 names its prefix, and writes the result into the federation's own directory and as
@@ -29,10 +30,9 @@ import ssl
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote
 
 from geofed.federation import Federation, SiteDirectory
-from geofed.ops import directory
+from geofed.ops import directory, ldapcli
 from geofed.ops.userbase import UF_ACCOUNTDISABLE
 from geofed.testbed.host import HostError
 
@@ -43,40 +43,32 @@ USER_ATTRS = ("cn", "uidNumber", "gidNumber", "homeDirectory", "loginShell", "ge
               "geofedDigest")
 GROUP_ATTRS = ("gidNumber", "memberUid", "geofedSite", "geofedSource", "geofedDigest")
 POSIX_NAME_RE = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
-PAGE = 1000
 FETCH = 200  # names in one search for whole owned entries
-WINDOW = 64  # writes in flight to the admin server
+# ldapmodify processes writing to the admin server at once: 40,000 adds took 14.2 s in
+# one and 11.1 s in two here (2 cores); slapd commits one write at a time anyway.
+STREAMS = 2
 
 
 # ---------------------------------------------------------------- connections
 
 
 def connect(server: dict, ca: str, user: str | None = None, password: str | None = None, ldaps: bool = False,
-            bind: bool = True, local: bool = False):
+            bind: bool = True):
     """An ldap3 connection to `server` (from the directory's state) over TLS checked
     against the federation's CA: StartTLS on the LDAP port, or LDAPS; bound as the
     server's administrator unless `user` is given, and not bound at all with bind=False.
-
-    `local`: the admin server's Unix socket instead, pipelined (ldap3's ASYNC strategy:
-    the next request goes out before the last is answered). Not over TLS, where that
-    strategy reads and writes one TLS socket from two threads and broke the connection
-    within 40,000 adds here."""
+    For single operations (a user's bind); sync's bulk reads and writes go through `ldapcli`."""
     import ldap3
-    if local:
-        srv = ldap3.Server(f"ldapi://{quote(server['ldapi'], safe='')}", get_info=ldap3.NONE, connect_timeout=10)
-        port = server["ldapi"]
-    else:
-        tls = ldap3.Tls(validate=ssl.CERT_REQUIRED, ca_certs_file=ca, version=ssl.PROTOCOL_TLS_CLIENT)
-        port = server["ldaps_port"] if ldaps else server["port"]
-        srv = ldap3.Server(server["host"], port=port, use_ssl=ldaps, tls=tls, get_info=ldap3.NONE, connect_timeout=10)
+    tls = ldap3.Tls(validate=ssl.CERT_REQUIRED, ca_certs_file=ca, version=ssl.PROTOCOL_TLS_CLIENT)
+    port = server["ldaps_port"] if ldaps else server["port"]
+    srv = ldap3.Server(server["host"], port=port, use_ssl=ldaps, tls=tls, get_info=ldap3.NONE, connect_timeout=10)
     if user is None:
         user, password = server["bind_dn"], server["password"]
-    conn = ldap3.Connection(srv, user=user, password=password, client_strategy=ldap3.ASYNC if local else ldap3.SYNC,
-                            receive_timeout=120, raise_exceptions=False, auto_referrals=False,
-                            check_names=False)  # values as text, without ldap3's formatting (a third of the decoding)
+    conn = ldap3.Connection(srv, user=user, password=password, receive_timeout=120, raise_exceptions=False,
+                            auto_referrals=False, check_names=False)
     try:
         conn.open()
-        if not ldaps and not local and not conn.start_tls():
+        if not ldaps and not conn.start_tls():
             raise HostError(f"StartTLS with {server['host']}:{port} failed: {conn.result.get('description')}")
         if bind and not conn.bind():
             raise HostError(f"bind as {conn.user} at {server['host']}:{port} failed: {conn.result.get('description')}")
@@ -85,15 +77,8 @@ def connect(server: dict, ca: str, user: str | None = None, password: str | None
     return conn
 
 
-def _paged(conn, base: str, flt: str, attrs: list[str]) -> list[dict]:
-    entries = conn.extend.standard.paged_search(base, flt, attributes=attrs, paged_size=PAGE, generator=False)
-    return [e for e in entries if e.get("type") == "searchResEntry"]
-
-
-def _one(v):
-    if isinstance(v, list):
-        return v[0] if v else None
-    return v
+def _one(values: list | None):
+    return values[0] if values else None
 
 
 # ---------------------------------------------------------------- reading the homes
@@ -105,42 +90,41 @@ class HomeRead:
     groups: list[dict]  # name, dn, gid, members (names)
 
 
-def read_ldap(conn, d: SiteDirectory) -> HomeRead:
+def read_ldap(server: dict, ca: str, d: SiteDirectory) -> HomeRead:
     attr = d.activation_attribute
     users = []
-    for e in _paged(conn, d.base, f"(&(objectClass=posixAccount){_activation_filter(d)})",
-                    ["uid", "uidNumber", "gidNumber", "cn", "gecos", "homeDirectory", "loginShell", attr]):
-        a = e["attributes"]
+    for dn, a in ldapcli.search(server, ca, d.base, f"(&(objectClass=posixAccount){_activation_filter(d)})",
+                                ["uid", "uidNumber", "gidNumber", "cn", "gecos", "homeDirectory", "loginShell", attr]):
         name = _one(a.get("uid"))
-        users.append({"name": name, "dn": e["dn"], "uid": _int(_one(a.get("uidNumber"))),
+        users.append({"name": name, "dn": dn, "uid": _int(_one(a.get("uidNumber"))),
                       "gid": _int(_one(a.get("gidNumber"))),
                       "gecos": _one(a.get("gecos")) or _one(a.get("cn")) or name,
                       "home": _one(a.get("homeDirectory")) or f"/home/{name}", "shell": _one(a.get("loginShell")) or "/bin/bash",
                       "activated": _holds(a.get(attr), d.activation_value)})
-    groups = [{"name": _one(e["attributes"].get("cn")), "dn": e["dn"], "gid": _int(_one(e["attributes"].get("gidNumber"))),
-               "members": list(e["attributes"].get("memberUid") or [])}
-              for e in _paged(conn, d.base, "(objectClass=posixGroup)", ["cn", "gidNumber", "memberUid"])]
+    groups = [{"name": _one(a.get("cn")), "dn": dn, "gid": _int(_one(a.get("gidNumber"))),
+               "members": a.get("memberUid", [])}
+              for dn, a in ldapcli.search(server, ca, d.base, "(objectClass=posixGroup)",
+                                          ["cn", "gidNumber", "memberUid"])]
     return HomeRead(users, groups)
 
 
-def read_ad(conn, d: SiteDirectory) -> HomeRead:
+def read_ad(server: dict, ca: str, d: SiteDirectory) -> HomeRead:
     """Users with their memberOf (so a big group's member list, which AD hands out in
     ranges of 1500, is never read) and the POSIX groups (those with a gidNumber)."""
     attr = d.activation_attribute
-    groups = [{"name": _one(e["attributes"].get("sAMAccountName")), "dn": e["dn"],
-               "gid": _int(_one(e["attributes"].get("gidNumber"))), "members": []}
-              for e in _paged(conn, d.base, "(&(objectClass=group)(gidNumber=*))", ["sAMAccountName", "gidNumber"])]
+    groups = [{"name": _one(a.get("sAMAccountName")), "dn": dn, "gid": _int(_one(a.get("gidNumber"))), "members": []}
+              for dn, a in ldapcli.search(server, ca, d.base, "(&(objectClass=group)(gidNumber=*))",
+                                          ["sAMAccountName", "gidNumber"])]
     by_dn = {g["dn"].lower(): g for g in groups}
     users = []
     # Disabled accounts (userAccountControl bit 2, by AD's bitwise-and matching rule) stay at home.
-    for e in _paged(conn, d.base, f"(&(objectCategory=person)(objectClass=user){_activation_filter(d)}"
-                                  "(!(userAccountControl:1.2.840.113556.1.4.803:=2)))",
-                    ["sAMAccountName", "uidNumber", "gidNumber", "displayName", "unixHomeDirectory", "loginShell",
-                     "userAccountControl", "memberOf", attr]):
-        a = e["attributes"]
+    for dn, a in ldapcli.search(server, ca, d.base, f"(&(objectCategory=person)(objectClass=user){_activation_filter(d)}"
+                                                  "(!(userAccountControl:1.2.840.113556.1.4.803:=2)))",
+                                ["sAMAccountName", "uidNumber", "gidNumber", "displayName", "unixHomeDirectory",
+                                 "loginShell", "userAccountControl", "memberOf", attr]):
         name = _one(a.get("sAMAccountName"))
         uac = _int(_one(a.get("userAccountControl"))) or 0
-        users.append({"name": name.lower(), "dn": e["dn"], "uid": _int(_one(a.get("uidNumber"))),
+        users.append({"name": name.lower(), "dn": dn, "uid": _int(_one(a.get("uidNumber"))),
                       "gid": _int(_one(a.get("gidNumber"))), "gecos": _one(a.get("displayName")) or name,
                       "home": _one(a.get("unixHomeDirectory")) or f"/home/{name.lower()}",
                       "shell": _one(a.get("loginShell")) or "/bin/bash",
@@ -158,7 +142,7 @@ def _activation_filter(d: SiteDirectory) -> str:
 
 
 def _int(v) -> int | None:
-    """An LDAP integer's value (ldap3 hands out text without the server's schema); None if it is none."""
+    """An LDAP integer's value (LDIF is text); None if it is none."""
     try:
         return int(v)
     except (TypeError, ValueError):
@@ -275,30 +259,31 @@ def merge(fed: Federation, homes: dict[str, HomeRead], held: dict) -> Merge:
 # ---------------------------------------------------------------- the admin directory
 
 
-def read_admin(conn, base: str) -> tuple[dict, dict, dict]:
+def read_admin(server: dict, ca: str) -> tuple[dict, dict, dict]:
     """(owned users, owned groups, hand-made entries) of the admin directory, by name.
 
     The hand-made ones are {"users": {name: attributes}, "groups": ..., "uids": {id: dn},
     "gids": ...}: the merge refuses what they hold, and passwd and group list them."""
+    base = server["base"]
     owned_users, owned_groups = {}, {}
     held = {"users": {}, "groups": {}, "uids": {}, "gids": {}}
     # Owned entries by their digest only (the merge's attributes are what it wrote); the
     # few whose digest differs are fetched whole by `plan`.
-    for e in _paged(conn, base, f"(objectClass={OWNED_CLASS})", ["geofedDigest", "geofedSite"]):
-        rdn, name = e["dn"].split(",", 1)[0].split("=", 1)
+    for dn, a in ldapcli.search(server, ca, base, f"(objectClass={OWNED_CLASS})", ["geofedDigest", "geofedSite"]):
+        rdn, name = dn.split(",", 1)[0].split("=", 1)
         (owned_users if rdn.lower() == "uid" else owned_groups)[name] = {
-            "dn": e["dn"], "geofedDigest": _one(e["attributes"].get("geofedDigest") or None),
-            "geofedSite": _one(e["attributes"].get("geofedSite") or None), "partial": True}
-    for e in _paged(conn, base, f"(&(|(objectClass=posixAccount)(objectClass=posixGroup))(!(objectClass={OWNED_CLASS})))",
-                    ["uid", "cn", *USER_ATTRS, *GROUP_ATTRS]):
-        a = e["attributes"]
+            "dn": dn, "geofedDigest": _one(a.get("geofedDigest")), "geofedSite": _one(a.get("geofedSite")),
+            "partial": True}
+    for dn, a in ldapcli.search(server, ca, base, "(&(|(objectClass=posixAccount)(objectClass=posixGroup))"
+                                                  f"(!(objectClass={OWNED_CLASS})))",
+                                ["uid", "cn", *USER_ATTRS, *GROUP_ATTRS]):
         user = bool(a.get("uidNumber"))  # posixAccount must have one, posixGroup cannot
         name = _one(a.get("uid")) if user else _one(a.get("cn"))
         (held["users"] if user else held["groups"])[name] = \
-            {"dn": e["dn"], **{k: _norm(a.get(k) or None) for k in (USER_ATTRS if user else GROUP_ATTRS)}}
+            {"dn": dn, **{k: _norm(a.get(k)) for k in (USER_ATTRS if user else GROUP_ATTRS)}}
         number = _int(_one(a.get("uidNumber" if user else "gidNumber")))
         if number is not None:
-            (held["uids"] if user else held["gids"])[number] = e["dn"]
+            (held["uids"] if user else held["gids"])[number] = dn
     return owned_users, owned_groups, held
 
 
@@ -372,33 +357,21 @@ def value_text(v):
 
 
 def apply(server: dict, changes: list[dict]) -> list[str]:
-    """Make the changes at the admin server, WINDOW in flight at a time; the errors, if any.
-    Each change is to another entry, so their order does not matter."""
-    import ldap3
-    conn = connect(server, "", local=True)
-    errors, pending = [], []
+    """Make the changes at the admin server, through its Unix socket; the errors, if any."""
+    return ldapcli.modify(server, "", [change_record(c) for c in changes], STREAMS)
 
-    def settle(msgid, change):
-        _response, result = conn.get_response(msgid, timeout=120)  # ldap3 waits 3 s by default
-        if result["result"] != 0:
-            errors.append(f"{change['op']} {change['dn']}: {result['description']} {result.get('message', '')}".strip())
-    try:
-        for c in changes:
-            if c["op"] == "add":
-                msgid = conn.add(c["dn"], c["classes"], c["attributes"])
-            elif c["op"] == "delete":
-                msgid = conn.delete(c["dn"])
-            else:
-                msgid = conn.modify(c["dn"], {k: [(ldap3.MODIFY_REPLACE, [] if v is None else v if isinstance(v, list)
-                                                   else [v])] for k, v in c["attributes"].items()})
-            pending.append((msgid, c))
-            if len(pending) >= WINDOW:
-                settle(*pending.pop(0))
-        for p in pending:
-            settle(*p)
-    finally:
-        conn.unbind()
-    return errors
+
+def change_record(change: dict) -> str:
+    """A change as an LDIF change record (a modify replaces each attribute it names;
+    one without values is removed)."""
+    rows = [ldapcli.line("dn", change["dn"]), f"changetype: {change['op']}"]
+    if change["op"] == "add":
+        rows += [ldapcli.line("objectClass", c) for c in change["classes"]]
+        rows += [ldapcli.line(k, v) for k, vs in change["attributes"].items() for v in ldapcli.values(vs)]
+    elif change["op"] == "modify":
+        for k, vs in change["attributes"].items():
+            rows += [f"replace: {k}", *(ldapcli.line(k, v) for v in ldapcli.values(vs)), "-"]
+    return "\n".join(rows)
 
 
 def final_entries(m: Merge, owned: dict, kind: str, fetch) -> dict:
@@ -415,12 +388,10 @@ def final_entries(m: Merge, owned: dict, kind: str, fetch) -> dict:
 
 def write_files(out: Path, users: dict, groups: dict) -> list[Path]:
     """passwd and group files of POSIX users and groups by name (merged and hand-made), by id."""
-    def many(v):
-        return [] if v is None else v if isinstance(v, list) else [v]
     pw = [":".join([name, "x", str(a["uidNumber"]), str(a["gidNumber"]), a.get("gecos") or a.get("cn") or "",
                     a["homeDirectory"], a.get("loginShell") or "/bin/sh"])
           for name, a in sorted(users.items(), key=lambda kv: int(kv[1]["uidNumber"]))]
-    gr = [":".join([name, "x", str(a["gidNumber"]), ",".join(sorted(many(a.get("memberUid"))))])
+    gr = [":".join([name, "x", str(a["gidNumber"]), ",".join(sorted(ldapcli.values(a.get("memberUid"))))])
           for name, a in sorted(groups.items(), key=lambda kv: int(kv[1]["gidNumber"]))]
     out.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -432,39 +403,40 @@ def write_files(out: Path, users: dict, groups: dict) -> list[Path]:
     return paths
 
 
-def _read_site(state: dict, code: str, d: SiteDirectory) -> tuple[HomeRead, float]:
+def _timed(read, *args) -> tuple:
     t0 = time.monotonic()
-    conn = connect(state["servers"][code], state["ca"])
-    try:
-        return (read_ldap if d.kind == "ldap" else read_ad)(conn, d), time.monotonic() - t0
-    finally:
-        conn.unbind()
-
-
-def _read_admin(state: dict) -> tuple[tuple[dict, dict, dict], float]:
-    t0 = time.monotonic()
-    conn = connect(state["servers"]["admin"], state["ca"])
-    try:
-        return read_admin(conn, state["servers"]["admin"]["base"]), time.monotonic() - t0
-    finally:
-        conn.unbind()
+    return read(*args), time.monotonic() - t0
 
 
 def read_all(fed: Federation, state: dict) -> tuple[dict[str, HomeRead], tuple[dict, dict, dict], dict]:
-    """Every home and the admin directory, read at once by one process each (decoding
-    LDAP in Python is the sync's main cost, and the servers are separate processes too);
-    and the seconds each read took."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    """Every home and the admin directory, read at once (each by its own ldapsearch, while
+    Python splits the LDIF of another); and the seconds each read took."""
+    from concurrent.futures import ThreadPoolExecutor
     sites = [s for s in fed.sites if s.directory]
-    # fork: the workers inherit the namespace this thread entered
-    with ProcessPoolExecutor(len(sites) + 1, mp_context=multiprocessing.get_context("fork")) as pool:
-        homes = {s.code: pool.submit(_read_site, state, s.code, s.directory) for s in sites}
-        admin = pool.submit(_read_admin, state)
+    ca = state["ca"]
+    # The threads start from this one, in the namespace it entered, and so do their clients.
+    with ThreadPoolExecutor(len(sites) + 1) as pool:
+        homes = {s.code: pool.submit(_timed, read_ldap if s.directory.kind == "ldap" else read_ad,
+                                     state["servers"][s.code], ca, s.directory) for s in sites}
+        admin = pool.submit(_timed, read_admin, state["servers"]["admin"], ca)
         homes = {code: f.result() for code, f in homes.items()}
         admin, admin_s = admin.result()
     seconds = {code: t for code, (_, t) in homes.items()}
     return {code: h for code, (h, _) in homes.items()}, admin, dict(seconds, admin=admin_s)
+
+
+def fetch_owned(server: dict, ca: str, kind: str, dns: list[str]) -> dict[str, dict]:
+    """Owned entries whole, by DN: a search for a few hundred names at a time."""
+    from ldap3.utils.conv import escape_filter_chars
+    names = USER_ATTRS if kind == "user" else GROUP_ATTRS
+    found = {}
+    for i in range(0, len(dns), FETCH):
+        rdns = "".join(f"({dn.split(',', 1)[0].split('=', 1)[0]}="
+                       f"{escape_filter_chars(dn.split(',', 1)[0].split('=', 1)[1])})" for dn in dns[i:i + FETCH])
+        flt = f"(&(objectClass={OWNED_CLASS})(|{rdns}))"
+        for dn, a in ldapcli.search(server, ca, server["base"], flt, list(names)):
+            found[dn.lower()] = {"dn": dn, **{k: _norm(a.get(k)) for k in names}}
+    return {dn: found.get(dn.lower(), {"dn": dn}) for dn in dns}
 
 
 def sync(fed: Federation, dry_run: bool = False, out: Path | None = None, progress=lambda _m: None) -> dict:
@@ -478,41 +450,28 @@ def sync(fed: Federation, dry_run: bool = False, out: Path | None = None, progre
     t_read = time.monotonic()
     m = merge(fed, homes, held)
     admin = state["servers"]["admin"]
-    reader = connect(admin, state["ca"])
 
     def fetch(kind: str, dns: list[str]) -> dict[str, dict]:
-        """Owned entries whole, by DN: a search for a few hundred names at a time."""
-        from ldap3.utils.conv import escape_filter_chars
-        names = USER_ATTRS if kind == "user" else GROUP_ATTRS
-        found = {}
-        for i in range(0, len(dns), FETCH):
-            rdns = "".join(f"({dn.split(',', 1)[0].split('=', 1)[0]}="
-                           f"{escape_filter_chars(dn.split(',', 1)[0].split('=', 1)[1])})" for dn in dns[i:i + FETCH])
-            for e in _paged(reader, admin["base"], f"(&(objectClass={OWNED_CLASS})(|{rdns}))", list(names)):
-                found[e["dn"].lower()] = {"dn": e["dn"], **{k: _norm(e["attributes"].get(k) or None) for k in names}}
-        return {dn: found.get(dn.lower(), {"dn": dn}) for dn in dns}
-    try:
-        changes = plan(m, owned_users, owned_groups, admin["base"], fetch)
-        t_plan = time.monotonic()
-        errors = []
-        if not dry_run and changes:
-            progress(f"writing {len(changes)} changes to the admin directory")
-            errors = apply(admin, changes)
-        t_apply = time.monotonic()
-        paths = []
-        if not dry_run and out is not None:
-            if errors:  # what the server holds is not what was planned: ask it
-                (owned_users, owned_groups, held), _ = _read_admin(state)
-                whole = fetch("user", [e["dn"] for e in owned_users.values()])
-                owned_users = {n: whole[e["dn"]] for n, e in owned_users.items()}
-                whole = fetch("group", [e["dn"] for e in owned_groups.values()])
-                owned_groups = {n: whole[e["dn"]] for n, e in owned_groups.items()}
-            else:
-                owned_users = final_entries(m, owned_users, "user", fetch)
-                owned_groups = final_entries(m, owned_groups, "group", fetch)
-            paths = write_files(out, {**held["users"], **owned_users}, {**held["groups"], **owned_groups})
-    finally:
-        reader.unbind()
+        return fetch_owned(admin, state["ca"], kind, dns)
+    changes = plan(m, owned_users, owned_groups, admin["base"], fetch)
+    t_plan = time.monotonic()
+    errors = []
+    if not dry_run and changes:
+        progress(f"writing {len(changes)} changes to the admin directory")
+        errors = apply(admin, changes)
+    t_apply = time.monotonic()
+    paths = []
+    if not dry_run and out is not None:
+        if errors:  # what the server holds is not what was planned: ask it
+            owned_users, owned_groups, held = read_admin(admin, state["ca"])
+            whole = fetch("user", [e["dn"] for e in owned_users.values()])
+            owned_users = {n: whole[e["dn"]] for n, e in owned_users.items()}
+            whole = fetch("group", [e["dn"] for e in owned_groups.values()])
+            owned_groups = {n: whole[e["dn"]] for n, e in owned_groups.items()}
+        else:
+            owned_users = final_entries(m, owned_users, "user", fetch)
+            owned_groups = final_entries(m, owned_groups, "group", fetch)
+        paths = write_files(out, {**held["users"], **owned_users}, {**held["groups"], **owned_groups})
     count = lambda op, kind: sum(1 for c in changes if c["op"] == op and c["entry"] == kind)  # noqa: E731
     return {
         "dry_run": dry_run, "sites": m.read, "merged_users": len(m.users), "merged_groups": len(m.groups),
@@ -549,15 +508,11 @@ def check(fed: Federation, user: str, password: str) -> dict:
     state = directory.require_up(fed)
     directory.enter(state)
     admin = state["servers"]["admin"]
-    conn = connect(admin, state["ca"])
-    try:
-        found = _paged(conn, admin["base"], f"(&(objectClass={OWNED_CLASS})(objectClass=posixAccount)"
-                                            f"(uid={escape_filter_chars(user)}))", ["geofedSite", "geofedSource", "uidNumber"])
-    finally:
-        conn.unbind()
+    found = ldapcli.search(admin, state["ca"], admin["base"], f"(&(objectClass={OWNED_CLASS})(objectClass=posixAccount)"
+                           f"(uid={escape_filter_chars(user)}))", ["geofedSite", "geofedSource", "uidNumber"])
     if not found:
         return {"ok": False, "user": user, "reason": "not a user of the federation (not merged by users sync)"}
-    a = found[0]["attributes"]
+    _, a = found[0]
     site, dn = _one(a["geofedSite"]), _one(a["geofedSource"])
     result = {"user": user, "site": site, "dn": dn, "uid": int(_one(a["uidNumber"]))}
     if not password:
@@ -586,12 +541,7 @@ def show(fed: Federation, user: str) -> dict:
     state = directory.require_up(fed)
     directory.enter(state)
     admin = state["servers"]["admin"]
-    conn = connect(admin, state["ca"])
-    flt = f"(uid={escape_filter_chars(user)})"
-    try:
-        view = _paged(conn, admin["view"], f"(&(objectClass=posixAccount){flt})", list(SHOWN))
-        merged = _paged(conn, admin["base"], f"(&(objectClass=posixAccount){flt})", list(SHOWN) + ["geofedSite"])
-    finally:
-        conn.unbind()
-    return {"view": [{"dn": e["dn"], **{k: _norm(e["attributes"].get(k)) for k in SHOWN}} for e in view],
-            "merged": [{"dn": e["dn"], **{k: _norm(e["attributes"].get(k)) for k in SHOWN}} for e in merged]}
+    flt = f"(&(objectClass=posixAccount)(uid={escape_filter_chars(user)}))"
+    return {part: [{"dn": dn, **{k: _norm(a.get(k)) for k in SHOWN}}
+                   for dn, a in ldapcli.search(admin, state["ca"], admin[base], flt, list(SHOWN))]
+            for part, base in (("view", "view"), ("merged", "base"))}
