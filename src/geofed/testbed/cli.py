@@ -177,32 +177,30 @@ def cmd_storage_path(args) -> int:
     return 0
 
 
+def _servers(ops, name: str, text: str, actions, exec_help: str, exec_func) -> None:
+    """`geofed ops NAME ACTION FEDERATION` for each (action, func, help), and `exec FEDERATION -- COMMAND`."""
+    sub = ops.add_parser(name, help=text).add_subparsers(dest="what", required=True)
+    for action, func, help_text in actions:
+        p = sub.add_parser(action, help=help_text)
+        p.add_argument("federation", help="federation file or shipped name (e.g. icm-task)")
+        p.set_defaults(func=func)
+    p = sub.add_parser("exec", help=exec_help)
+    p.add_argument("federation", help="federation file or shipped name")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
+    p.set_defaults(func=exec_func)
+
+
 def register(commands, bench) -> None:
     ops = ops_group(commands)
-    sub = ops.add_parser("slurm", help="real Slurm on the testbed: munged, slurmctld, a slurmd per node (root)") \
-        .add_subparsers(dest="what", required=True)
-    for name, func, text in [("up", cmd_up, "start MUNGE, slurmctld and one slurmd per emulated node"),
-                             ("down", cmd_down, "stop every daemon and job of it and remove its files, also after a crash"),
-                             ("status", cmd_status, "which clusters and daemons run")]:
-        p = sub.add_parser(name, help=text)
-        p.add_argument("federation", help="federation file or shipped name (e.g. icm-task)")
-        p.set_defaults(func=func)
-    p = sub.add_parser("exec", help="run a command (sinfo, salloc, sbatch, geofed run) where users submit")
-    p.add_argument("federation", help="federation file or shipped name")
-    p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
-    p.set_defaults(func=cmd_exec)
-
-    sub = ops.add_parser("ssh", help="real OpenSSH between the testbed's nodes, for --hostfile jobs (root)") \
-        .add_subparsers(dest="what", required=True)
-    for name, func, text in [("up", cmd_ssh_up, "an sshd in every node, a normal user with a key"),
-                             ("down", cmd_ssh_down, "stop them, delete the user, remove every key and file")]:
-        p = sub.add_parser(name, help=text)
-        p.add_argument("federation", help="federation file or shipped name (e.g. icm-task)")
-        p.set_defaults(func=func)
-    p = sub.add_parser("exec", help="run a command as the testbed's user on the storage site's login node")
-    p.add_argument("federation", help="federation file or shipped name")
-    p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
-    p.set_defaults(func=cmd_ssh_exec)
+    _servers(ops, "slurm", "real Slurm on the testbed: munged, slurmctld, a slurmd per node (root)",
+             [("up", cmd_up, "start MUNGE, slurmctld and one slurmd per emulated node"),
+              ("down", cmd_down, "stop every daemon and job of it and remove its files, also after a crash"),
+              ("status", cmd_status, "which clusters and daemons run")],
+             "run a command (sinfo, salloc, sbatch, geofed run) where users submit", cmd_exec)
+    _servers(ops, "ssh", "real OpenSSH between the testbed's nodes, for --hostfile jobs (root)",
+             [("up", cmd_ssh_up, "an sshd in every node, a normal user with a key"),
+              ("down", cmd_ssh_down, "stop them, delete the user, remove every key and file")],
+             "run a command as the testbed's user on the storage site's login node", cmd_ssh_exec)
 
     sub = ops.add_parser("storage", help="the federation's file systems on the testbed; the storage site's "
                                          "exported over the link (root)").add_subparsers(dest="what", required=True)
