@@ -3,10 +3,11 @@ directories on the testbed, and the storage site's shared ones reached from the 
 site through sshfs across the emulated link (every byte crosses it)."""
 
 import os
+from pathlib import Path
 
 import pytest
 
-from conftest import needs_root, no_leftovers, two_site_federation
+from conftest import needs_root, no_leftovers, run_geofed, two_site_federation
 from geofed import federation
 from geofed.errors import UserError
 from geofed.testbed import core, storage
@@ -64,6 +65,11 @@ def test_the_export_is_mounted_at_the_other_site_and_its_bytes_cross_the_link(wr
     fed = fed_with_filesystems(write_fed, name=f"gfstore-{os.getpid()}")
     try:
         plan = core.up(fed)
+        # `ops storage path` prints a directory that exists, also for a node's own site's
+        # file system (it used to print it before anything had made it).
+        res = run_geofed("ops", "storage", "path", str(fed.path), "A1", "A:home")
+        assert res.returncode == 0, res.stderr
+        assert Path(res.stdout.strip()) == storage.disk_path(fed, "A", "home") and Path(res.stdout.strip()).is_dir()
         state = storage.up(plan)
         mnt, remote = storage.resolve(fed, "B1", "A:home")
         assert remote and os.path.ismount(mnt)

@@ -169,10 +169,10 @@ def cmd_storage_path(args) -> int:
         fed.node(args.node)
     except KeyError:
         raise UserError(f"node {args.node!r}: federation {fed.name} has {', '.join(n.name for n in fed.nodes())}") from None
-    path, remote = storage.resolve(fed, args.node, args.filesystem)
-    if remote:
-        core.require_root("ops storage path")
-        storage.up(core.require_up(fed), progress)
+    path, _ = storage.resolve(fed, args.node, args.filesystem)
+    # Local file systems too: the path printed must exist (it is made with the mounts).
+    core.require_root("ops storage path")
+    storage.up(core.require_up(fed), progress)
     print(path)
     return 0
 
@@ -207,7 +207,7 @@ def register(commands, bench) -> None:
     p = sub.add_parser("up", help="make every file system's directory and mount the exports at the other sites")
     p.add_argument("federation", help="federation file or shipped name")
     p.set_defaults(func=cmd_storage_up)
-    p = sub.add_parser("path", help="where a node reaches a file system (SITE:NAME), mounting it when remote")
+    p = sub.add_parser("path", help="where a node reaches a file system (SITE:NAME), made or mounted first")
     p.add_argument("federation", help="federation file or shipped name")
     p.add_argument("node", help="node name, like G1")
     p.add_argument("filesystem", help="SITE:NAME like W:data, or NAME at the node's own site")
