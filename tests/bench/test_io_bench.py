@@ -107,6 +107,17 @@ def test_agreement_counts_like_for_like_cells_and_the_peers_own_repeatability():
     assert (a["self_cells"], a["self_within"]) == (3, 2)  # 100 vs 105 and 9000 vs 9500 agree, 100 vs 130 does not
 
 
+@pytest.mark.parametrize("op, mode, cache_read, prereads", [
+    ("read", "buffered", False, True),     # after a drop: IOzone's untimed start pulls the read-ahead in
+    ("reread", "sync", False, True),       # sshfs dropped the pages at open: the same
+    ("reread", "buffered", True, False),   # a reread of memory for both
+    ("read", "direct", False, False),      # O_DIRECT has no read-ahead
+    ("write", "buffered", False, False),
+])
+def test_iozone_read_passes_that_start_from_storage_are_not_compared(op, mode, cache_read, prereads):
+    assert storage.iozone_prereads(op, mode, cache_read) is prereads
+
+
 # ---------------------------------------------------------------- modes and their flags
 
 
