@@ -362,8 +362,8 @@ def _cell(path: Path, size: int, record: int, mode: str, ops: list[str], repeat:
 def iozone_prereads(op: str, mode: str, cache_read: bool) -> bool:
     """Whether IOzone's pass is partly a read of memory where geofed's is not.
 
-    IOzone's read and reread passes each open the file and read its start before the
-    clock starts. Where the file is not in memory as the pass begins (after a drop, or
+    IOzone's read and reread passes each open the file and read its first record
+    before the clock starts. Where the file is not in memory as the pass begins (after a drop, or
     on a mount that drops a file's pages at open, as sshfs does), that read starts the
     read-ahead (16 MiB on geofed's mounts: all of a small file) which the timed loop
     then finds in memory, while geofed's pass reads the storage."""
@@ -420,7 +420,7 @@ def format_table(data: dict) -> str:
                 lines.append(f"{p} against itself (its first two runs of a cell): {a['self_within']} of "
                              f"{a['self_cells']} cells within {data['near']:.0%}")
     if any(not r[f"{p}_comparable"] for r in data["cells"] for p in peers):
-        lines.append("* not counted: IOzone reads the file's start before its clock starts, so where the file is not "
+        lines.append("* not counted: IOzone reads the file's first record before its clock starts, so where the file is not "
                      "in memory as its read or reread begins (after a drop; sshfs drops a file's pages at open) "
                      "the read-ahead makes its pass partly a read of memory")
     if "fio" in peers:
