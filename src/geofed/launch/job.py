@@ -30,6 +30,11 @@ from geofed.validate import read_text
 TESTBED_MPI_ENV = {
     "UCX_TLS": "tcp,self",
     "FI_PROVIDER": "tcp",
+    # UCX's TCP transport writes a large message 8 KiB at a time; when the receiver
+    # keeps up, each write leaves as its own frame, and every frame costs the link
+    # emulator CPU that it takes from the ranks on this 2-core host (docs/launch.md).
+    "UCX_TCP_TX_SEG_SIZE": "64k",
+    "UCX_TCP_RX_SEG_SIZE": "64k",
     "UCX_WARN_UNUSED_ENV_VARS": "n",
     # A rank that dies of a signal leaves its Python stack in the job's log.
     "PYTHONFAULTHANDLER": "1",
