@@ -42,8 +42,8 @@ def setup(write_fed, gbps=0.8):
     return fed, cal
 
 
-def predict(fed, cal, code, n=4000, nb=80, grid=None):
-    return hpl.Hpl().predict(fed, cal, code, parse(code, fed).nodes(fed), Namespace(n=n, nb=nb, grid=grid, ranks_per_node=1))
+def predict(fed, cal, code, n=4000, nb=80, grid=None, depth=1):
+    return hpl.Hpl().predict(fed, cal, code, parse(code, fed).nodes(fed), Namespace(n=n, nb=nb, grid=grid, ranks_per_node=1, depth=depth))
 
 
 def test_compute_is_hpl_flops_at_the_one_node_rate(write_fed):
@@ -59,12 +59,26 @@ def test_one_site_has_no_link_and_two_sites_pay_the_broadcast_across_it(write_fe
     fed, cal = setup(write_fed)
     local, across = predict(fed, cal, "A2"), predict(fed, cal, "A1B1")
     assert local.parts["link_comm"] == 0 and local.parts["local_comm"] > 0
-    # 1 x 2 grid: per panel one broadcast of m NB / P doubles and two backward-substitution
-    # messages of NB doubles, all across the link
-    def messages():
-        return sum(network.mpi_message_s(fed, cal, "A", "B", (4000 - k * 80) * 80 * 8)
-                   + 2 * network.mpi_message_s(fed, cal, "A", "B", 80 * 8) for k in range(50))
+    # 1 x 2 grid: per panel one broadcast of m NB / P doubles, of which the time in flight
+    # (the link's extra one-way latency) hides behind the previous panel's update (2 m^2
+    # NB flops over 2 ranks), and one backward-substitution message of NB doubles (a 1 x Q
+    # grid passes only the partial update along its row: HPL_pdtrsv), all across the link
+    in_flight = network.route(fed, "A", "B", cal).extra_one_way_s
+    def messages(depth=1):
+        total, previous_update = 0.0, 0.0
+        for k in range(50):
+            m = 4000 - k * 80
+            hidden = min(previous_update, in_flight) if depth else 0.0
+            total += (network.mpi_message_s(fed, cal, "A", "B", m * 80 * 8) - hidden
+                      + network.mpi_message_s(fed, cal, "A", "B", 80 * 8))
+            previous_update = 2 * m * m * 80 / 2 * FLOP_NS * 1e-9
+        return total
     expected = messages()
+    # late panels' updates are shorter than the 5 ms in flight and hide only themselves
+    hidden = sum(min(2 * (4000 - k * 80) ** 2 * 80 / 2 * FLOP_NS * 1e-9, in_flight) for k in range(49))
+    assert in_flight == pytest.approx(0.005) and 30 * in_flight < hidden < 49 * in_flight
+    assert messages(depth=0) - expected == pytest.approx(hidden)
+    assert predict(fed, cal, "A1B1", depth=0).parts["link_comm"] - across.parts["link_comm"] == pytest.approx(hidden)
     # and slow start, once each way, for the first 2.56 MB broadcast: the window grows
     # from 14.6 kB to the 1.0 MB BDP (0.8 Gb/s x 10 ms) in 6 round trips
     slow_start = 2 * 6 * 0.010004
@@ -74,7 +88,7 @@ def test_one_site_has_no_link_and_two_sites_pay_the_broadcast_across_it(write_fe
     assert messages() < expected
     assert predict(fed, cal, "A1B1").parts["link_comm"] == pytest.approx(messages())
     assert across.parts["local_comm"] == 0 and across.total_s > local.total_s
-    assert across.link_bytes == pytest.approx(sum((4000 - k * 80) * 80 * 8 + 2 * 80 * 8 for k in range(50)))
+    assert across.link_bytes == pytest.approx(sum((4000 - k * 80) * 80 * 8 + 80 * 8 for k in range(50)))
 
 
 def test_a_2x2_grid_split_by_rows_crosses_the_link_along_columns(write_fed):
@@ -118,7 +132,7 @@ def test_calibration_takes_one_node_runs_only(write_fed):
 def test_ranks_per_node_puts_several_ranks_on_a_node(write_fed):
     fed, cal = setup(write_fed)
     nodes = parse("A1B1", fed).nodes(fed)
-    four = hpl.Hpl().predict(fed, cal, "A1B1", nodes, Namespace(n=4000, nb=80, grid=None, ranks_per_node=2))
+    four = hpl.Hpl().predict(fed, cal, "A1B1", nodes, Namespace(n=4000, nb=80, grid=None, ranks_per_node=2, depth=1))
     assert four.parts["compute"] == pytest.approx(predict(fed, cal, "A2B2").parts["compute"])
     assert "2x2 grid" in four.notes[0]
 

@@ -11,11 +11,15 @@ them, node after node in the placement's order)
   from one-node runs (calibration `hpl_n`, `hpl_flop_ns`: time per flop);
 - panel factorisation, along a process column: NB log2 P exchanges of 2 NB doubles;
 - panel broadcast, along a process row: with the increasing ring (modified) one
-  message of m NB / P doubles lies on the critical path;
+  message of m NB / P doubles lies on the critical path; with look-ahead (depth >= 1,
+  HPL's default here) its time in flight on the link overlaps the update with the
+  previous panel, up to that update's length (its serialisation does not: MPI moves
+  the bytes only when the ranks call into it);
 - row swaps of the update, along a process column: log2 P + P - 1 messages carrying
   3 m NB / Q doubles in all;
-- backward substitution: per panel two messages of NB doubles from one diagonal
-  block's owner to the next (across the link when rows or columns cross it).
+- backward substitution (HPL_pdtrsv): per block the solution block one step down its
+  process column (P > 1) and the partial update of NB doubles to the next process
+  column (Q > 1), across the link when columns or rows cross it.
 A message between ranks at two sites costs what network.mpi_message_s says (the
 link's extra latency, its rate, a round trip per full TCP send buffer); the link
 carries the messages of every process row (or column) that crosses it at once, so
@@ -59,6 +63,9 @@ class Hpl:
         ap.add_argument("--ranks-per-node", type=positive_int, default=1,
                         help="ranks per node, as `geofed bench hpl` runs them (default 1)")
         ap.add_argument("--grid", help="process grid PxQ (default: as square as the node count allows, P <= Q)")
+        ap.add_argument("--depth", type=int, choices=(0, 1, 2), default=1,
+                        help="HPL's look-ahead depth, as `geofed bench hpl --depth` (default 1; 1 or 2: a "
+                             "panel's broadcast overlaps the previous panel's update)")
 
     def predict(self, fed, cal, placement, nodes, args) -> Prediction:
         from geofed.apps.hpl import params as hpl_params
@@ -74,26 +81,37 @@ class Hpl:
         cols = [sites[c::q] for c in range(q)]
         row_pair, row_flows = _worst(rows)
         col_pair, col_flows = _worst(cols)
-        # the diagonal blocks' owners move along rows and columns alike
-        back_pair = next((pair for pair, size in ((row_pair, q), (col_pair, p)) if size > 1 and pair[0] != pair[1]),
-                         row_pair if q > 1 else col_pair)
         local = link = 0.0
         link_bytes = 0.0
         first: dict[tuple, tuple] = {}  # step -> (pair, flows, bytes) of its first, largest message
+        previous_update = 0.0
         for k in range(math.ceil(n / nb)):
             m = n - k * nb
-            steps = []
+            update = 2 * m * m * nb / (p * q) * per_flop  # this step's trailing update (DGEMM) on a rank
+            steps = []  # (pair, flows, messages, bytes, seconds of it hidden behind computation)
             if p > 1:
-                steps.append((col_pair, col_flows, nb * math.log2(p), 2 * nb * DOUBLE))  # panel factorisation
+                steps.append((col_pair, col_flows, nb * math.log2(p), 2 * nb * DOUBLE, 0.0))  # panel factorisation
                 swaps = math.log2(p) + p - 1
-                steps.append((col_pair, col_flows, swaps, 3 * m * nb / q * DOUBLE / swaps))  # row swaps
+                steps.append((col_pair, col_flows, swaps, 3 * m * nb / q * DOUBLE / swaps, 0.0))  # row swaps
             if q > 1:
-                steps.append((row_pair, row_flows, 1, m * nb / p * DOUBLE))  # panel broadcast
-            if p * q > 1:
-                steps.append((back_pair, 1, 2, nb * DOUBLE))  # backward substitution
-            for i, ((a, b), flows, count, nbytes) in enumerate(steps):
+                # With look-ahead, panel k is on the fibre while the ranks update with panel
+                # k - 1: its time in flight is hidden, up to that update's length. Putting
+                # its bytes on the wire is not: without a progress thread MPI moves them
+                # only when the ranks call into it (ma-hd's bandwidth-bound broadcasts
+                # showed no overlap, icm-task's latency-bound ones did).
+                in_flight = route(fed, *row_pair, cal).extra_one_way_s
+                hidden = min(previous_update, in_flight) if args.depth else 0.0
+                steps.append((row_pair, row_flows, 1, m * nb / p * DOUBLE, hidden))  # panel broadcast
+            # Backward substitution (HPL_pdtrsv), per block: the solution block down its
+            # process column, then the partial update to the next process column.
+            if p > 1:
+                steps.append((col_pair, 1, 1, nb * DOUBLE, 0.0))
+            if q > 1:
+                steps.append((row_pair, 1, 1, nb * DOUBLE, 0.0))
+            previous_update = update
+            for i, ((a, b), flows, count, nbytes, hidden) in enumerate(steps):
                 first.setdefault(i, ((a, b), flows, nbytes))
-                t = count * mpi_message_s(fed, cal, a, b, nbytes, flows)
+                t = max(0.0, count * mpi_message_s(fed, cal, a, b, nbytes, flows) - hidden)
                 if a != b:
                     link += t
                     link_bytes += count * nbytes * flows
@@ -168,7 +186,7 @@ def speedup_curve(fed, cal, n: int, nb: int, ranks_per_node: int, ranks: list[in
                     any(m > site.nodes for (site, _), m in zip(groups, nodes_each)):
                 continue
             code = "".join(f"{site.code}{m}" for (site, _), m in zip(groups, nodes_each))
-            args = Namespace(n=n, nb=nb, grid=None, ranks_per_node=ranks_per_node)
+            args = Namespace(n=n, nb=nb, grid=None, ranks_per_node=ranks_per_node, depth=1)
             pred = model.predict(fed, cal, code, parse_placement(code, fed).nodes(fed), args)
             row[key] = {"placement": code, "time_s": pred.total_s, "speedup": t1 / pred.total_s,
                         "parts": dict(pred.parts), "link_bytes": pred.link_bytes}

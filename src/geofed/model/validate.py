@@ -110,14 +110,16 @@ def _hpl_rows(fed, cal, data, where) -> list[dict]:
     if "ranks_per_site" in data:  # bench.hpl
         if len(data["ranks_per_site"]) < 2 or data["where"] != "testbed":
             return []
+        depth = data["params"]["depth"]
         runs = [(data["placement"], data["ranks_per_node"], r["n"], r["nb"], r["p"], r["q"], r["time_s"])
                 for r in data["rows"] if r["passed"]]
-    else:  # bench.hpl.sweep
+    else:  # bench.hpl.sweep: HPL.dat's defaults, look-ahead depth 1
+        depth = 1
         runs = [(r["placement"], 1, r["n"], r["nb"], r["p"], r["q"], r["time_s"]) for r in data.get("rows", [])
                 if len(r["sites"]) > 1]
     out = []
     for placement, per_node, n, nb, p, q, measured in runs:
-        args = Namespace(n=n, nb=nb, grid=f"{p}x{q}", ranks_per_node=per_node)
+        args = Namespace(n=n, nb=nb, grid=f"{p}x{q}", ranks_per_node=per_node, depth=depth)
         pred = model.predict(fed, cal, placement, _nodes_of(fed, placement), args)
         out.append(_row("hpl", placement, {"n": n, "nb": nb, "grid": args.grid}, measured, "s", pred, where))
     return out
