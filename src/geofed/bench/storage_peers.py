@@ -8,10 +8,11 @@ drop geofed makes) and -e -i 2 (random write), each only when asked for. Its rat
 kB/s (1024 B) from its text table.
 
 Two differences remain by design: IOzone reads a file's first record before its clock
-starts, so where the file is not in memory as a read or reread pass begins (after a drop;
-on sshfs, at every open) that pass is partly served from memory (the record and the
-read-ahead it starts: all of a small file; storage.iozone_prereads); and its random operations are
-lseek + read/write, one more system call per record than geofed's and fio's pread/pwrite.
+starts, so where the file is not in memory as a read or reread pass begins (after a
+drop; on sshfs, at every open) that pass is partly served from memory (the record and
+the read-ahead it starts: all of a small file; storage.iozone_prereads); and its random
+operations are lseek + read/write, one more system call per record than geofed's and
+fio's pread/pwrite.
 
 fio runs one job per operation in IOzone's order, each after the last (stonewall), with
 psync (pwrite/pread, as geofed), no preallocation (fallocate=none: a new file's blocks

@@ -84,6 +84,8 @@ class Hpl:
         local = link = 0.0
         link_bytes = 0.0
         first: dict[tuple, tuple] = {}  # step -> (pair, flows, bytes) of its first, largest message
+        # a broadcast's time on the fibre, the part of it look-ahead can hide (below)
+        in_flight = route(fed, *row_pair, cal).extra_one_way_s if args.depth else 0.0
         previous_update = 0.0
         for k in range(math.ceil(n / nb)):
             m = n - k * nb
@@ -99,8 +101,7 @@ class Hpl:
                 # its bytes on the wire is not: without a progress thread MPI moves them
                 # only when the ranks call into it (ma-hd's bandwidth-bound broadcasts
                 # showed no overlap, icm-task's latency-bound ones did).
-                in_flight = route(fed, *row_pair, cal).extra_one_way_s
-                hidden = min(previous_update, in_flight) if args.depth else 0.0
+                hidden = min(previous_update, in_flight)
                 steps.append((row_pair, row_flows, 1, m * nb / p * DOUBLE, hidden))  # panel broadcast
             # Backward substitution (HPL_pdtrsv), per block: the solution block down its
             # process column, then the partial update to the next process column.
