@@ -113,8 +113,9 @@ def _hpl_rows(fed, cal, data, where) -> list[dict]:
         depth = data["params"]["depth"]
         runs = [(data["placement"], data["ranks_per_node"], r["n"], r["nb"], r["p"], r["q"], r["time_s"])
                 for r in data["rows"] if r["passed"]]
-    else:  # bench.hpl.sweep: HPL.dat's defaults, look-ahead depth 1
-        depth = 1
+    else:  # bench.hpl.sweep runs HPL.dat's default look-ahead
+        from geofed.apps.hpl.params import Params
+        depth = Params.depth
         runs = [(r["placement"], 1, r["n"], r["nb"], r["p"], r["q"], r["time_s"]) for r in data.get("rows", [])
                 if len(r["sites"]) > 1]
     out = []
