@@ -54,13 +54,18 @@ def measure_link(fed, a_node, b_node, count: int) -> dict:
     finally:
         core.set_link_delay(plan, link.name, None)
     med = {k: statistics.median(v) for k, v in blocks.items()}
+    # each block's link less the floor measured just before it: their scatter is the
+    # measurement's own, what the host's drift does to a contribution on this link
+    paired = {w: [x - f for x, f in zip(blocks[w], blocks[f"{w}_floor"])] for w in ("probe", "mpi")}
     state = core.read_state(plan)
     state["emulators"][link.name]["floor"]["mpi_one_way_us"] = {"median": med["mpi_floor"]}
     core.write_state(plan, state)
     return {
         "probe": {"min_one_way_us": probe_min, "median_one_way_us": med["probe"],
-                  "floor_one_way_us": med["probe_floor"], "contribution_us": med["probe"] - med["probe_floor"]},
+                  "floor_one_way_us": med["probe_floor"], "contribution_us": med["probe"] - med["probe_floor"],
+                  "block_contributions_us": paired["probe"]},
         "mpi": {"min_one_way_us": mpi_min, "median_one_way_us": med["mpi"],
-                "floor_one_way_us": med["mpi_floor"], "contribution_us": med["mpi"] - med["mpi_floor"]},
+                "floor_one_way_us": med["mpi_floor"], "contribution_us": med["mpi"] - med["mpi_floor"],
+                "block_contributions_us": paired["mpi"]},
         "blocks": BLOCKS, "samples_per_block": per_block,
     }
