@@ -66,13 +66,25 @@ def interface() -> str | None:
 SEED_FIX = "libgeofed_sstseed.so"
 
 
-def preload_argv() -> list[str]:
-    """The prefix that starts an SST process with EVPath's seed fix preloaded (sstseed.c).
+# glibc hands blocks over 32 MiB (a step at L = 128: 33.6 MB) to mmap and trims the heap
+# once 2 blocks' worth is free, so every step's buffers came back as fresh pages: 9,000
+# page faults per step in the writer, and a consumer spent about 40 % of its CPU zeroing them.
+# Keeping freed memory for the next step took one SST stream to two consumers from 52 to
+# 70 % of the link (bench/grayscott_fanout.py, docs/grayscott.md).
+KEEP_STEP_BUFFERS = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1073741824"
 
-    Without it, two processes whose pid + time agree when they open a stream get the
-    same EVPath connection-manager ID, and a third one mixes up their connections.
+
+def preload_argv() -> list[str]:
+    """The prefix that starts an SST process: EVPath's seed fix preloaded (sstseed.c),
+    freed step buffers kept for the next step, one BLAS thread.
+
+    Without the seed fix, two processes whose pid + time agree when they open a stream
+    get the same EVPath connection-manager ID, and a third one mixes up their connections.
+    OpenBLAS's idle threads spin on the cores the stream needs; no part here calls BLAS
+    on large matrices.
     """
-    return ["env", f"LD_PRELOAD={native.library(SEED_FIX)}"]
+    tunables = ":".join(filter(None, [os.environ.get("GLIBC_TUNABLES"), KEEP_STEP_BUFFERS]))
+    return ["env", f"LD_PRELOAD={native.library(SEED_FIX)}", f"GLIBC_TUNABLES={tunables}", "OPENBLAS_NUM_THREADS=1"]
 
 
 def _params(engine: str, extra: dict[str, str]) -> dict[str, str]:
