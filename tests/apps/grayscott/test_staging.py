@@ -27,7 +27,7 @@ def test_every_step_reaches_two_pdf_ranks_and_the_plotters_intact(tmp_path):
         "sim": start(["geofed.apps.grayscott.simulation", str(tmp_path / "s.json"), "--stream", gs, "--readers", "3",
                       "--result", str(tmp_path / "sim.json"), *t]),
         "pdf": subprocess.Popen([binary("mpiexec"), "-n", "2", *PY, "-m", "geofed.apps.grayscott.pdf", "--stream", gs,
-                                 "--out-stream", pdfs, "--bins", "16", "--result", str(tmp_path / "pdf.json"), *t],
+                                 "--out-stream", pdfs, "--bins", "16", "--planes", "20", "--result", str(tmp_path / "pdf.json"), *t],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
         "gplot": start(["geofed.apps.grayscott.gplot", "--stream", gs, "--frames", str(tmp_path / "fr"),
                         "--result", str(tmp_path / "gplot.json"), *t]),
@@ -50,6 +50,23 @@ def test_every_step_reaches_two_pdf_ranks_and_the_plotters_intact(tmp_path):
     assert [(r["step"], r["digest"]) for r in res["pdfplot"]["steps"]] == \
         [(r["step"], r["out_digest"]) for r in res["pdf"]["steps"]]
     assert len(res["gplot"]["frames"]) == 4 and (tmp_path / "fr" / "cross-section.gif").stat().st_size > 0
+
+
+def test_a_wrong_plane_count_is_one_line_and_leaves_no_file(tmp_path):
+    (tmp_path / "s.json").write_text(json.dumps({"L": 12, "steps": 10, "plotgap": 10}))
+    gs, out = str(tmp_path / "gs"), tmp_path / "pdf.bp"
+    sim = start(["geofed.apps.grayscott.simulation", str(tmp_path / "s.json"), "--stream", gs, "--readers", "1",
+                 "--connect-timeout", "60"])
+    analysis = start(["geofed.apps.grayscott.pdf", "--stream", gs, "--out-engine", "BP5", "--out-file", str(out),
+                      "--planes", "13", "--connect-timeout", "60"])
+    try:
+        _, err = analysis.communicate(timeout=120)
+    finally:
+        sim.kill(), analysis.kill()
+        sim.communicate()
+    assert analysis.returncode == 2
+    assert f"--planes 13, but step 10 of {gs} has 12 planes" in err
+    assert not out.exists()
 
 
 def test_a_slow_consumer_makes_the_writer_wait_and_loses_nothing(tmp_path):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from geofed.apps.grayscott import workflow
+from geofed.apps.grayscott import bench, workflow
 
 
 def sim_rows(*published):
@@ -32,4 +32,7 @@ def test_a_consumer_that_asked_late_gets_no_rate():
     assert rows[1]["link_mbps"] is None
     summary = workflow.transfer_summary(rows, 4.0, 8_100_000)
     assert summary["steps_measured"] == {"pdf": 1, "gplot": 2}
+    assert summary["behind_steps"] == {"pdf": [20], "gplot": []}
+    assert bench.behind_at(summary) == "20"
+    assert bench.behind_at(workflow.transfer_summary(rows[:1], 4.0, None)) == "none"
     assert summary["configured_mbps"] == 4000 and summary["payload_bytes"] == 16_000_000

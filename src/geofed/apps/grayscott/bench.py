@@ -98,7 +98,7 @@ def format_table(rec: dict) -> str:
     d = rec["data"]
     head = (f"{'L':>4} {'steps':>5} {'MB/out':>6} {'off ms/step':>11} {'on ms/step':>10} {'overhead':>8} "
             f"{'staging ms/step':>15} {'of off':>7} {'compute off/on':>14} {'pdf Mb/s':>8} {'gplot Mb/s':>10} "
-            f"{'both Mb/s':>9} {'link Mb/s':>9} {'carried MB':>10} {'intact':>6}")
+            f"{'both Mb/s':>9} {'link Mb/s':>9} {'carried MB':>10} {'behind at':>9} {'intact':>6}")
     lines = [head]
     for c in d["cases"]:
         on, x = c["on"], c["on"]["transfer"]
@@ -109,9 +109,15 @@ def format_table(rec: dict) -> str:
                      f"{c['off']['compute_ms']:>7.1f}/{on['compute_ms']:<6.1f} {mb(rate.get('pdf')):>8} {mb(rate.get('gplot')):>10} "
                      f"{mb(x['median_link_mbps']):>9} {mb(x['configured_mbps']):>9} "
                      f"{'-' if x['link_bytes'] is None else format(x['link_bytes'] / 1e6, '.0f'):>10} "
-                     f"{'yes' if on['intact'] else 'NO':>6}")
+                     f"{behind_at(x):>9} {'yes' if on['intact'] else 'NO':>6}")
     lines.append(f"link {d['sim_site']}-{d['analysis_site']}: RTT {d['link']['rtt_ms']:.3g} ms, "
                  f"{d['link']['bandwidth_gbps']:g} Gb/s; medians over output intervals; staging: the simulation's "
                  f"time outside its stencil (gather, staging, waiting for the writer); Mb/s: step bytes over "
-                 f"EndStep-to-arrival (common clock), per consumer and for both together")
+                 f"EndStep-to-arrival (common clock), per consumer and for both together; behind at: the output "
+                 f"steps some consumer asked for only after they were published")
     return "\n".join(lines)
+
+
+def behind_at(transfer: dict) -> str:
+    steps = sorted({s for v in transfer.get("behind_steps", {}).values() for s in v})
+    return ",".join(map(str, steps)) or "none"

@@ -35,18 +35,22 @@ def main(argv: list[str] | None = None) -> int:
 
     frames_dir = Path(args.frames)
     frames_dir.mkdir(parents=True, exist_ok=True)
-    reader = consumer.open_reader(args, "cross-section plot", ["U", "V"])
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.8))
 
-    def draw(r):
+    def pick(r):
+        return {name: cross_section(r.arrays[name], args.axis, args.index) for name in ("U", "V")}
+
+    def draw(step, picked):
         for ax, name, cmap in zip(axes, ("U", "V"), ("viridis", "magma")):
             ax.clear()
-            img, i = cross_section(r.arrays[name], args.axis, args.index)
+            img, i = picked[name]
             ax.imshow(img, cmap=cmap, origin="lower")
             ax.set_title(f"{name}, {args.axis} = {i}")
-        fig.suptitle(f"Gray-Scott step {r.step}")
+        fig.suptitle(f"Gray-Scott step {step}")
 
-    return consumer.plot_frames(args, reader, "gplot", "cross-section", fig, draw)
+    drawer = consumer.FrameDrawer(fig, draw, frames_dir, "cross-section")  # before the stream: it forks
+    reader = consumer.open_reader(args, "cross-section plot", ["U", "V"])
+    return consumer.plot_frames(args, reader, "gplot", drawer, pick)
 
 
 if __name__ == "__main__":

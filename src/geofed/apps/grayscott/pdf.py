@@ -13,6 +13,7 @@ tutorial's pdf_calc, readable with bpls or adios2's Python API afterwards.
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 
@@ -33,6 +34,15 @@ def slice_pdfs(f: np.ndarray, lo: float, hi: float, bins: int) -> tuple[np.ndarr
     return counts / (flat.shape[1] * width), edges
 
 
+def open_outputs(args, planes: int) -> list[stream.Writer]:
+    """The writers of the PDFs (planes x bins per field, and the bin edges): to the
+    plotter's stream and/or the BP5 file."""
+    shapes = {"U/pdf": (planes, args.bins), "V/pdf": (planes, args.bins)}
+    bins = {"U/bins": (args.bins + 1,), "V/bins": (args.bins + 1,)}
+    return [stream.Writer(path, engine, args.out_readers, shapes, args.connect_timeout, "pdf analysis", extras=bins)
+            for path, engine in ((args.out_stream, args.out_engine), (args.out_file, "BP5")) if path]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = consumer.arguments("geofed.apps.grayscott.pdf", __doc__)
     ap.add_argument("--bins", type=int, default=100)
@@ -40,11 +50,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-engine", default="SST", help="SST (to the PDF plotter) or BP5 (a file)")
     ap.add_argument("--out-readers", type=int, default=1, help="SST readers of --out-stream")
     ap.add_argument("--out-file", help="also write the PDFs to this BP5 file, at this site (the tutorial's pdf.bp)")
+    ap.add_argument("--planes", type=int, help="the stream's plane count (the simulation's L): opens the outputs "
+                    "before the first step instead of at it, whose rendezvous with the PDF plotter would "
+                    "otherwise hold up that step")
     args = ap.parse_args(argv)
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
+    writers = open_outputs(args, args.planes) if rank == 0 and args.planes else None
     reader = consumer.open_reader(args, f"pdf analysis (rank {rank})", ["U", "V"])
-    writers, rows = None, []  # opened at the first step, which gives the slice count
+    rows = []
     try:
         for r in reader.steps((rank, size)):
             t0 = time.perf_counter()
@@ -62,15 +76,17 @@ def main(argv: list[str] | None = None) -> int:
             out = {f"{n}/pdf": np.concatenate([p[0][n] for p in parts]) for n in ("U", "V")}
             analysis_s = time.perf_counter() - t0
             stage_s, out_digest = 0.0, None
-            if writers is None:
-                writers = []
-                L = out["U/pdf"].shape[0]
-                shapes = {"U/pdf": (L, args.bins), "V/pdf": (L, args.bins)}
-                bins = {"U/bins": (args.bins + 1,), "V/bins": (args.bins + 1,)}
-                for path, engine in ((args.out_stream, args.out_engine), (args.out_file, "BP5")):
-                    if path:
-                        writers.append(stream.Writer(path, engine, args.out_readers, shapes, args.connect_timeout,
-                                                     "pdf analysis", extras=bins))
+            planes = out["U/pdf"].shape[0]
+            if writers is None:  # the first step gives the plane count
+                writers = open_outputs(args, planes)
+            elif args.planes and planes != args.planes:
+                print(f"pdf analysis: --planes {args.planes}, but step {r.step} of {args.stream} has {planes} "
+                      f"planes", file=sys.stderr, flush=True)
+                for w in writers:
+                    w.close()
+                if args.out_file:  # empty: nothing was written to it
+                    shutil.rmtree(args.out_file, ignore_errors=True)
+                comm.Abort(2)
             for w in writers:
                 written = w.write(r.step, {**out, "U/bins": edges["U"], "V/bins": edges["V"]})
                 stage_s, out_digest = stage_s + written.stage_s, written.digest

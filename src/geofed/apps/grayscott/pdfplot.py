@@ -23,20 +23,25 @@ def main(argv: list[str] | None = None) -> int:
 
     frames_dir = Path(args.frames)
     frames_dir.mkdir(parents=True, exist_ok=True)
-    reader = consumer.open_reader(args, "pdf plot", ["U/pdf", "V/pdf"], extras=("U/bins", "V/bins"))
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.4))
 
-    def draw(r):
+    def pick(r):
         i = r.arrays["U/pdf"].shape[0] // 2 if args.slice is None else args.slice
+        return i, {name: (r.arrays[f"{name}/pdf"][i], r.arrays[f"{name}/bins"]) for name in ("U", "V")}
+
+    def draw(step, picked):
+        i, pdfs = picked
         for ax, name in zip(axes, ("U", "V")):
             ax.clear()
-            ax.stairs(r.arrays[f"{name}/pdf"][i], r.arrays[f"{name}/bins"], fill=True)
+            ax.stairs(*pdfs[name], fill=True)
             ax.set_xlabel(name)
             ax.set_ylabel("probability density")
-        fig.suptitle(f"PDFs of slice {i}, step {r.step}")
+        fig.suptitle(f"PDFs of slice {i}, step {step}")
         fig.tight_layout()
 
-    return consumer.plot_frames(args, reader, "pdfplot", "pdf", fig, draw)
+    drawer = consumer.FrameDrawer(fig, draw, frames_dir, "pdf")  # before the stream: it forks
+    reader = consumer.open_reader(args, "pdf plot", ["U/pdf", "V/pdf"], extras=("U/bins", "V/bins"))
+    return consumer.plot_frames(args, reader, "pdfplot", drawer, pick)
 
 
 if __name__ == "__main__":

@@ -118,7 +118,8 @@ def plan_parts(fed: Federation, s: Settings, run_dir: Path, stream_dir: Path, *,
              [str(settings_path), "--stream", gs, "--readers", str(pdf_ranks + 1), *common,
               *(["--checkpoint", str(run_dir / CHECKPOINT)] if checkpoint else [])]),
         part("pdf", "the pdf analysis", pdf_site or analysis_site, 1, pdf_ranks,
-             ["--stream", gs, "--out-stream", pdf, "--out-readers", "1", "--out-file", str(run_dir / PDF_FILE), *common]),
+             ["--stream", gs, "--out-stream", pdf, "--out-readers", "1", "--out-file", str(run_dir / PDF_FILE),
+              "--planes", str(s.L), *common]),
         part("gplot", "the cross-section plot", plot_site or analysis_site, 1, 1,
              ["--stream", gs, "--frames", str(frames), "--every", str(frame_every), *common]),
         part("pdfplot", "the pdf plot", plot_site or analysis_site, 1, 1,
@@ -243,6 +244,10 @@ def transfer_summary(steps: list[dict], link_gbps: float | None, link_bytes: int
         "median_delivery_s": {n: statistics.median(r["consumers"][n]["delivery_s"] for r in steps
                                                    if n in r["consumers"]) for n in names},
         "steps_measured": {n: len(v) for n, v in per.items()},
+        # steps a consumer asked for only after they were published: still busy with
+        # the one before, or that one was late to arrive
+        "behind_steps": {n: [r["step"] for r in steps if n in r["consumers"] and r["consumers"][n]["behind"]]
+                         for n in names},
         "median_link_mbps": statistics.median(link) if link else None,
         "payload_bytes": payload,
         "link_bytes": link_bytes,
