@@ -24,6 +24,15 @@ def test_testbed_command_runs_at_the_storage_site_and_forces_tcp(icm):
     assert cmd.env["GEOFED_HOSTMAP"] == "198.18.2.1=G1,198.18.1.1=W1,198.18.1.2=W2"
 
 
+def test_ranks_beyond_the_host_cores_wait_without_holding_a_core(icm, monkeypatch):
+    monkeypatch.setattr(launch.os, "sched_getaffinity", lambda pid: {0, 1})
+    fits = launch.testbed_command(launch.Job(icm, parse("G1W1", icm), ["a.out"]))
+    assert not set(launch.OVERSUBSCRIBED_MPI_ENV) & set(fits.env)
+    over = launch.testbed_command(launch.Job(icm, parse("G1W1", icm), ["a.out"], ranks_per_node=2))
+    assert over.env["MPIR_CVAR_CH4_PROGRESS_THROTTLE"] == "1"
+    assert over.env["MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT"] == "512"
+
+
 def test_hostfile_maps_nth_host_of_a_site_to_node_n(icm, tmp_path):
     hf = tmp_path / "hosts"
     hf.write_text("# real cluster\nw001 W\nw002 W\ng01 G  # gdansk\n")

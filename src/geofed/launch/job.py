@@ -39,6 +39,18 @@ TESTBED_MPI_ENV = {
     # A rank that dies of a signal leaves its Python stack in the job's log.
     "PYTHONFAULTHANDLER": "1",
 }
+# The testbed puts every node on one host. When a job has more ranks than the host has
+# cores, a rank that polls while it waits holds a core that a computing rank, or the
+# rank a message has just reached, needs until the scheduler's slice ends (milliseconds,
+# where the link's latency is 145 us). With MPICH's progress throttle, a rank that
+# found nothing in 512 polls sleeps (usleep(1), about 55 us here) and gives its core
+# away: ma-hd's H2M2 HPL (4 ranks, 2 cores) came from 18-26 % to 2-12 % slower than the
+# model, whose ranks each have a core (64 polls: 7-15 %; MPICH's 4096: 9-19 %;
+# docs/hpl.md). A job with a core per rank polls as before.
+OVERSUBSCRIBED_MPI_ENV = {
+    "MPIR_CVAR_CH4_PROGRESS_THROTTLE": "1",
+    "MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT": "512",
+}
 
 
 @dataclass(frozen=True)
@@ -57,6 +69,9 @@ class Job:
     def nodes(self) -> list[Node]:
         return self.placement.nodes(self.fed)
 
+    def ranks(self) -> int:
+        return self.ranks_per_node * len(self.nodes())
+
     def env(self) -> dict[str, str]:
         """What every rank is told; its own node comes from the agent or GEOFED_HOSTMAP."""
         return {"GEOFED_PLACEMENT": self.placement.code, "GEOFED_FEDERATION": str(self.fed.path),
@@ -73,7 +88,7 @@ class Command:
 def _hosts_args(job: Job, hosts: dict[str, str]) -> list[str]:
     """Hydra fills each host's slots in order, so ranks follow the placement's nodes."""
     hostlist = ",".join(f"{hosts[n.name]}:{job.ranks_per_node}" for n in job.nodes())
-    return ["-hosts", hostlist, "-n", str(job.ranks_per_node * len(job.nodes()))] + job.argv
+    return ["-hosts", hostlist, "-n", str(job.ranks())] + job.argv
 
 
 def testbed_command(job: Job) -> Command:
@@ -90,6 +105,8 @@ def testbed_command(job: Job) -> Command:
     argv += _hosts_args(job, hosts)
     env = dict(TESTBED_MPI_ENV, GEOFED_TESTBED=job.fed.name, GEOFED_CPU_LIMIT=str(int(job.cpu_limit)),
                GEOFED_HOSTMAP=_hostmap(hosts), **job.env())
+    if job.ranks() > len(os.sched_getaffinity(0)):
+        env.update(OVERSUBSCRIBED_MPI_ENV)
     # The agent joins each node's cgroup, so mpiexec must see the host's /sys.
     return Command(in_netns_keep_mounts(head.netns, argv), env)
 
