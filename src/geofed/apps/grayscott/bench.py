@@ -119,5 +119,5 @@ def format_table(rec: dict) -> str:
 
 
 def behind_at(transfer: dict) -> str:
-    steps = sorted({s for v in transfer.get("behind_steps", {}).values() for s in v})
+    steps = sorted({s for v in transfer["behind_steps"].values() for s in v})
     return ",".join(map(str, steps)) or "none"
