@@ -42,8 +42,9 @@ def setup(write_fed, gbps=0.8):
     return fed, cal
 
 
-def predict(fed, cal, code, n=4000, nb=80, grid=None, depth=1):
-    return hpl.Hpl().predict(fed, cal, code, parse(code, fed).nodes(fed), Namespace(n=n, nb=nb, grid=grid, ranks_per_node=1, depth=depth))
+def predict(fed, cal, code, n=4000, nb=80, grid=None, depth=1, after=None):
+    return hpl.Hpl().predict(fed, cal, code, parse(code, fed).nodes(fed),
+                             Namespace(n=n, nb=nb, grid=grid, ranks_per_node=1, depth=depth, after=after))
 
 
 def test_compute_is_hpl_flops_at_the_one_node_rate(write_fed):
@@ -91,6 +92,34 @@ def test_one_site_has_no_link_and_two_sites_pay_the_broadcast_across_it(write_fe
     assert across.link_bytes == pytest.approx(sum((4000 - k * 80) * 80 * 8 + 80 * 8 for k in range(50)))
 
 
+def test_an_order_after_another_in_one_run_pays_only_the_doublings_beyond_its_window(write_fed):
+    fed, cal = setup(write_fed)
+    cold = predict(fed, cal, "A1B1")
+    rtt = 0.010004
+    # N = 1000 before: its first broadcast (640 kB) opened the window in 5 doublings,
+    # N = 4000's (2.56 MB, capped by the 1.0 MB BDP) needs 6: one more round trip each way
+    assert cold.parts["link_comm"] - predict(fed, cal, "A1B1", after=1000).parts["link_comm"] == \
+        pytest.approx(2 * 5 * rtt)
+    warm = predict(fed, cal, "A1B1", after=4000)
+    assert cold.parts["link_comm"] - warm.parts["link_comm"] == pytest.approx(2 * 6 * rtt)
+    assert not any("slow start" in n for n in warm.notes)
+    assert warm.parts["compute"] == cold.parts["compute"]
+
+
+def test_validation_predicts_each_order_of_a_run_after_the_one_before(write_fed):
+    from geofed.model import validate
+    fed, cal = setup(write_fed)
+    rows = [{"n": n, "nb": 80, "p": 1, "q": 2, "time_s": 1.0, "passed": True} for n in (1000, 4000, 4000)]
+    run = {"placement": "A1B1", "ranks_per_node": 1, "ranks_per_site": {"A": 1, "B": 1}, "where": "testbed",
+           "params": {"ns": [1000, 4000, 4000], "depth": 1}, "rows": rows}
+    sites = {"A1": ["A"], "A1B1": ["A", "B"]}
+    sweep = {"ns": [1000, 4000], "rows": [dict(r, placement=code, sites=sites[code])
+                                          for code in sites for r in rows[:2]]}
+    got = [r["params"]["after"] for r in validate._hpl_rows(fed, cal, run, "run.json")]
+    assert got == [None, 1000, 4000]
+    assert [r["params"]["after"] for r in validate._hpl_rows(fed, cal, sweep, "sweep.json")] == [None, 1000]
+
+
 def test_a_2x2_grid_split_by_rows_crosses_the_link_along_columns(write_fed):
     fed, cal = setup(write_fed)
     p = predict(fed, cal, "A2B2")  # rows A1 A2 | B1 B2: broadcasts local, swaps and factorisation across
@@ -132,7 +161,8 @@ def test_calibration_takes_one_node_runs_only(write_fed):
 def test_ranks_per_node_puts_several_ranks_on_a_node(write_fed):
     fed, cal = setup(write_fed)
     nodes = parse("A1B1", fed).nodes(fed)
-    four = hpl.Hpl().predict(fed, cal, "A1B1", nodes, Namespace(n=4000, nb=80, grid=None, ranks_per_node=2, depth=1))
+    four = hpl.Hpl().predict(fed, cal, "A1B1", nodes, Namespace(n=4000, nb=80, grid=None, ranks_per_node=2, depth=1,
+                                                                    after=None))
     assert four.parts["compute"] == pytest.approx(predict(fed, cal, "A2B2").parts["compute"])
     assert "2x2 grid" in four.notes[0]
 

@@ -105,24 +105,28 @@ def _obstacle_rows(fed, cal, data, where) -> list[dict]:
 
 
 def _hpl_rows(fed, cal, data, where) -> list[dict]:
-    """HPL runs whose ranks sit at two sites: every N of a run, every row of a sweep (one rank per node)."""
+    """HPL runs whose ranks sit at two sites: every N of a run, every row of a sweep (one
+    rank per node). A run solves its orders in turn over the same connections, so each
+    order after the first is predicted `after` the one before it."""
     model = registry.get("hpl")
     if "ranks_per_site" in data:  # bench.hpl
         if len(data["ranks_per_site"]) < 2 or data["where"] != "testbed":
             return []
-        depth = data["params"]["depth"]
-        runs = [(data["placement"], data["ranks_per_node"], r["n"], r["nb"], r["p"], r["q"], r["time_s"])
-                for r in data["rows"] if r["passed"]]
-    else:  # bench.hpl.sweep runs HPL.dat's default look-ahead
+        depth, rows = data["params"]["depth"], data["rows"]
+        runs = [(data["placement"], data["ranks_per_node"], r, rows[i - 1]["n"] if i else None)
+                for i, r in enumerate(rows) if r["passed"]]
+    else:  # bench.hpl.sweep runs HPL.dat's default look-ahead, every placement on data["ns"] in turn
         from geofed.apps.hpl.params import Params
-        depth = Params.depth
-        runs = [(r["placement"], 1, r["n"], r["nb"], r["p"], r["q"], r["time_s"]) for r in data.get("rows", [])
-                if len(r["sites"]) > 1]
+        depth, ns = Params.depth, data["ns"]
+        runs = [(r["placement"], 1, r, ns[i % len(ns) - 1] if i % len(ns) else None)
+                for i, r in enumerate(data.get("rows", [])) if len(r["sites"]) > 1]
     out = []
-    for placement, per_node, n, nb, p, q, measured in runs:
-        args = Namespace(n=n, nb=nb, grid=f"{p}x{q}", ranks_per_node=per_node, depth=depth)
+    for placement, per_node, r, after in runs:
+        args = Namespace(n=r["n"], nb=r["nb"], grid=f"{r['p']}x{r['q']}", ranks_per_node=per_node, depth=depth,
+                         after=after)
         pred = model.predict(fed, cal, placement, _nodes_of(fed, placement), args)
-        out.append(_row("hpl", placement, {"n": n, "nb": nb, "grid": args.grid}, measured, "s", pred, where))
+        out.append(_row("hpl", placement, {"n": args.n, "nb": args.nb, "grid": args.grid, "after": after},
+                        r["time_s"], "s", pred, where))
     return out
 
 
