@@ -4,9 +4,9 @@ Each workload (MDFS, obstacle, a benchmark, the Gray-Scott workflow) runs on a c
 of icm-task (own name, 9 ms link); once one of its ranks runs, the test sends SIGINT
 to geofed's process group as a terminal's Ctrl-C would, or lets `--timeout` pass.
 Afterwards: exit 130 or 124, exactly one line from geofed on stderr and no MPI abort
-banner, and no process of any job, no Hydra proxy, no /dev/shm/mpich_* file and no
-temporary geofed directory left. The same through the hostfile path (this machine
-as the one host of each site).
+banner, and no process of any job, no Hydra proxy, no /dev/shm/mpich_* file, no Hydra
+topology file (/tmp/hydra_hwloc_xmlfile_*) and no temporary geofed directory left.
+The same through the hostfile path (this machine as the one host of each site).
 """
 
 from __future__ import annotations
@@ -80,20 +80,23 @@ def job_processes(mark: str) -> list[tuple[int, bytes]]:
             if mine in (env := _environ(p).split(b"\0")) and any(x.startswith(b"GEOFED_JOB=") for x in env)]
 
 
-def mapped_shm() -> set[str]:
-    """MPICH shared-memory files that some live process maps (a running job's, not a leak)."""
+def in_use() -> set[str]:
+    """MPICH shared-memory files that some live process maps, Hydra topology files that
+    one holds open (a running job's, not a leak)."""
     found = set()
     for d in (d for d in os.listdir("/proc") if d.isdigit()):
         try:
             with open(f"/proc/{d}/maps") as f:
-                found |= {l.split("/dev/shm/", 1)[1].split()[0] for l in f if "/dev/shm/mpich" in l}
+                found |= {"/dev/shm/" + l.split("/dev/shm/", 1)[1].split()[0] for l in f if "/dev/shm/mpich" in l}
+            found |= {os.readlink(f"/proc/{d}/fd/{fd}") for fd in os.listdir(f"/proc/{d}/fd")}
         except OSError:
             pass
     return found
 
 
-def snapshot() -> dict:
-    return {"shm": {f for f in os.listdir("/dev/shm") if f.startswith("mpich")}}
+def snapshot() -> set[str]:
+    return {f"/dev/shm/{f}" for f in os.listdir("/dev/shm") if f.startswith("mpich")} | \
+        {f"/tmp/{f}" for f in os.listdir("/tmp") if f.startswith("hydra_hwloc_xmlfile_")}
 
 
 def _mpi_ready(pid: int) -> bool:
@@ -138,7 +141,7 @@ def assert_clean_end(proc: subprocess.Popen, before: dict, status: int, last_lin
     assert all(l.startswith("geofed: ") for l in lines), err[-3000:]
     assert "Traceback" not in err and "BAD TERMINATION" not in err + out
     assert job_processes(proc.mark) == []
-    leaked = snapshot()["shm"] - before["shm"] - mapped_shm()
+    leaked = snapshot() - before - in_use()
     assert leaked == set(), leaked
     assert list(proc.tmp.iterdir()) == []
     return lines[-1]

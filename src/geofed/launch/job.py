@@ -51,6 +51,8 @@ OVERSUBSCRIBED_MPI_ENV = {
     "MPIR_CVAR_CH4_PROGRESS_THROTTLE": "1",
     "MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT": "512",
 }
+# Hydra's proxy writes the node's hwloc topology here (the path is compiled in).
+HYDRA_TOPOLOGY_FILE = "/tmp/hydra_hwloc_xmlfile_"
 
 
 @dataclass(frozen=True)
@@ -216,11 +218,11 @@ def stop(proc: subprocess.Popen, job: Job) -> None:
     process group: they are found by the job id in their environment, so nothing of
     this job survives and no other job is touched. A proxy that its launcher was
     still starting appears after the first sweep, hence the repeats. MPICH leaves
-    its shared-memory segments behind when ranks are killed; the ones the job's
-    processes had mapped are removed.
+    its shared-memory segments behind when ranks are killed, and Hydra its topology
+    files when proxies are; the ones the job's processes held are removed.
     """
     # Before mpiexec goes: its end takes the ranks with it, and their maps.
-    shm = _shm_files(job_pids(job))
+    left = _left_files(job_pids(job))
     try:
         os.killpg(proc.pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -234,9 +236,9 @@ def stop(proc: subprocess.Popen, job: Job) -> None:
         pids = job_pids(job)
         if not pids:
             break
-        shm |= _shm_files(pids)
+        left |= _left_files(pids)
         terminate(pids)
-    for path in shm:
+    for path in left:
         Path(path).unlink(missing_ok=True)
 
 
@@ -246,8 +248,10 @@ def job_pids(job: Job) -> list[int]:
     return pids_with_env(pids, "GEOFED_JOB", job.id)
 
 
-def _shm_files(pids: list[int]) -> set[str]:
-    """MPICH's shared-memory files mapped by `pids` (other /dev/shm users are not ours)."""
+def _left_files(pids: list[int]) -> set[str]:
+    """Files of `pids` that a kill leaves behind: MPICH's shared-memory segments (mapped)
+    and Hydra's topology files (a proxy holds its /tmp/hydra_hwloc_xmlfile_* open and
+    removes it only when it ends cleanly). Other users' files are not ours."""
     files = set()
     for p in pids:
         try:
@@ -256,6 +260,10 @@ def _shm_files(pids: list[int]) -> set[str]:
                     path = line.rstrip("\n").split(maxsplit=5)[-1]
                     if path.startswith("/dev/shm/mpich"):
                         files.add(path.removesuffix(" (deleted)"))
+            for fd in os.listdir(f"/proc/{p}/fd"):
+                path = os.readlink(f"/proc/{p}/fd/{fd}")
+                if path.startswith(HYDRA_TOPOLOGY_FILE):
+                    files.add(path)
         except OSError:
             pass
     return files
