@@ -23,6 +23,7 @@ import pytest
 
 from conftest import GEOFED, needs_root
 from geofed import federation
+from geofed.launch import job
 from geofed.testbed import core
 
 pytestmark = [needs_root, pytest.mark.slow]
@@ -88,15 +89,15 @@ def in_use() -> set[str]:
         try:
             with open(f"/proc/{d}/maps") as f:
                 found |= {"/dev/shm/" + l.split("/dev/shm/", 1)[1].split()[0] for l in f if "/dev/shm/mpich" in l}
-            found |= {os.readlink(f"/proc/{d}/fd/{fd}") for fd in os.listdir(f"/proc/{d}/fd")}
         except OSError:
             pass
+        found |= job.open_files(int(d))
     return found
 
 
 def snapshot() -> set[str]:
     return {f"/dev/shm/{f}" for f in os.listdir("/dev/shm") if f.startswith("mpich")} | \
-        {f"/tmp/{f}" for f in os.listdir("/tmp") if f.startswith("hydra_hwloc_xmlfile_")}
+        {str(p) for p in Path(job.HYDRA_TOPOLOGY_FILE).parent.glob(Path(job.HYDRA_TOPOLOGY_FILE).name + "*")}
 
 
 def _mpi_ready(pid: int) -> bool:
@@ -132,7 +133,7 @@ def start(argv: list[str], cwd: Path) -> subprocess.Popen:
     return proc
 
 
-def assert_clean_end(proc: subprocess.Popen, before: dict, status: int, last_line: str) -> str:
+def assert_clean_end(proc: subprocess.Popen, before: set[str], status: int, last_line: str) -> str:
     out, err = proc.communicate(timeout=120)
     lines = [l for l in err.splitlines() if l.strip()]
     assert proc.returncode == status, (out[-2000:], err[-3000:])

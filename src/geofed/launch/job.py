@@ -260,10 +260,22 @@ def _left_files(pids: list[int]) -> set[str]:
                     path = line.rstrip("\n").split(maxsplit=5)[-1]
                     if path.startswith("/dev/shm/mpich"):
                         files.add(path.removesuffix(" (deleted)"))
-            for fd in os.listdir(f"/proc/{p}/fd"):
-                path = os.readlink(f"/proc/{p}/fd/{fd}")
-                if path.startswith(HYDRA_TOPOLOGY_FILE):
-                    files.add(path)
         except OSError:
             pass
+        files |= {path for path in open_files(p) if path.startswith(HYDRA_TOPOLOGY_FILE)}
     return files
+
+
+def open_files(pid: int) -> set[str]:
+    """What `pid`'s descriptors point at (a descriptor closed meanwhile is skipped)."""
+    paths = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return paths
+    for fd in fds:
+        try:
+            paths.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            pass
+    return paths
