@@ -99,8 +99,8 @@ class Hpl:
             # its bytes on the wire is not: without a progress thread MPI moves them
             # only when the ranks call into it (ma-hd's bandwidth-bound broadcasts
             # showed no overlap, icm-task's latency-bound ones did).
-            hidden = min(previous_update, in_flight)
-            steps = _panel_steps(m, nb, p, q, (row_pair, row_flows), (col_pair, col_flows), hidden)
+            broadcast_hidden = min(previous_update, in_flight)
+            steps = _panel_steps(m, nb, p, q, (row_pair, row_flows), (col_pair, col_flows), broadcast_hidden)
             previous_update = update
             for i, ((a, b), flows, count, nbytes, hidden) in enumerate(steps):
                 first.setdefault(i, ((a, b), flows, nbytes))
