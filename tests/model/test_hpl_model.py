@@ -126,6 +126,18 @@ def test_a_2x2_grid_split_by_rows_crosses_the_link_along_columns(write_fed):
     assert p.parts["link_comm"] > 0 and p.parts["local_comm"] > 0
 
 
+def test_the_emulators_cpu_counts_only_with_more_ranks_than_host_cores(write_fed):
+    fed, cal = setup(write_fed)
+    before = {code: predict(fed, cal, code) for code in ("A1B1", "A2B2")}
+    cal.crossing_cpu_ns_per_byte, cal.host_cores = 3.0, 2
+    two, four = predict(fed, cal, "A1B1"), predict(fed, cal, "A2B2")
+    # 2 ranks on 2 cores: the emulator runs on the core of the rank waiting for its bytes
+    assert two.parts == before["A1B1"].parts
+    # 4 ranks on 2 cores: every crossing byte's 3 ns of host CPU, spread over both cores
+    assert four.parts["link_comm"] - before["A2B2"].parts["link_comm"] == pytest.approx(four.link_bytes * 3e-9 / 2)
+    assert four.parts["compute"] == before["A2B2"].parts["compute"] and any("emulator" in n for n in four.notes)
+
+
 def test_a_faster_link_gains_less_than_in_proportion(write_fed):
     slow = predict(*setup(write_fed, gbps=0.8), "A1B1")
     fast = predict(*setup(write_fed, gbps=8.0), "A1B1")

@@ -218,9 +218,10 @@ def synthetic_records(fed, tuple_us=0.25, iter_s=4e-4):
         case(64, 99.0, 99.0)]}, **records.federation_meta(fed))
     pair = lambda cls, rtt, floor: {"class": cls, "rtt_ms": {"median": rtt},  # noqa: E731
                                     "link": {"floor_rtt_ms": floor} if floor is not None else None}
-    verify = records.make("testbed.verify", {"pairs": [
-        pair("intra-site", 0.020, None), pair("intra-site", 0.024, None), pair("inter-site", 10.1, 0.082)]},
-        **records.federation_meta(fed))
+    verify = records.make("testbed.verify", {"host_cores": 2, "pairs": [
+        dict(pair("intra-site", 0.020, None), host_cpu_ms_per_MB=1.2),
+        dict(pair("intra-site", 0.024, None), host_cpu_ms_per_MB=1.6),
+        dict(pair("inter-site", 10.1, 0.082), host_cpu_ms_per_MB=4.4)]}, **records.federation_meta(fed))
     return [("mpi", one_site), ("far", across), ("mdfs", sweep), ("obst", obst), ("gs", gs), ("gs_far", gs_far),
             ("verify", verify)]
 
@@ -243,12 +244,15 @@ def test_calibration_recovers_known_constants_and_ignores_inter_site_runs(fed, t
     # the testbed's crossing: (floor 82 us - 22 us inside a site) / 2, from `testbed verify`
     assert cal.crossing_us == pytest.approx(30.0) and "verify" in cal.sources
     assert cal.crossing_frame_bytes == 65536
+    # the emulator's CPU per byte: 4.4 ms/MB across the link less the median 1.4 inside a site
+    assert cal.crossing_cpu_ns_per_byte == pytest.approx(3.0) and cal.host_cores == 2
     # the one-site bw curve: every size at 100 us a message (size / (size / 100) MB/s)
     assert a["mpi_bw_sizes"] == [1, 1024, 65536]
     assert [cal.local_gap_s("A", n) for n in (1, 300, 65536)] == pytest.approx([100e-6] * 3)
     back = calibration.load(cal.save(tmp_path / "c.toml"), fed)
     assert back.sites == cal.sites and back.tcp_window_bytes == cal.tcp_window_bytes and back.transport == "tcp"
     assert back.crossing_us == pytest.approx(30.0) and back.crossing_frame_bytes == 65536
+    assert back.crossing_cpu_ns_per_byte == pytest.approx(3.0) and back.host_cores == 2
     cal.transport = "infiniband"
     assert calibration.load(cal.save(tmp_path / "c.toml"), fed).transport == "infiniband"
     (tmp_path / "c.toml").write_text((tmp_path / "c.toml").read_text().replace('"infiniband"', '"carrier pigeon"'))

@@ -104,11 +104,15 @@ def test_a_timed_out_job_leaves_no_rank_behind(icm):
         assert left == []
 
 
-def test_verify_passes_and_down_removes_everything(small):
+def test_verify_passes_and_down_removes_everything(small, tmp_path):
     assert run_geofed("testbed", "up", str(small)).returncode == 0
-    res = run_geofed("testbed", "verify", str(small), "--count", "100", "--seconds", "2")
+    res = run_geofed("testbed", "verify", str(small), "--count", "100", "--seconds", "2", "--out", str(tmp_path))
     assert res.returncode == 0, res.stdout + res.stderr
     assert "all pairs within tolerance" in res.stdout
+    data = json.loads(next(tmp_path.glob("testbed.verify-*.json")).read_text())["data"]
+    cpu = {p["class"]: p["host_cpu_ms_per_MB"] for p in data["pairs"]}
+    # the emulator's packet sockets and store-and-forward cost the host CPU a path inside a site does not
+    assert 0 < cpu["intra-site"] < cpu["inter-site"] and data["host_cores"] == os.cpu_count()
     pids = emulator_pids(federation.load(small))
     assert run_geofed("testbed", "down", str(small)).returncode == 0
     assert no_leftovers("gftest-small") == []

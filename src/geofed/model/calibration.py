@@ -4,13 +4,15 @@
 (bench.mpi, mdfs.sweep, bench.obstacle) and keeps only what was measured inside one
 site: the MPI latency curve and local rate, MDFS's cost per tuple, the obstacle
 solver's cost per iteration. Records of runs that crossed a link are skipped, so the
-inter-site side of every prediction comes from the federation file alone. One
-constant is the testbed's, not a node's: what its host adds to a crossing between
+inter-site side of every prediction comes from the federation file alone. Three
+constants are the testbed's, not a node's: what its host adds to a crossing between
 sites (a bridge and the link emulator's packet sockets beyond a path inside one
 site), from a `testbed verify` record: the probe's floor on the link (its round trip
 with the emulator holding nothing of the fibre) less its round trip inside a site;
-and that the emulator stores each GSO super-frame (up to 64 KiB) whole before the
-link serialises it.
+that the emulator stores each GSO super-frame (up to 64 KiB) whole before the
+link serialises it; and the host CPU the emulator spends per byte it forwards (a TCP
+stream's host CPU per byte across the link less inside a site) with the host's core
+count: on a host with more ranks than cores, that CPU comes out of their time.
 On a real federation there is no such record and the crossing costs nothing beyond
 the link's description.
 
@@ -70,6 +72,8 @@ class Calibration:
     transport: str = "tcp"
     crossing_us: float = 0.0  # the testbed host's one-way cost of crossing between sites
     crossing_frame_bytes: int = 0  # the most of a message the testbed's emulator stores before forwarding
+    crossing_cpu_ns_per_byte: float = 0.0  # the testbed host's CPU per byte crossing between sites
+    host_cores: int = 0  # the testbed host's cores, which its ranks and link emulator share
     sources: list[str] = field(default_factory=list)
     speeds: dict[str, float] = field(default_factory=dict)  # site speed from the federation file
     notes: list[str] = field(default_factory=list)  # what was borrowed from another site
@@ -105,6 +109,16 @@ class Calibration:
         x0, x1, y0, y1 = math.log(sizes[i - 1]), math.log(sizes[i]), us[i - 1], us[i]
         return (y0 + (y1 - y0) * (math.log(n) - x0) / (x1 - x0)) / 1e6
 
+    def crossing_cpu_s(self, link_bytes: float, ranks: int) -> float:
+        """Time the testbed's link emulator takes from a job's ranks to forward `link_bytes`.
+        With more ranks than host cores, computing ranks fill every core (the waiting ones
+        sleep, launch.job's progress throttle) and the emulator's CPU, spread over the
+        cores, adds to the run; with no more ranks than cores it takes the core of a rank
+        that waits for those bytes, and costs nothing. Zero on a real federation."""
+        if not self.crossing_cpu_ns_per_byte or ranks <= self.host_cores:
+            return 0.0
+        return link_bytes * self.crossing_cpu_ns_per_byte / 1e9 / self.host_cores
+
     def local_rate_Bps(self, site: str) -> float:
         return self.value(site, "mpi_bw_MBps", "MPI bandwidth inside a site") * 1e6
 
@@ -136,6 +150,8 @@ class Calibration:
                  f"transport = {_toml(self.transport)}",
                  f"crossing_us = {_toml(float(self.crossing_us))}",
                  f"crossing_frame_bytes = {self.crossing_frame_bytes}",
+                 f"crossing_cpu_ns_per_byte = {_toml(float(self.crossing_cpu_ns_per_byte))}",
+                 f"host_cores = {self.host_cores}",
                  f"sources = {_toml(self.sources)}"]
         for site in sorted(self.sites):
             lines.append(f"\n[site.{site}]")
@@ -173,6 +189,10 @@ def load(path: Path, fed) -> Calibration:
     cal.crossing_us = 0.0 if crossing == 0 else float(_number(crossing, path, "crossing_us"))
     frame = doc.get("crossing_frame_bytes", 0)
     cal.crossing_frame_bytes = 0 if frame == 0 else int(_number(frame, path, "crossing_frame_bytes"))
+    cpu = doc.get("crossing_cpu_ns_per_byte", 0.0)
+    cal.crossing_cpu_ns_per_byte = 0.0 if cpu == 0 else float(_number(cpu, path, "crossing_cpu_ns_per_byte"))
+    cores = doc.get("host_cores", 0)
+    cal.host_cores = 0 if cores == 0 else int(_number(cores, path, "host_cores"))
     if cal.transport not in TRANSPORTS:
         raise UserError(f"{path}: transport: expected one of {', '.join(TRANSPORTS)}, got {cal.transport!r}")
     for site, consts in doc.get("site", {}).items():
@@ -239,6 +259,10 @@ def fit(fed, recs: list[tuple[str, dict]]) -> Calibration:
                 cal.crossing_us = crossing
                 cal.crossing_frame_bytes = GSO_MAX_BYTES
                 used.add(where)
+            cpu = _crossing_cpu_ns_per_byte(data)
+            if cpu is not None:
+                cal.crossing_cpu_ns_per_byte, cal.host_cores = cpu, int(data["host_cores"])
+                used.add(where)
     for site, by_size in latency.items():
         sizes = sorted(by_size)
         consts = cal.sites.setdefault(site, {})
@@ -278,6 +302,16 @@ def _crossing_us(data: dict) -> float | None:
     if not inside or not floors:
         return None
     return round(max(0.0, statistics.median(floors) - statistics.median(inside)) / 2 * 1e3, 3)
+
+
+def _crossing_cpu_ns_per_byte(data: dict) -> float | None:
+    """Host CPU per byte the link adds: a stream's across it less one inside a site (ms/MB = ns/B)."""
+    pairs = data.get("pairs", [])
+    cost = {cls: [p["host_cpu_ms_per_MB"] for p in pairs if p.get("class") == cls and "host_cpu_ms_per_MB" in p]
+            for cls in ("intra-site", "inter-site")}
+    if not all(cost.values()) or not data.get("host_cores"):
+        return None
+    return round(max(0.0, statistics.median(cost["inter-site"]) - statistics.median(cost["intra-site"])), 3)
 
 
 def _stat(row: dict) -> float:

@@ -25,8 +25,12 @@ link's extra latency, its rate, a round trip per full TCP send buffer); the link
 carries the messages of every process row (or column) that crosses it at once, so
 they share its rate (seed 001 slide 20: the link "modelled as shared medium"), while
 each keeps its own local path. Over TCP, the connections across the link start cold:
-the first large message each way pays slow start's round trips (`_slow_start_s`). Local messages cost the one-site MPI curve. Only per-node
-constants are fitted (one-node HPL, one-site MPI); the link is the federation file's.
+the first large message each way pays slow start's round trips (`_slow_start_s`).
+Local messages cost the one-site MPI curve. On the testbed, with more ranks than host
+cores, the emulator's CPU for the bytes crossing the link comes out of the ranks'
+time (calibration.crossing_cpu_s). Only per-node constants are fitted (one-node HPL,
+one-site MPI) and the testbed host's (`testbed verify`); the link is the federation
+file's.
 """
 
 from __future__ import annotations
@@ -121,6 +125,11 @@ class Hpl:
         if warm:
             link += warm
             notes.append(f"TCP slow start across the link: {warm * 1e3:.0f} ms")
+        forwarding = cal.crossing_cpu_s(link_bytes, ranks)
+        if forwarding:
+            link += forwarding
+            notes.append(f"the testbed's link emulator forwarding {link_bytes / 1e6:.0f} MB on the ranks' "
+                         f"{cal.host_cores} cores: {forwarding * 1e3:.0f} ms")
         return prediction(self.name, placement, compute=compute, local_comm=local, link_comm=link,
                           link_bytes=link_bytes, notes=notes)
 

@@ -197,7 +197,8 @@ def check(fed, cal, recs: list[tuple[str, dict]], simgrid: bool = True) -> dict:
     why = add_simgrid(fed, cal, rows) if simgrid else "not asked (--simgrid)"
     calibration = {"sources": cal.sources, "notes": cal.notes, "sites": cal.sites,
                    "tcp_window_bytes": cal.tcp_window_bytes, "transport": cal.transport,
-                   "crossing_us": cal.crossing_us, "crossing_frame_bytes": cal.crossing_frame_bytes}
+                   "crossing_us": cal.crossing_us, "crossing_frame_bytes": cal.crossing_frame_bytes,
+                   "crossing_cpu_ns_per_byte": cal.crossing_cpu_ns_per_byte, "host_cores": cal.host_cores}
     return {"calibration": calibration, "rows": rows, "summary": summary(rows), "simgrid": why or "ran"}
 
 

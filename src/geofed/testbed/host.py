@@ -101,6 +101,13 @@ def sysctl(netns: str, key: str, value: str, required: bool = True) -> None:
         raise HostError(f"in {netns}: sysctl {key}={value}: {res.stderr.strip()}")
 
 
+def busy_cpu_s() -> float:
+    """Seconds the host's cores have spent busy since boot (every process and the kernel's
+    interrupts; /proc/stat's first line less idle and iowait)."""
+    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def netns_list() -> list[str]:
     res = ip("netns", "list", check=False)
     return [line.split()[0] for line in res.stdout.splitlines() if line.strip()]

@@ -12,12 +12,13 @@ configured, its goodput is within 10 % of that rate's payload share.
 
 from __future__ import annotations
 
+import os
 import statistics
 from typing import Callable
 
 from geofed.federation import TCP_PAYLOAD_PER_WIRE_BYTE, Federation
 from geofed.stats import percentile
-from geofed.testbed import probe
+from geofed.testbed import host, probe
 from geofed.testbed.core import read_state, require_root
 from geofed.testbed.plan import NodePlan, make_plan
 
@@ -25,6 +26,8 @@ RTT_TOLERANCE = 0.05
 PROPAGATION_SLACK = 0.01
 THROUGHPUT_TOLERANCE = 0.10
 INTRA_SITE_RTT_LIMIT_MS = 1.0
+CPU_PROBE_BYTES = 64 << 20
+CPU_PROBE_RUNS = 3
 
 
 def pairs(fed: Federation) -> list[tuple[NodePlan, NodePlan, str]]:
@@ -54,6 +57,7 @@ def verify(fed: Federation, rtt_count: int = 200, streams: int = 4, seconds: flo
         progress(f"measuring {src.node.name} -> {dst.node.name} ({cls})")
         samples, lost = probe.rtt_samples_ms(src, dst, count=rtt_count)
         mbps = probe.throughput_mbps(src, dst, streams=streams, seconds=seconds)
+        cpu = host_cpu_ms_per_mb(src, dst)
         configured_rtt = fed.rtt_ms(a, b)
         bw = fed.bandwidth_gbps(a, b)
         configured_mbps = bw * 1000 if bw else None
@@ -78,8 +82,20 @@ def verify(fed: Federation, rtt_count: int = 200, streams: int = 4, seconds: flo
             "throughput_mbps": {
                 "configured": configured_mbps, "measured": mbps, "streams": streams, "ok": tput_ok,
             },
+            "host_cpu_ms_per_MB": cpu,
         })
-    return {"pairs": results, "ok": all(r["rtt_ms"]["ok"] and r["throughput_mbps"]["ok"] for r in results)}
+    return {"pairs": results, "host_cores": os.cpu_count(),
+            "ok": all(r["rtt_ms"]["ok"] and r["throughput_mbps"]["ok"] for r in results)}
+
+
+def host_cpu_ms_per_mb(src: NodePlan, dst: NodePlan) -> float:
+    """Busy CPU seconds of the whole host per 10^6 bytes one TCP stream carries from src to dst, in ms."""
+    costs = []
+    for _ in range(CPU_PROBE_RUNS):
+        before = host.busy_cpu_s()
+        probe.throughput_mbps(src, dst, streams=1, nbytes=CPU_PROBE_BYTES)
+        costs.append((host.busy_cpu_s() - before) / (CPU_PROBE_BYTES / 1e6) * 1e3)
+    return statistics.median(costs)
 
 
 def link_check(fed: Federation, state: dict, a: str, b: str, samples: list[float]) -> dict:
@@ -98,13 +114,15 @@ def link_check(fed: Federation, state: dict, a: str, b: str, samples: list[float
 
 def format_table(data: dict) -> str:
     lines = [f"{'pair':<10} {'class':<11} {'RTT conf [ms]':>13} {'min':>9} {'median':>9} {'p99':>9} "
-             f"{'Mb/s conf':>9} {'measured':>9}  verdict"]
+             f"{'Mb/s conf':>9} {'measured':>9} {'CPU ms/MB':>9}  verdict"]
     for p in data["pairs"]:
         r, t = p["rtt_ms"], p["throughput_mbps"]
         conf = "-" if t["configured"] is None else f"{t['configured']:.0f}"
+        cpu = p.get("host_cpu_ms_per_MB")
+        cpu = "-" if cpu is None else f"{cpu:.2f}"
         verdict = "ok" if r["ok"] and t["ok"] else ("RTT off" if not r["ok"] else "throughput off")
         lines.append(f"{p['src'] + '-' + p['dst']:<10} {p['class']:<11} {r['configured']:>13.4f} {r['min']:>9.4f} "
-                     f"{r['median']:>9.4f} {r['p99']:>9.4f} {conf:>9} {t['measured']:>9.0f}  {verdict}")
+                     f"{r['median']:>9.4f} {r['p99']:>9.4f} {conf:>9} {t['measured']:>9.0f} {cpu:>9}  {verdict}")
     for p in data["pairs"]:
         k = p.get("link")
         if k:
