@@ -8,7 +8,8 @@ from geofed import records, report
 def verify_record(ok=True):
     pair = {"src": "W1", "dst": "G1", "class": "inter-site",
             "rtt_ms": {"configured": 9.004, "min": 9.01, "median": 9.03, "p99": 9.2, "samples": 200, "lost": 0, "ok": ok},
-            "throughput_mbps": {"configured": 4000.0, "measured": 3812.0, "streams": 4, "ok": True}}
+            "throughput_mbps": {"configured": 4000.0, "measured": 3812.0, "streams": 4, "ok": True},
+            "host_cpu_ms_per_MB": 4.217}
     return records.make("testbed.verify", {"pairs": [pair], "ok": ok}, federation="icm-task")
 
 
@@ -40,6 +41,7 @@ def test_report_has_a_section_per_kind_with_plots(tmp_path):
     page = report.render(recs, tmp_path).read_text()
     assert "Testbed verification" in page and "MPI job across a placement" in page
     assert "9.0300" in page and "FAIL" in page  # the measured median and the failed verdict
+    assert "host CPU [ms/MB]" in page and "4.22" in page
     assert "future.thing" in page  # unknown kinds are listed, not dropped silently
     assert (tmp_path / "pingpong-0.png").stat().st_size > 1000
     assert page.index("Testbed verification") < page.index("MPI job across a placement")

@@ -12,7 +12,7 @@ with the emulator holding nothing of the fibre) less its round trip inside a sit
 that the emulator stores each GSO super-frame (up to 64 KiB) whole before the
 link serialises it; and the host CPU the emulator spends per byte it forwards (a TCP
 stream's host CPU per byte across the link less inside a site) with the host's core
-count: on a host with more ranks than cores, that CPU comes out of their time.
+count: on a host with no core left over for the emulator, that CPU delays the ranks.
 On a real federation there is no such record and the crossing costs nothing beyond
 the link's description.
 
@@ -109,15 +109,17 @@ class Calibration:
         x0, x1, y0, y1 = math.log(sizes[i - 1]), math.log(sizes[i]), us[i - 1], us[i]
         return (y0 + (y1 - y0) * (math.log(n) - x0) / (x1 - x0)) / 1e6
 
-    def crossing_cpu_s(self, link_bytes: float, ranks: int) -> float:
+    def crossing_cpu_s(self, link_bytes: float, ranks: int, computing: float) -> float:
         """Time the testbed's link emulator takes from a job's ranks to forward `link_bytes`.
-        With more ranks than host cores, computing ranks fill every core (the waiting ones
-        sleep, launch.job's progress throttle) and the emulator's CPU, spread over the
-        cores, adds to the run; with no more ranks than cores it takes the core of a rank
-        that waits for those bytes, and costs nothing. Zero on a real federation."""
-        if not self.crossing_cpu_ns_per_byte or ranks <= self.host_cores:
+
+        Its CPU lands on the host's cores; it delays the run where the ranks' computation
+        needs every core, which is the share `computing` of the host's core time (the
+        ranks' compute over cores times the run), at most all of it. A core left over
+        takes the emulator for free: nothing with fewer ranks than cores. Zero on a real
+        federation (no such constant)."""
+        if not self.crossing_cpu_ns_per_byte or ranks < self.host_cores:
             return 0.0
-        return link_bytes * self.crossing_cpu_ns_per_byte / 1e9 / self.host_cores
+        return link_bytes * self.crossing_cpu_ns_per_byte / 1e9 / self.host_cores * min(1.0, computing)
 
     def local_rate_Bps(self, site: str) -> float:
         return self.value(site, "mpi_bw_MBps", "MPI bandwidth inside a site") * 1e6

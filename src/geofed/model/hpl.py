@@ -26,11 +26,11 @@ carries the messages of every process row (or column) that crosses it at once, s
 they share its rate (seed 001 slide 20: the link "modelled as shared medium"), while
 each keeps its own local path. Over TCP, the connections across the link start cold:
 the first large message each way pays slow start's round trips (`_slow_start_s`).
-Local messages cost the one-site MPI curve. On the testbed, with more ranks than host
-cores, the emulator's CPU for the bytes crossing the link comes out of the ranks'
-time (calibration.crossing_cpu_s). Only per-node constants are fitted (one-node HPL,
-one-site MPI) and the testbed host's (`testbed verify`); the link is the federation
-file's.
+Local messages cost the one-site MPI curve. On the testbed, with no host core left
+over, the emulator's CPU for the bytes crossing the link delays the ranks where their
+computation needs every core (calibration.crossing_cpu_s). Only per-node constants
+are fitted (one-node HPL, one-site MPI) and the testbed host's (`testbed verify`); the
+link is the federation file's.
 """
 
 from __future__ import annotations
@@ -125,7 +125,9 @@ class Hpl:
         if warm:
             link += warm
             notes.append(f"TCP slow start across the link: {warm * 1e3:.0f} ms")
-        forwarding = cal.crossing_cpu_s(link_bytes, ranks)
+        # the share of the host's core time the ranks spend computing, each at its node's rate
+        computing = ranks * compute / (cal.host_cores * (compute + local + link)) if cal.host_cores else 0.0
+        forwarding = cal.crossing_cpu_s(link_bytes, ranks, computing)
         if forwarding:
             link += forwarding
             notes.append(f"the testbed's link emulator forwarding {link_bytes / 1e6:.0f} MB on the ranks' "

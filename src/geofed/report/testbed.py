@@ -21,12 +21,13 @@ def verify(records: list[dict], outdir: Path) -> str:
     for p in r["data"]["pairs"]:
         rtt, tp = p["rtt_ms"], p["throughput_mbps"]
         conf_tp = "-" if tp["configured"] is None else f"{tp['configured']:.0f}"
+        cpu = p.get("host_cpu_ms_per_MB")  # records before 2026-11-26 lack it
         rows.append([f"{p['src']} → {p['dst']}", p["class"], f"{rtt['configured']:.4f}", f"{rtt['min']:.4f}",
                      f"{rtt['median']:.4f}", f"{rtt['p99']:.4f}", conf_tp, f"{tp['measured']:.0f}",
-                     "ok" if rtt["ok"] and tp["ok"] else "FAIL"])
+                     "-" if cpu is None else f"{cpu:.2f}", "ok" if rtt["ok"] and tp["ok"] else "FAIL"])
         classes.append("" if rtt["ok"] and tp["ok"] else "fail")
     head = ["pair", "class", "RTT configured [ms]", "min", "median", "p99",
-            "throughput configured [Mb/s]", "measured", "verdict"]
+            "throughput configured [Mb/s]", "measured", "host CPU [ms/MB]", "verdict"]
     return _meta(r) + table(head, rows, classes)
 
 
