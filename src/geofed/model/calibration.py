@@ -109,17 +109,17 @@ class Calibration:
         x0, x1, y0, y1 = math.log(sizes[i - 1]), math.log(sizes[i]), us[i - 1], us[i]
         return (y0 + (y1 - y0) * (math.log(n) - x0) / (x1 - x0)) / 1e6
 
-    def crossing_cpu_s(self, link_bytes: float, ranks: int, computing: float) -> float:
+    def crossing_cpu_s(self, link_bytes: float, ranks: int, compute_s: float, run_s: float) -> float:
         """Time the testbed's link emulator takes from a job's ranks to forward `link_bytes`.
 
-        Its CPU lands on the host's cores; it delays the run where the ranks' computation
-        needs every core, which is the share `computing` of the host's core time (the
-        ranks' compute over cores times the run), at most all of it. A core left over
-        takes the emulator for free: nothing with fewer ranks than cores. Zero on a real
-        federation (no such constant)."""
+        Its CPU lands on the host's cores and delays the run where the ranks' computation
+        needs every core: the share ranks x compute / (cores x run) of the cores' time, at
+        most all of it. A core left over takes the emulator for free: nothing with fewer
+        ranks than cores. Zero on a real federation (no such constant)."""
         if not self.crossing_cpu_ns_per_byte or ranks < self.host_cores:
             return 0.0
-        return link_bytes * self.crossing_cpu_ns_per_byte / 1e9 / self.host_cores * min(1.0, computing)
+        computing = min(1.0, ranks * compute_s / (self.host_cores * run_s))
+        return link_bytes * self.crossing_cpu_ns_per_byte / 1e9 / self.host_cores * computing
 
     def local_rate_Bps(self, site: str) -> float:
         return self.value(site, "mpi_bw_MBps", "MPI bandwidth inside a site") * 1e6

@@ -125,9 +125,7 @@ class Hpl:
         if warm:
             link += warm
             notes.append(f"TCP slow start across the link: {warm * 1e3:.0f} ms")
-        # the share of the host's core time the ranks spend computing, each at its node's rate
-        computing = ranks * compute / (cal.host_cores * (compute + local + link)) if cal.host_cores else 0.0
-        forwarding = cal.crossing_cpu_s(link_bytes, ranks, computing)
+        forwarding = cal.crossing_cpu_s(link_bytes, ranks, compute, compute + local + link)
         if forwarding:
             link += forwarding
             notes.append(f"the testbed's link emulator forwarding {link_bytes / 1e6:.0f} MB on the ranks' "
