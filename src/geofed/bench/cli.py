@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from geofed import federation, records
+from geofed import federation, records, validate
 from geofed.errors import JobFailed, UserError
 from geofed.progress import progress
 from geofed.validate import choices, positive_float, positive_int
@@ -31,7 +31,7 @@ def cmd_mpi(args) -> int:
     from geofed.bench import jobs, suite
     fed, placement = _placement(args)
     benches = suite.resolve(args.benchmarks)
-    suite.parse_sizes(args.sizes)
+    validate.parse_sizes(args.sizes)
     suite.check_ranks(benches, placement.node_count * args.ranks_per_node,
                       f"placement {placement.code} with {args.ranks_per_node} rank per node")
     argv = ["geofed.bench.mpi", *args.benchmarks, *suite.measure_argv(args)]
@@ -61,7 +61,7 @@ def cmd_matrix(args) -> int:
     else:  # every node of the federation
         placement = Placement("".join(f"{s.code}{s.nodes}" for s in fed.sites),
                               tuple((s.code, s.nodes) for s in fed.sites))
-    suite.parse_size(args.latency_size), suite.parse_size(args.bw_size)
+    validate.parse_size(args.latency_size), validate.parse_size(args.bw_size)
     if placement.node_count < 2:
         raise UserError(f"bench matrix: placement {placement.code} has {placement.node_count} node; it needs 2 or more")
     argv = ["geofed.bench.matrix", "--latency-size", args.latency_size, "--bw-size", args.bw_size,
@@ -91,8 +91,8 @@ def cmd_io(args) -> int:
     import shutil
 
     from geofed.bench import storage, storage_peers, suite
-    sizes = suite.parse_sizes(args.sizes, "--sizes")
-    record_sizes = suite.parse_sizes(args.records or storage.default_records(max(sizes)), "--records")
+    sizes = validate.parse_sizes(args.sizes, "--sizes")
+    record_sizes = validate.parse_sizes(args.records or storage.default_records(max(sizes)), "--records")
     storage.check_grid(sizes, record_sizes, args.modes)
     storage_peers.check(args.peers, record_sizes)
     directory = storage.workdir(args.path)

@@ -23,7 +23,7 @@ import time
 from itertools import combinations
 from pathlib import Path
 
-from geofed import federation, records
+from geofed import federation, records, validate
 from geofed.errors import JobFailed, UserError
 from geofed.validate import nonnegative_float, nonnegative_int, positive_float, positive_int
 
@@ -89,8 +89,7 @@ def cmd_run(args) -> int:
     fed = federation.load(args.federation)
     if args.count is None and args.duration is None:
         raise UserError("monitor run: give --count N or --duration SECONDS (or both): monitoring must end")
-    from geofed.bench import suite
-    suite.parse_size(args.bw_size)
+    validate.parse_size(args.bw_size)
     rng = random.Random(args.seed)
     pairs_for(fed, args.pairs, args.random, rng)  # bad pairs fail before the store is touched
     db = open_db(args.db)

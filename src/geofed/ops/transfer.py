@@ -28,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-from geofed import federation, records
+from geofed import federation, records, validate
 from geofed.errors import JobFailed, UserError
 from geofed.ops import xfer_ends
 from geofed.progress import Bar
@@ -55,23 +55,10 @@ def parse_end(spec: str, fed, what: str) -> tuple[str, str]:
     return node, path
 
 
-def parse_size(text: str, where: str) -> int:
-    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    t = text.strip().upper().removesuffix("B")
-    unit = t[-1] if t and t[-1] in units else ""
-    try:
-        value = float(t[:len(t) - len(unit)]) * units[unit]
-    except ValueError:
-        value = -1
-    if not math.isfinite(value) or value <= 0:
-        raise UserError(f"{where}: expected a size like 512M or 2G, got {text!r}")
-    return int(value)
-
-
 def check_source(path: str) -> tuple[str, int]:
     """The source as the sender takes it, and its size; a missing or empty one is the user's mistake."""
     if path.startswith(xfer_ends.MEM_PREFIX):
-        size = parse_size(path[len(xfer_ends.MEM_PREFIX):], f"source {path}")
+        size = validate.parse_size(path[len(xfer_ends.MEM_PREFIX):], f"source {path}")
         return f"{xfer_ends.MEM_PREFIX}{size}", size
     p = Path(path)
     if not p.exists():

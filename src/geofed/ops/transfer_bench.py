@@ -265,7 +265,7 @@ def losses(text: str) -> list[float]:
 
 def cmd_bench_transfer(args) -> int:
     from geofed.errors import UserError
-    from geofed.ops.transfer import parse_size
+    from geofed.validate import parse_size
     base = federation.load(args.federation)
     if len(base.sites) < 2:
         raise UserError(f"{base.path}: one site only; a transfer between sites needs two")
