@@ -18,6 +18,8 @@ from geofed.validate import positive_int
 
 # HPL's codes for the panel broadcast: increasing ring (1rg), its modified form
 # (1rM), two rings (2rg, 2rM), long (Lng, LnM: bandwidth reducing, for slow links).
+# HPL.dat's block size when none is asked for: what seed 001 used.
+DEFAULT_NB = 80
 BCASTS = {"1rg": 0, "1rM": 1, "2rg": 2, "2rM": 3, "Lng": 4, "LnM": 5}
 DOUBLE = 8  # bytes
 
