@@ -25,6 +25,7 @@ from pathlib import Path
 
 from geofed import federation, records
 from geofed.errors import JobFailed, UserError
+from geofed.records.ops import METRICS
 from geofed.validate import nonnegative_float, nonnegative_int, positive_float, positive_int
 
 SCHEMA = """
@@ -36,7 +37,6 @@ CREATE TABLE IF NOT EXISTS samples (
     model_latency_us REAL, model_bw_MBps REAL,
     error TEXT                    -- why the round gave no numbers, else NULL
 )"""
-METRICS = {"latency_us": "latency, median [us]", "bw_MBps": "bandwidth [MB/s]"}
 
 
 def open_db(path: str | Path) -> sqlite3.Connection:
@@ -82,7 +82,7 @@ def sample_round(fed, pairs, args) -> list[dict]:
                                what="monitor sample", echo=False)
     except (JobFailed, UserError) as e:
         return [{"a": a, "b": b, "error": str(e)} for a, b in pairs]
-    return rec["data"]["pairs"]
+    return rec.data.pairs
 
 
 def cmd_run(args) -> int:

@@ -404,4 +404,14 @@ raise its `VERSION` (with an `upgrade` from the older one where it can be read).
 
 
 # The kinds, family by family: importing them fills KINDS.
-from geofed.records import testbed, mpi, hpl, mdfs, grayscott, obstacle, storage, transfer, directory, ops, model  # noqa: E402,F401,I001
+import geofed.records.testbed  # noqa: E402,F401,I001
+import geofed.records.mpi  # noqa: E402,F401
+import geofed.records.hpl  # noqa: E402,F401
+import geofed.records.mdfs  # noqa: E402,F401
+import geofed.records.grayscott  # noqa: E402,F401
+import geofed.records.obstacle  # noqa: E402,F401
+import geofed.records.storage  # noqa: E402,F401
+import geofed.records.transfer  # noqa: E402,F401
+import geofed.records.directory  # noqa: E402,F401
+import geofed.records.ops  # noqa: E402,F401
+import geofed.records.model  # noqa: E402,F401

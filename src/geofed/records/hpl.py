@@ -20,6 +20,17 @@ def grid(ranks: int) -> tuple[int, int]:
     return p, ranks // p
 
 
+def parse_grid(text: str) -> tuple[int, int]:
+    """--grid PxQ."""
+    try:
+        p, q = (int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise UserError(f"--grid {text!r}: expected P x Q like 2x4") from None
+    if p < 1 or q < 1:
+        raise UserError(f"--grid {text!r}: P and Q must be at least 1")
+    return p, q
+
+
 @dataclass(frozen=True)
 class HplParams:
     """One HPL run: it solves every order of `ns` in turn with one NB, one P x Q grid and one broadcast variant."""

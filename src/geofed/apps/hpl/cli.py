@@ -16,9 +16,9 @@ def cmd_bench_hpl(args) -> int:
     from geofed.apps.hpl import run
     from geofed.errors import UserError
     from geofed.launch.placement import parse
+    from geofed.records.hpl import HplParams, parse_grid
     fed = federation.load(args.federation)
     placement = parse(args.placement, fed)
-    ranks = placement.node_count * args.ranks_per_node
     if args.n and args.memory:
         raise UserError("--n and --memory: give one (the matrix order, or the share of the nodes' memory it fills)")
     if args.n:
@@ -26,11 +26,10 @@ def cmd_bench_hpl(args) -> int:
     else:
         memory = sum(fed.site(n.site).memory_gb for n in placement.nodes(fed)) * 1e9
         ns = [P.n_for_memory(args.memory or DEFAULT_MEMORY, memory, args.nb)]
-    p, q = P.parse_grid(args.grid) if args.grid else P.grid(ranks)
-    params = P.check(P.Params(tuple(ns), args.nb, p, q, args.bcast, args.depth), ranks,
-                     f"placement {placement.code} with {args.ranks_per_node} rank per node")
-    data = run.run(fed, placement, params, ranks_per_node=args.ranks_per_node, hostfile=args.hostfile,
-                   timeout=args.timeout, cpu_limit=args.cpu_limit)
+    p, q = parse_grid(args.grid) if args.grid else (0, 0)
+    params = HplParams(tuple(ns), args.nb, p, q, args.bcast, args.depth, args.ranks_per_node).on(
+        placement.node_count, f"placement {placement.code} with {args.ranks_per_node} rank per node")
+    data = run.run(fed, placement, params, hostfile=args.hostfile, timeout=args.timeout, cpu_limit=args.cpu_limit)
     print(run.format_table(data))
     rec = records.make("bench.hpl", data, **records.federation_meta(fed))
     print(f"record: {records.save(rec, args.out)}")
@@ -44,7 +43,7 @@ def cmd_bench_hpl_sweep(args) -> int:
 
 
 def register(commands, bench) -> None:
-    from geofed.apps.hpl.params import BCASTS
+    from geofed.records.hpl import BCASTS
     p = bench.add_parser("hpl", help="High-Performance Linpack (HPL 2.0) on a placement: time, GFLOPS, residual check")
     p.add_argument("--federation", "-f", default="icm-task", help="federation file or shipped name (default icm-task)")
     p.add_argument("--placement", "-p", required=True, help="nodes per site, like G2W2")
