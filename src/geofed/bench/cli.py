@@ -38,7 +38,7 @@ def cmd_mpi(args) -> int:
     rec = jobs.run_program(fed, placement, argv, ranks_per_node=args.ranks_per_node, hostfile=args.hostfile,
                            timeout=args.timeout, what=f"bench mpi {' '.join(args.benchmarks)}")
     print(f"record: {records.save(rec, args.out)}")
-    return rec["data"]["exit_status"]
+    return rec.data.exit_status
 
 
 def cmd_compare(args) -> int:
@@ -68,7 +68,7 @@ def cmd_matrix(args) -> int:
             "--budget", str(args.budget)] + (["--pairs", args.pairs] if args.pairs else [])
     rec = jobs.run_program(fed, placement, argv, hostfile=args.hostfile, timeout=args.timeout, what="bench matrix")
     print(f"record: {records.save(rec, args.out)}")
-    return rec["data"]["exit_status"]
+    return rec.data.exit_status
 
 
 def cmd_check(args) -> int:

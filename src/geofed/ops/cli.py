@@ -118,7 +118,7 @@ def cmd_bench(args) -> int:
     rec = dirbench.run(args.users, args.groups, args.changed, progress)
     print(dirbench.format_table(rec))
     print(f"record: {records.save(rec, args.out)}")
-    return 0 if rec["data"]["ok"] else 1
+    return 0 if rec.data.ok else 1
 
 
 def register(commands, bench) -> None:

@@ -336,9 +336,9 @@ def reference() -> str:
         if hasattr(cls, "sanity"):
             out += ["", f"Sanity: {(cls.sanity.__doc__ or '').strip()}"]
         out.append("")
-    params = sorted({t for cls in KINDS.values() for t in _nested(cls)}, key=lambda t: t.__name__)
+    params = sorted(_params(), key=lambda t: t.__name__)
     if params:
-        out += ["## Parameters inside records", ""]
+        out += ["## Parameters", "", "The typed parameters of workloads and their models; some are stored in records.", ""]
         for cls in params:
             out += [f"### `{cls.__name__}`", "", (cls.__doc__ or "").strip().splitlines()[0], "",
                     "| field | type | default |", "|---|---|---|"]
@@ -349,13 +349,12 @@ def reference() -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
-def _nested(cls) -> set:
-    found = set()
-    for hint in typing.get_type_hints(cls).values():
-        for t in (hint, *typing.get_args(hint)):
-            if dataclasses.is_dataclass(t):
-                found |= {t} | _nested(t)
-    return found
+def _params() -> set:
+    """Every `...Params` dataclass the package's modules declare."""
+    import sys
+    return {v for name, m in list(sys.modules.items()) if name.startswith(f"{__name__}.")
+            for v in vars(m).values() if isinstance(v, type) and dataclasses.is_dataclass(v)
+            and v.__name__.endswith("Params") and v.__module__ == name}
 
 
 def _type_text(hint) -> str:

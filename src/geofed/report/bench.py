@@ -136,8 +136,8 @@ def matrix_runs(recs: list[Record], outdir: Path) -> str:
 def check_runs(recs: list[Record], outdir: Path) -> str:
     out = []
     for r in recs:
-        rows = r.data["rows"]
-        out.append(f"<p class='meta'>references {esc(r.data['references'])} · {esc(r.created)}:"
+        rows = r.data.rows
+        out.append(f"<p class='meta'>references {esc(r.data.references)} · {esc(r.created)}:"
                    f" {sum(x['ok'] for x in rows)} of {len(rows)} met</p>")
         out.append(table(["system", "class", "benchmark", "size", "reference", "allowed", "measured", "deviation",
                           "status"],

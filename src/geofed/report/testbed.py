@@ -19,7 +19,7 @@ def _meta(r: Record) -> str:
 def verify(records: list[Record], outdir: Path) -> str:
     r = records[-1]
     rows, classes = [], []
-    for p in r.data["pairs"]:
+    for p in r.data.pairs:
         rtt, tp = p["rtt_ms"], p["throughput_mbps"]
         conf_tp = "-" if tp["configured"] is None else f"{tp['configured']:.0f}"
         cpu = p.get("host_cpu_ms_per_MB")  # records before 2026-11-26 lack it
