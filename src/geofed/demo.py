@@ -18,7 +18,6 @@ one core each.
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -102,7 +101,7 @@ def _pingpong(fed, out: Path) -> bool:
         except JobFailed as e:
             print(f"demo: {e}", file=sys.stderr)
             return False
-        records.save(json.loads(rec_path.read_text()), out)
+        records.save(records.read(rec_path), out)
     return True
 
 
@@ -116,9 +115,9 @@ def _grayscott(fed, out: Path, progress: Callable[[str], None]) -> bool:
         return False
     print(workflow.format_table(rec))
     records.save(rec, out)
-    if not rec["data"]["verify"]["ok"]:
+    if not rec.data.verify["ok"]:
         print("demo: Gray-Scott steps were lost or corrupted (see the report)", file=sys.stderr)
-    return rec["data"]["verify"]["ok"]
+    return rec.data.verify["ok"]
 
 
 def _mdfs(fed, out: Path, progress: Callable[[str], None]) -> None:
@@ -140,13 +139,13 @@ def _obstacle(fed, out: Path, progress: Callable[[str], None]) -> None:
 
 
 def _hpl(fed, out: Path) -> bool:
-    from geofed.apps.hpl import params, run
+    from geofed.apps.hpl import run
+    from geofed.records.hpl import HplParams
     ok = True
     for code in DEMO_HPL["placements"]:
         pl = parse(code, fed)
-        p, q = params.grid(pl.node_count)
         try:
-            data = run.run(fed, pl, params.Params((DEMO_HPL["n"],), 80, p, q), timeout=300)
+            data = run.run(fed, pl, HplParams((DEMO_HPL["n"],)).on(pl.node_count, f"placement {code}"), timeout=300)
         except JobFailed as e:
             print(f"demo: {e}", file=sys.stderr)
             return False
@@ -198,7 +197,7 @@ def _mpi(fed, out: Path) -> bool:
             print(f"demo: {e}", file=sys.stderr)
             return False
         records.save(rec, out)
-        if rec["data"]["exit_status"] != 0:
+        if rec.data.exit_status != 0:
             return False
     return True
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import math
 import os
 import sys
@@ -178,7 +177,7 @@ def rank_main(argv: list[str] | None = None) -> int:
                 "mflops": sum(s["flops"] for s in stats) / total_s / 1e6,
                 "wrong_doubles": sum(s["wrong"] for s in stats), "file_size_ok": bool(size_ok),
                 "sites": sorted({s["site"] for s in stats if s["site"]}), "placement": runtime.placement()}
-        Path(a.out).write_text(json.dumps(records.make("job.btio", data)))
+        Path(a.out).write_text(records.dumps(records.make("job.btio", data)))
     return 0
 
 
@@ -210,6 +209,7 @@ def run(fed, placement, cls: str, subtypes: list[str], directory: Path, *, ranks
         steps: int | None = None, hostfile: str | None = None, timeout: float | None = None) -> dict:
     """One BT-I/O run per subtype on the placement, writing into `directory`; the files
     are compared, then removed."""
+    from geofed import records
     from geofed.errors import UserError
     from geofed.launch import job as launch
     from geofed.launch import runner
@@ -230,8 +230,7 @@ def run(fed, placement, cls: str, subtypes: list[str], directory: Path, *, ranks
                                             str(steps), "--subtype", sub, "--file", str(target), "--out", str(out)],
                            ranks_per_node)
             runner.run(j, what=f"bench btio {sub}", hostfile=hostfile, timeout=timeout)
-            row = json.loads(out.read_text())["data"]
-            row["class"] = cls
+            row = records.read(out).to_dict()["data"] | {"class": cls}
             digests[sub] = file_digest(target)
             target.unlink()
             rows.append(row)

@@ -19,7 +19,6 @@ unnoticed.
 
 from __future__ import annotations
 
-import json
 import math
 import tomllib
 from pathlib import Path
@@ -94,37 +93,27 @@ def _tables(doc, where: str):
         yield k, v
 
 
-def load_runs(paths: list[str]) -> list[dict]:
+def load_runs(paths: list[str]) -> list[records.Record]:
     """bench.mpi records from files and directories, oldest first."""
-    recs = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            recs += records.load_dir(p)
-        elif p.is_file():
-            try:
-                recs.append(records.validate(json.loads(p.read_text()), str(p)))
-            except (ValueError, json.JSONDecodeError) as e:
-                raise UserError(f"{p}: not a geofed record ({e})") from None
-        else:
-            raise UserError(f"{p}: no such file or directory")
-    runs = sorted((r for r in recs if r["kind"] == "bench.mpi"), key=lambda r: r["created"])
+    recs = [r for p in map(Path, paths) for r in (records.load_dir(p) if p.is_dir() else records.load_paths([str(p)]))]
+    runs = sorted((r for r in recs if r.kind == "bench.mpi"), key=lambda r: r.created)
     if not runs:
         raise UserError(f"{', '.join(paths)}: no bench.mpi records (geofed bench mpi --out DIR writes them)")
     return runs
 
 
-def latest_results(runs: list[dict]) -> dict[tuple[str, str, str], dict]:
+def latest_results(runs: list[records.Record]) -> dict[tuple[str, str, str], dict]:
     """(system, class, benchmark) -> size -> value, from the newest run that has it."""
     out: dict = {}
     for rec in runs:
-        system = rec["meta"].get("federation", "")
-        for res in rec["data"]["results"]:
+        system = rec.federation
+        for res in rec.data.results:
             if res["sizes"]:
                 out[(system, res["class"], res["benchmark"])] = {r["size"]: r["value"] for r in res["sizes"]}
     return out
 
 
-def check(refs: list[dict], runs: list[dict]) -> list[dict]:
+def check(refs: list[dict], runs: list[records.Record]) -> list[dict]:
     results = latest_results(runs)
     systems = {k[0] for k in results}
     rows = []
@@ -163,7 +152,7 @@ def format_table(rows: list[dict], everything: bool = False) -> str:
     return "\n".join(out)
 
 
-def make_references(runs: list[dict]) -> str:
+def make_references(runs: list[records.Record]) -> str:
     """A references file from the newest results, with the default tolerances."""
     out = ["# geofed bench check references, written from a run; edit values and tolerances at will"]
     for (system, pclass, bench), sizes in sorted(latest_results(runs).items()):

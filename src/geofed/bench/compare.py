@@ -79,13 +79,13 @@ def run(fed, placement, names: list[str], sizes: str, osu_root: str, repeat: int
             rec = jobs.run_program(fed, placement, ["geofed.bench.mpi", b.name, "--sizes", ",".join(map(str, bsizes))],
                                    ranks_per_node=ranks_per_node, timeout=timeout, what=f"geofed {b.name}",
                                    echo=False)
-            ours = {row["size"]: row["value"] for row in rec["data"]["results"][0]["sizes"]}
+            ours = {row["size"]: row["value"] for row in rec.data.results[0]["sizes"]}
             for s in bsizes:
                 if s in parsed and s in ours:
                     osu_vals[s].append(parsed[s])
                     our_vals[s].append(ours[s])
             runs.append({"benchmark": b.name, "repeat": r, "osu": parsed, "geofed": ours,
-                         "class": rec["data"]["results"][0]["class"]})
+                         "class": rec.data.results[0]["class"]})
         for s in bsizes:
             if not osu_vals[s]:
                 continue

@@ -26,7 +26,7 @@ def mpi_latency_us(fed, a: str, b: str, iterations: int) -> dict:
     rec = jobs.run_program(fed, parse(f"{a}1{b}1", fed), [
         "geofed.bench.mpi", "latency", "--sizes", "1", "--iterations", str(iterations), "--budget", "5"],
         what="MPI latency", echo=False)
-    stats = rec["data"]["results"][0]["sizes"][0]["stats"]
+    stats = rec.data.results[0]["sizes"][0]["stats"]
     return {"min": stats["min"], "median": stats["p50"]}
 
 

@@ -8,11 +8,11 @@ included, and raised as JobFailed.
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 from pathlib import Path
 
+from geofed import records
 from geofed.errors import UserError
 from geofed.federation import Federation
 from geofed.launch import job as launch
@@ -22,7 +22,7 @@ from geofed.launch.placement import Placement
 
 def run_program(fed: Federation, placement: Placement, argv: list[str], *, ranks_per_node: int = 1,
                 hostfile: str | None = None, timeout: float = 600, what: str = "benchmark",
-                echo: bool = True) -> dict:
+                echo: bool = True) -> records.Record:
     """Run `python -m <argv>` on every rank with `--record PATH` added; the record rank 0 wrote.
 
     With `echo` rank 0's table is shown as it is measured. A job that wrote its record
@@ -39,6 +39,6 @@ def run_program(fed: Federation, placement: Placement, argv: list[str], *, ranks
             raise UserError(f"{what}: the ranks rejected the request{runner.last_error(running.output())}")
         if rc == 124 or not record.exists():
             raise running.failure(what, rc, timeout)
-        rec = json.loads(record.read_text())
-        rec["data"]["exit_status"] = rc
+        rec = records.read(record)
+        rec.data.exit_status = rc
         return rec

@@ -177,11 +177,11 @@ def run(rtts_ms: list[float], rates_gbps: list[float], streams: list[int], throu
     return records.make("bench.link", data)
 
 
-def format_table(rec: dict) -> str:
-    d = rec["data"]
+def format_table(rec: records.Record) -> str:
+    d = rec.data
     lines = ["# one-way [us]: fibre = propagation; link = median - floor; err = link / fibre - 1",
              "# RTT [ms]    fibre | probe: min  median  floor   link    err | MPI: min  median  floor   link    err"]
-    for x in d["rtt"]:
+    for x in d.rtt:
         p, m = x["probe"], x["mpi"]
         lines.append(f"{x['configured_ms']:>10g} {x['propagation_us']:>8.1f} |"
                      f" {p['min_one_way_us']:>10.1f} {p['median_one_way_us']:>7.1f} {p['floor_one_way_us']:>6.1f}"
@@ -189,12 +189,12 @@ def format_table(rec: dict) -> str:
                      f" {m['min_one_way_us']:>8.1f} {m['median_one_way_us']:>7.1f} {m['floor_one_way_us']:>6.1f}"
                      f" {m['contribution_us']:>6.1f} {m['contribution_us'] / x['propagation_us'] - 1:>+6.1%}")
     lines.append("# configured [Gb/s]   RTT [ms]   streams   measured [Gb/s]   ratio")
-    for x in d["throughput"]:
+    for x in d.throughput:
         lines.append(f"{x['configured_gbps']:>19g} {x['rtt_ms']:>10g} {x['streams']:>9} "
                      f"{x['measured_gbps']:>17.3f} {x['ratio']:>7.1%}")
-    for key in ("distributions", "asymmetric"):
-        if key in d:
-            lines += format_ways(key, d[key])
+    for key, ways in (("distributions", d.distributions), ("asymmetric", d.asymmetric)):
+        if ways is not None:
+            lines += format_ways(key, ways)
     return "\n".join(lines)
 
 

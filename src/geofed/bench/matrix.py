@@ -12,7 +12,6 @@ that sleeps. Rank 0 writes a `bench.matrix` record: per pair its class, latency
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from datetime import datetime, timezone
 from itertools import combinations
@@ -80,7 +79,7 @@ def run(args) -> int:
         rec = records.make("bench.matrix", data, **(records.federation_meta(fed) if fed else {}))
         if args.record:
             with open(args.record, "w") as f:
-                json.dump(rec, f, indent=1)
+                f.write(records.dumps(rec))
         return 1 if any(p["wrong"] for p in pairs) else 0
     return 0
 

@@ -19,7 +19,6 @@ Rank 0 prints OSU-compatible lines ("size value") as each size finishes and writ
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -250,7 +249,7 @@ def run(args) -> int:
         rec = records.make("bench.mpi", data, **(records.federation_meta(fed) if fed else {}))
         if args.record:
             with open(args.record, "w") as f:
-                json.dump(rec, f, indent=1)
+                f.write(records.dumps(rec))
         if wrong:
             print(f"# geofed: validation FAILED: {wrong} bytes or elements received wrong", flush=True)
     return 1 if wrong else 0

@@ -14,7 +14,6 @@ they do not take the CPU from the two that are.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from mpi4py import MPI
@@ -67,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             "pairs": pairs,
         }
         rec = records.make("job.pingpong", data, **(records.federation_meta(fed) if fed else {}))
-        text = json.dumps(rec, indent=1)
+        text = records.dumps(rec)
         if args.out:
             with open(args.out, "w") as f:
                 f.write(text)

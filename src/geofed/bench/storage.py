@@ -38,6 +38,7 @@ from geofed import native
 from geofed.bench import storage_peers
 from geofed.errors import JobFailed, UserError
 from geofed.progress import Bar
+from geofed.records.storage import fmt_size
 
 SOURCE = Path(__file__).with_name("storage.c")
 MODES = ("buffered", "sync", "direct")
@@ -110,13 +111,6 @@ def drop_cache(path: Path) -> None:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
-
-
-def fmt_size(n: int) -> str:
-    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if n >= scale and n % scale == 0:
-            return f"{n // scale}{unit}"
-    return str(n)
 
 
 # ---------------------------------------------------------------- the grid

@@ -112,7 +112,7 @@ def cmd_workflow_grayscott(args) -> int:
     print(workflow.format_table(rec))
     emit(rec, args.out)
     print(f"report: {report.render(records.load_dir(args.out), args.out, title='geofed workflow grayscott')}")
-    return 0 if rec["data"]["verify"]["ok"] else 1
+    return 0 if rec.data.verify["ok"] else 1
 
 
 def _sizes(text: str) -> list[tuple[int, int]]:
@@ -137,7 +137,7 @@ def cmd_bench_grayscott(args) -> int:
                     sim_ranks=args.sim_ranks, timeout=args.timeout, progress=progress)
     print(bench.format_table(rec))
     emit(rec, args.out)
-    return 0 if all(c["on"]["intact"] for c in rec["data"]["cases"]) else 1
+    return 0 if all(c["on"]["intact"] for c in rec.data.cases) else 1
 
 
 def grayscott_settings_args(p) -> None:

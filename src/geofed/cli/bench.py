@@ -35,7 +35,7 @@ def cmd_mpi(args) -> int:
     rec = jobs.run_program(fed, placement, argv, ranks_per_node=args.ranks_per_node, hostfile=args.hostfile,
                            timeout=args.timeout, what=f"bench mpi {' '.join(args.benchmarks)}")
     emit(rec, args.out)
-    return rec["data"]["exit_status"]
+    return rec.data.exit_status
 
 
 def cmd_compare(args) -> int:
@@ -63,7 +63,7 @@ def cmd_matrix(args) -> int:
             "--budget", str(args.budget)] + (["--pairs", args.pairs] if args.pairs else [])
     rec = jobs.run_program(fed, placement, argv, hostfile=args.hostfile, timeout=args.timeout, what="bench matrix")
     emit(rec, args.out)
-    return rec["data"]["exit_status"]
+    return rec.data.exit_status
 
 
 def cmd_check(args) -> int:
@@ -105,9 +105,9 @@ def cmd_bench_hpl(args) -> int:
     from geofed.apps.hpl import params as P
     from geofed.apps.hpl import run
     from geofed.launch.placement import parse
+    from geofed.records.hpl import HplParams, parse_grid
     fed = federation.load(args.federation)
     placement = parse(args.placement, fed)
-    ranks = placement.node_count * args.ranks_per_node
     if args.n and args.memory:
         raise UserError("--n and --memory: give one (the matrix order, or the share of the nodes' memory it fills)")
     if args.n:
@@ -115,11 +115,10 @@ def cmd_bench_hpl(args) -> int:
     else:
         memory = sum(fed.site(n.site).memory_gb for n in placement.nodes(fed)) * 1e9
         ns = [P.n_for_memory(args.memory or HPL_DEFAULT_MEMORY, memory, args.nb)]
-    p, q = P.parse_grid(args.grid) if args.grid else P.grid(ranks)
-    params = P.check(P.Params(tuple(ns), args.nb, p, q, args.bcast, args.depth), ranks,
-                     f"placement {placement.code} with {args.ranks_per_node} rank per node")
-    data = run.run(fed, placement, params, ranks_per_node=args.ranks_per_node, hostfile=args.hostfile,
-                   timeout=args.timeout, cpu_limit=args.cpu_limit)
+    p, q = parse_grid(args.grid) if args.grid else (0, 0)
+    params = HplParams(tuple(ns), args.nb, p, q, args.bcast, args.depth, args.ranks_per_node).on(
+        placement.node_count, f"placement {placement.code} with {args.ranks_per_node} rank per node")
+    data = run.run(fed, placement, params, hostfile=args.hostfile, timeout=args.timeout, cpu_limit=args.cpu_limit)
     emit(records.make("bench.hpl", data, **records.federation_meta(fed)), args.out, run.format_table(data))
     return 0 if data["passed"] else 1
 
@@ -205,7 +204,8 @@ def check_args(p: argparse.ArgumentParser) -> None:
 
 
 def hpl_args(p: argparse.ArgumentParser) -> None:
-    from geofed.apps.hpl.params import BCASTS, DEFAULT_NB
+    from geofed.records.hpl import BCASTS, HplParams
+    DEFAULT_NB = HplParams.nb
     options.federation(p)
     options.placement(p)
     p.add_argument("--ranks-per-node", type=positive_int, default=1, help="ranks per node (default 1)")
@@ -225,7 +225,8 @@ def hpl_args(p: argparse.ArgumentParser) -> None:
 
 
 def hpl_sweep_args(p: argparse.ArgumentParser) -> None:
-    from geofed.apps.hpl.params import DEFAULT_NB
+    from geofed.records.hpl import HplParams
+    DEFAULT_NB = HplParams.nb
     options.federation(p, what="federation to copy and bring up")
     p.add_argument("--placements", default="W1,W2,G1W1",
                    help="placements, the first of one node (the speed-up's base); default W1,W2,G1W1 (one rank "

@@ -47,7 +47,7 @@ def cmd_predict(args) -> int:
     cal = _calibration(args, fed)
     if args.workload.startswith("mpi-") and args.workload != "mpi-allreduce" and len(nodes) < 2:
         raise UserError(f"placement {args.placement}: {args.workload} needs two nodes")
-    pred = model.predict(fed, cal, args.placement, nodes, args)
+    pred = model.predict(fed, cal, args.placement, nodes, model.params(args))
     if args.json:
         print(json.dumps(pred.as_dict() | {"calibration_notes": cal.notes}, indent=1))
         return 0
@@ -65,9 +65,10 @@ def cmd_advise(args) -> int:
     model = registry.get(args.workload)
     _, fed = _federation(args)
     cal = _calibration(args, fed)
-    options = advise.rank(model, fed, cal, args.nodes, args)
-    bw = advise.flip_factor(model, fed, cal, args.nodes, args, "bandwidth")
-    km = advise.flip_factor(model, fed, cal, args.nodes, args, "fibre_km")
+    params = model.params(args)
+    options = advise.rank(model, fed, cal, args.nodes, params)
+    bw = advise.flip_factor(model, fed, cal, args.nodes, params, "bandwidth")
+    km = advise.flip_factor(model, fed, cal, args.nodes, params, "fibre_km")
     if args.json:
         print(json.dumps({"options": [o.prediction.as_dict() for o in options], "flip_bandwidth_factor": bw,
                           "flip_distance_factor": km, "advice": advise.reason(options, bw, km)}, indent=1))

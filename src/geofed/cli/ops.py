@@ -20,6 +20,7 @@ from geofed.cli import options
 from geofed.cli.common import command_argv, emit, fed_or_name
 from geofed.errors import UserError
 from geofed.ops import directory, monitor, users
+from geofed.records.ops import METRICS
 from geofed.progress import progress
 from geofed.testbed import slurm, ssh
 from geofed.validate import nonnegative_float, nonnegative_int, positive_float, positive_int
@@ -111,7 +112,7 @@ def cmd_bench_directory(args) -> int:
     rec = dirbench.run(args.users, args.groups, args.changed, progress)
     print(dirbench.format_table(rec))
     emit(rec, args.out)
-    return 0 if rec["data"]["ok"] else 1
+    return 0 if rec.data.ok else 1
 
 
 def cmd_slurm_up(args) -> int:
@@ -355,7 +356,7 @@ def cmd_monitor_show(args) -> int:
     print(f"{'pair':<10} {'metric':<11} {'samples':>7} {'errors':>6}  events")
     for (fed, a, b), s in sorted(series.items()):
         events = {}
-        for metric in monitor.METRICS:
+        for metric in METRICS:
             events[metric] = level_shifts(s["t"], s[metric], run=args.run, k=args.k, rel=args.rel)
             text = "; ".join(f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(e['start']))} "
                              f"{e['before']:.4g} -> {e['after']:.4g} ({(e['relative'] or 0) * 100:+.1f} %)"

@@ -11,6 +11,7 @@ allocation.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from dataclasses import dataclass, field
 
 PARTS = ("compute", "local_comm", "link_comm", "staging")
@@ -31,6 +32,18 @@ class Prediction:
     def as_dict(self) -> dict:
         return {"workload": self.workload, "placement": self.placement, "total_s": self.total_s,
                 "parts": dict(self.parts), "link_bytes": self.link_bytes, "notes": list(self.notes)}
+
+
+class Model:
+    """A workload's model: `predict(fed, cal, placement, nodes, params)` with `params` an
+    instance of its `Params` (a dataclass of geofed.records, the same the workload's
+    records hold)."""
+    Params: type
+
+    def params(self, args) -> object:
+        """The typed parameters from command-line options of the same names."""
+        return self.Params(**{f.name: getattr(args, f.name) for f in dataclasses.fields(self.Params)
+                              if getattr(args, f.name, None) is not None})
 
 
 def prediction(workload: str, placement: str, *, compute=0.0, local_comm=0.0, link_comm=0.0, staging=0.0,

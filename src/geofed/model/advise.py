@@ -45,17 +45,17 @@ def placements(fed, nodes: int, first: str | None = None) -> list[str]:
     return out
 
 
-def rank(model, fed, cal, nodes: int, args) -> list[Option]:
+def rank(model, fed, cal, nodes: int, params) -> list[Option]:
     options = []
     for code in placements(fed, nodes):
         pl = parse(code, fed)
-        options.append(Option(code, model.predict(fed, cal, code, pl.nodes(fed), args)))
+        options.append(Option(code, model.predict(fed, cal, code, pl.nodes(fed), params)))
     return sorted(options, key=lambda o: o.prediction.total_s)
 
 
-def _gap(model, fed, cal, nodes, args) -> float:
+def _gap(model, fed, cal, nodes, params) -> float:
     """Best split's time over best one-site time: < 1 means split."""
-    opts = rank(model, fed, cal, nodes, args)
+    opts = rank(model, fed, cal, nodes, params)
     one = [o for o in opts if o.sites == 1]
     split = [o for o in opts if o.sites > 1]
     if not one or not split:
@@ -63,10 +63,10 @@ def _gap(model, fed, cal, nodes, args) -> float:
     return split[0].prediction.total_s / one[0].prediction.total_s
 
 
-def flip_factor(model, fed, cal, nodes: int, args, key: str) -> float | None:
+def flip_factor(model, fed, cal, nodes: int, params, key: str) -> float | None:
     """The factor on link.`key` at which the best split and the best one-site placement cost the same."""
     def gap(f):
-        return _gap(model, whatif.apply(fed, [f"link.{key}={f!r}x"]), cal, nodes, args) - 1.0
+        return _gap(model, whatif.apply(fed, [f"link.{key}={f!r}x"]), cal, nodes, params) - 1.0
     lo, hi = FLIP_RANGE
     g_lo, g_hi = gap(lo), gap(hi)
     if g_lo != g_lo or g_hi != g_hi or (g_lo > 0) == (g_hi > 0):

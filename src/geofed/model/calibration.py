@@ -37,6 +37,7 @@ from pathlib import Path
 
 from geofed.errors import UserError
 from geofed.launch.placement import GROUP_RE
+from geofed.records import Record
 
 TCP_WMEM = Path("/proc/sys/net/ipv4/tcp_wmem")
 DEFAULT_TCP_WINDOW_BYTES = 4 << 20  # Linux's default net.ipv4.tcp_wmem maximum
@@ -217,21 +218,21 @@ def _number(x, path, where):
 # ------------------------------------------------------------ fitting
 
 
-def fit(fed, recs: list[tuple[str, dict]]) -> Calibration:
-    """Constants from records (path, record) of one-site runs; inter-site records are skipped."""
+def fit(fed, recs: list[Record]) -> Calibration:
+    """Constants from records of one-site runs; inter-site records are skipped."""
     cal = Calibration(fed.name, speeds={s.code: s.speed for s in fed.sites}, tcp_window_bytes=host_tcp_window())
     latency: dict[str, dict[int, list[float]]] = {}
     bandwidth: dict[str, list[float]] = {}
     bw_curve: dict[str, dict[int, list[float]]] = {}
     used = set()
     hpl: dict[str, dict[int, list[float]]] = {}  # site -> N -> seconds per flop
-    for where, rec in recs:
-        kind, data = rec.get("kind"), rec.get("data", {})
+    for rec in recs:
+        kind, data, where = rec.kind, rec.data, rec.path or rec.created
         if kind == "bench.mpi":
-            sites = data.get("sites") or []
+            sites = data.sites
             if len(sites) != 1:
                 continue
-            for res in data.get("results", []):
+            for res in data.results:
                 if res.get("class") != "intra-site":
                     continue
                 if res.get("benchmark") == "latency":
@@ -252,8 +253,11 @@ def fit(fed, recs: list[tuple[str, dict]]) -> Calibration:
         elif kind == "bench.grayscott":
             if _fit_grayscott(cal, data):
                 used.add(where)
-        elif kind in ("bench.hpl", "bench.hpl.sweep"):
-            if _fit_hpl(hpl, data):
+        elif kind == "bench.hpl":
+            if _fit_hpl_run(hpl, data):
+                used.add(where)
+        elif kind == "bench.hpl.sweep":
+            if _fit_hpl_sweep(hpl, data):
                 used.add(where)
         elif kind == "testbed.verify":
             crossing = _crossing_us(data)
@@ -263,7 +267,7 @@ def fit(fed, recs: list[tuple[str, dict]]) -> Calibration:
                 used.add(where)
             cpu = _crossing_cpu_ns_per_byte(data)
             if cpu is not None:
-                cal.crossing_cpu_ns_per_byte, cal.host_cores = cpu, int(data["host_cores"])
+                cal.crossing_cpu_ns_per_byte, cal.host_cores = cpu, data.host_cores
                 used.add(where)
     for site, by_size in latency.items():
         sizes = sorted(by_size)
@@ -296,9 +300,9 @@ def host_tcp_window() -> int:
         return DEFAULT_TCP_WINDOW_BYTES
 
 
-def _crossing_us(data: dict) -> float | None:
+def _crossing_us(data) -> float | None:
     """One-way host cost of a crossing: the links' probe floor less the round trip inside a site, halved."""
-    pairs = data.get("pairs", [])
+    pairs = data.pairs
     inside = [p["rtt_ms"]["median"] for p in pairs if p.get("class") == "intra-site"]
     floors = [p["link"]["floor_rtt_ms"] for p in pairs if p.get("class") == "inter-site" and p.get("link")]
     if not inside or not floors:
@@ -306,12 +310,12 @@ def _crossing_us(data: dict) -> float | None:
     return round(max(0.0, statistics.median(floors) - statistics.median(inside)) / 2 * 1e3, 3)
 
 
-def _crossing_cpu_ns_per_byte(data: dict) -> float | None:
+def _crossing_cpu_ns_per_byte(data) -> float | None:
     """Host CPU per byte the link adds: a stream's across it less one inside a site (ms/MB = ns/B)."""
-    pairs = data.get("pairs", [])
-    cost = {cls: [p["host_cpu_ms_per_MB"] for p in pairs if p.get("class") == cls and "host_cpu_ms_per_MB" in p]
-            for cls in ("intra-site", "inter-site")}
-    if not all(cost.values()) or not data.get("host_cores"):
+    pairs = data.pairs
+    cost = {cls: [p["host_cpu_ms_per_MB"] for p in pairs if p.get("class") == cls and p.get("host_cpu_ms_per_MB")
+                  is not None] for cls in ("intra-site", "inter-site")}
+    if not all(cost.values()) or not data.host_cores:
         return None
     return round(max(0.0, statistics.median(cost["inter-site"]) - statistics.median(cost["intra-site"])), 3)
 
@@ -325,12 +329,12 @@ def _stat(row: dict) -> float:
     return value
 
 
-def _fit_mdfs(cal: Calibration, data: dict) -> bool:
+def _fit_mdfs(cal: Calibration, data) -> bool:
     """Cost per counted tuple and the per-run overhead, from one-node rows; staging inside the storage site."""
     found = False
-    storage = data.get("storage")
+    storage = data.storage
     staging: dict[int, list[float]] = {}
-    for row in data.get("rows", []):
+    for row in data.rows:
         sites = row.get("sites") or []
         if len(sites) != 1:
             continue
@@ -349,14 +353,14 @@ def _fit_mdfs(cal: Calibration, data: dict) -> bool:
         nodes = sorted(staging)
         consts["mdfs_staging_nodes"] = nodes
         consts["mdfs_staging_s"] = [round(statistics.median(staging[n]), 6) for n in nodes]
-        consts["mdfs_staging_bytes"] = int(max(r["staging_bytes"] for r in data["rows"]))
+        consts["mdfs_staging_bytes"] = int(max(r["staging_bytes"] for r in data.rows))
     return found
 
 
-def _fit_obstacle(cal: Calibration, data: dict) -> bool:
+def _fit_obstacle(cal: Calibration, data) -> bool:
     """Per-iteration compute (async runs never wait) and communication per scheme, inside one site."""
     found = False
-    for row in data.get("solver", []):
+    for row in data.solver or []:
         if row.get("across_link"):
             continue
         codes = [s for s, n in GROUP_RE.findall(row["placement"]) if int(n)]
@@ -364,7 +368,7 @@ def _fit_obstacle(cal: Calibration, data: dict) -> bool:
             continue
         consts = cal.sites.setdefault(codes[0], {})
         compute = row["async_s"] / row["async_iterations"]
-        consts["obstacle_n"] = int(data["n"])
+        consts["obstacle_n"] = data.n
         consts["obstacle_iter_s"] = round(compute, 9)
         consts["obstacle_async_iterations"] = int(row["async_iterations"])
         for scheme in ("sync", "mpi"):
@@ -375,34 +379,39 @@ def _fit_obstacle(cal: Calibration, data: dict) -> bool:
     return found
 
 
-def _fit_hpl(hpl: dict, data: dict) -> bool:
-    """HPL's time per flop by N on one node (one rank), from single runs or a sweep's rows."""
+def _fit_hpl_run(hpl: dict, data) -> bool:
+    """HPL's time per flop by N on one node (one rank), from a single run."""
     from geofed.model.hpl import flops
     found = False
-    if "rows" in data and "ranks_per_site" in data:  # bench.hpl
-        if data["ranks"] == 1:
-            (site,) = data["ranks_per_site"]
-            for r in data["rows"]:
-                if r["passed"]:
-                    hpl.setdefault(site, {}).setdefault(int(r["n"]), []).append(r["time_s"] / flops(r["n"]))
-                    found = True
-        return found
-    for r in data.get("rows", []):  # bench.hpl.sweep
+    if data.ranks == 1:
+        (site,) = data.ranks_per_site
+        for r in data.rows:
+            if r["passed"]:
+                hpl.setdefault(site, {}).setdefault(int(r["n"]), []).append(r["time_s"] / flops(r["n"]))
+                found = True
+    return found
+
+
+def _fit_hpl_sweep(hpl: dict, data) -> bool:
+    """HPL's time per flop by N on one node, from a sweep's one-node rows."""
+    from geofed.model.hpl import flops
+    found = False
+    for r in data.rows:
         if r["nodes"] == 1:
             hpl.setdefault(r["sites"][0], {}).setdefault(int(r["n"]), []).append(r["time_s"] / flops(r["n"]))
             found = True
     return found
 
 
-def _fit_grayscott(cal: Calibration, data: dict) -> bool:
+def _fit_grayscott(cal: Calibration, data) -> bool:
     """Stencil time per step by L (staging off) and local staging per MB, from a one-site run."""
-    if data.get("sim_site") != data.get("analysis_site") or not data.get("cases"):
+    if data.sim_site != data.analysis_site or not data.cases:
         return False
-    cases = sorted(data["cases"], key=lambda c: c["L"])
-    consts = cal.sites.setdefault(data["sim_site"], {})
+    cases = sorted(data.cases, key=lambda c: c["L"])
+    consts = cal.sites.setdefault(data.sim_site, {})
     consts["grayscott_L"] = [int(c["L"]) for c in cases]
     consts["grayscott_compute_ms"] = [round(c["off"]["per_step_ms"], 6) for c in cases]
-    consts["grayscott_ranks"] = int(data["sim_ranks"])
+    consts["grayscott_ranks"] = data.sim_ranks
     consts["grayscott_stage_ms_per_mb"] = round(statistics.median(
         c["on"]["staging_ms"] * c["plotgap"] / (c["bytes_per_output"] / 1e6) for c in cases), 6)
     return True

@@ -11,8 +11,9 @@ simulation needs for plotgap steps.
 
 from __future__ import annotations
 
-from geofed.model import Prediction, interpolate, prediction
+from geofed.model import Model, Prediction, interpolate, prediction
 from geofed.model.network import route, serialisation_s
+from geofed.records.grayscott import GrayScottParams
 from geofed.validate import positive_int
 
 FIELDS = 2  # U and V, float64
@@ -22,10 +23,11 @@ def step_bytes(L: int) -> int:
     return FIELDS * L ** 3 * 8
 
 
-class GrayScott:
+class GrayScott(Model):
     name = "grayscott"
     help = "Gray-Scott simulation at the placement's first site streaming to consumers at its last (per step)"
     measured_unit = "ms/step"
+    Params = GrayScottParams
 
     def add_arguments(self, ap) -> None:
         ap.add_argument("--L", type=positive_int, default=64, help="grid points per dimension (default 64)")
@@ -34,21 +36,21 @@ class GrayScott:
         ap.add_argument("--consumers", type=positive_int, default=2,
                         help="consumers reading the whole field each output (default 2: pdf analysis, plot)")
 
-    def predict(self, fed, cal, placement, nodes, args) -> Prediction:
+    def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         sim, analysis = nodes[0].site, nodes[-1].site
         xs = cal.value(sim, "grayscott_L", "Gray-Scott stencil time")
         ys = cal.value(sim, "grayscott_compute_ms", "Gray-Scott stencil time")
         ranks0 = cal.value(sim, "grayscott_ranks", "Gray-Scott stencil time")
         # the stencil's work grows with L^3
-        compute = interpolate([x ** 3 for x in xs], ys, args.L ** 3) / 1e3 * ranks0 / args.sim_ranks
-        nbytes = step_bytes(args.L)
+        compute = interpolate([x ** 3 for x in xs], ys, params.L ** 3) / 1e3 * ranks0 / params.sim_ranks
+        nbytes = step_bytes(params.L)
         local = cal.value(sim, "grayscott_stage_ms_per_mb", "Gray-Scott staging inside a site") * nbytes / 1e6 / 1e3
         r = route(fed, sim, analysis, cal, transport="tcp")  # SST's EVPath sockets
-        delivery = args.consumers * (r.rtt_s + serialisation_s(nbytes, r.rate_Bps))
-        wait = max(0.0, delivery - args.plotgap * compute)
-        return prediction(self.name, placement, compute=compute, staging=local / args.plotgap,
-                          link_comm=wait / args.plotgap,
-                          link_bytes=args.consumers * nbytes / args.plotgap if r.crosses_link else 0.0)
+        delivery = params.consumers * (r.rtt_s + serialisation_s(nbytes, r.rate_Bps))
+        wait = max(0.0, delivery - params.plotgap * compute)
+        return prediction(self.name, placement, compute=compute, staging=local / params.plotgap,
+                          link_comm=wait / params.plotgap,
+                          link_bytes=params.consumers * nbytes / params.plotgap if r.crosses_link else 0.0)
 
 
 MODELS = (GrayScott(),)

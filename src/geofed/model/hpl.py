@@ -36,11 +36,11 @@ link is the federation file's.
 from __future__ import annotations
 
 import math
-from argparse import Namespace
 
 from geofed.launch.placement import parse as parse_placement
-from geofed.model import Prediction, interpolate, prediction
+from geofed.model import Model, Prediction, interpolate, prediction
 from geofed.model.network import mpi_message_s, route, slow_start_rounds
+from geofed.records.hpl import HplParams, parse_grid
 from geofed.validate import positive_int
 
 DOUBLE = 8
@@ -56,10 +56,13 @@ def kruse_speedup_bound(p: int) -> float:
     return 1.0 if p < 2 else p / math.log(p)
 
 
-class Hpl:
+class Hpl(Model):
+    """Predicts the last order of the run's `ns`, the orders before it solved first in the
+    same run (HPL.dat's N list: its connections across the link already open)."""
     name = "hpl"
     help = "High-Performance Linpack (seeds 001, 002): HPL's scalability model on the federation's links"
     measured_unit = "s"
+    Params = HplParams
 
     def add_arguments(self, ap) -> None:
         ap.add_argument("--n", type=positive_int, required=True, help="matrix order N")
@@ -75,13 +78,18 @@ class Hpl:
                              "its TCP connections across the link are open, their windows grown to that "
                              "order's messages (default: a run of its own, cold connections)")
 
-    def predict(self, fed, cal, placement, nodes, args) -> Prediction:
-        from geofed.apps.hpl import params as hpl_params
-        sites = [node.site for node in nodes for _ in range(args.ranks_per_node)]
+    def params(self, args) -> HplParams:
+        p, q = parse_grid(args.grid) if args.grid else (0, 0)
+        return HplParams((args.after, args.n) if args.after else (args.n,), args.nb, p, q, depth=args.depth,
+                         ranks_per_node=args.ranks_per_node)
+
+    def predict(self, fed, cal, placement, nodes, params: HplParams) -> Prediction:
+        params = params.on(len(nodes), f"placement {placement}")
+        sites = [node.site for node in nodes for _ in range(params.ranks_per_node)]
         ranks = len(sites)
-        p, q = hpl_params.parse_grid(args.grid) if args.grid else hpl_params.grid(ranks)
-        hpl_params.check(hpl_params.Params((args.n,), args.nb, p, q), ranks, f"placement {placement}")
-        n, nb = args.n, args.nb
+        p, q, nb = params.p, params.q, params.nb
+        n = params.ns[-1]
+        after = params.ns[-2] if len(params.ns) > 1 else None
         per_flop = max(self._flop_s(cal, s, n) for s in set(sites))
         compute = flops(n) * per_flop / (p * q)
 
@@ -93,7 +101,7 @@ class Hpl:
         link_bytes = 0.0
         first: dict[int, tuple] = {}  # step -> (pair, flows, bytes) of its first, largest message
         # a broadcast's time on the fibre, the part of it look-ahead can hide (below)
-        in_flight = route(fed, *row_pair, cal).extra_one_way_s if args.depth else 0.0
+        in_flight = route(fed, *row_pair, cal).extra_one_way_s if params.depth else 0.0
         previous_update = 0.0
         for k in range(math.ceil(n / nb)):
             m = n - k * nb
@@ -120,7 +128,7 @@ class Hpl:
         # already grown to the previous order's messages (a cold N = 2000 on icm-task's
         # G1W1 took 0.42 s, the same N after N = 1500 in one run 0.31 s).
         grown = [nbytes for _, _, _, nbytes, _ in
-                 _panel_steps(args.after, nb, p, q, (row_pair, 1), (col_pair, 1), 0.0)] if args.after else None
+                 _panel_steps(after, nb, p, q, (row_pair, 1), (col_pair, 1), 0.0)] if after else None
         warm = _slow_start_s(fed, cal, first.values(), grown)
         if warm:
             link += warm
@@ -218,8 +226,8 @@ def speedup_curve(fed, cal, n: int, nb: int, ranks_per_node: int, ranks: list[in
                     any(m > site.nodes for (site, _), m in zip(groups, nodes_each)):
                 continue
             code = "".join(f"{site.code}{m}" for (site, _), m in zip(groups, nodes_each))
-            args = Namespace(n=n, nb=nb, grid=None, ranks_per_node=ranks_per_node, depth=1, after=None)
-            pred = model.predict(fed, cal, code, parse_placement(code, fed).nodes(fed), args)
+            pred = model.predict(fed, cal, code, parse_placement(code, fed).nodes(fed),
+                                 HplParams((n,), nb, ranks_per_node=ranks_per_node))
             row[key] = {"placement": code, "time_s": pred.total_s, "speedup": t1 / pred.total_s,
                         "parts": dict(pred.parts), "link_bytes": pred.link_bytes}
         rows.append(row)

@@ -15,25 +15,27 @@ final reduction: every rank sends its maxima to rank 0 (one message each).
 
 from __future__ import annotations
 
-from geofed.model import Prediction, interpolate, prediction
+from geofed.model import Model, Prediction, interpolate, prediction
 from geofed.model.network import fresh_stream_s, mpi_message_s
+from geofed.records.mdfs import MdfsSplitParams
 
 RESULT_BYTES_PER_VARIABLE = 8
 
 
-class Mdfs:
+class Mdfs(Model):
     name = "mdfs"
     help = "multidimensional feature selection (seed 000) with its data at the storage site"
     measured_unit = "s"
+    Params = MdfsSplitParams
 
     def add_arguments(self, ap) -> None:
         ap.add_argument("--split", choices=("speed", "even"), default="speed", help="how tuples are shared")
 
-    def predict(self, fed, cal, placement, nodes, args) -> Prediction:
+    def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         sites = [n.site for n in nodes]
         tuples = cal.value(sites[0], "mdfs_tuples", "MDFS tuple count")
         weights = [fed.site(s).cores_per_node * fed.site(s).speed for s in sites]
-        if args.split == "even":
+        if params.split == "even":
             weights = [1.0] * len(sites)
         shares = [tuples * w / sum(weights) for w in weights]
         per_node = [cal.value(s, "mdfs_overhead_s", "MDFS per-run time")

@@ -9,8 +9,9 @@ whose partners sit at different sites pays the link.
 
 from __future__ import annotations
 
-from geofed.model import Prediction, prediction
+from geofed.model import Model, Prediction, prediction
 from geofed.model.network import mpi_message_s, stream_cap_Bps
+from geofed.records.mpi import MpiAllreduceParams, MpiBandwidthParams, MpiLatencyParams
 from geofed.validate import positive_int
 
 SHORT_ALLREDUCE_BYTES = 2048  # MPICH's switch from recursive doubling to Rabenseifner
@@ -30,57 +31,60 @@ def pair_sites(fed, nodes) -> tuple[str, str]:
     return nodes[0].site, nodes[1].site
 
 
-class Latency:
+class Latency(Model):
     name = "mpi-latency"
     help = "MPI ping-pong: one-way time of a message (OSU latency)"
     measured_unit = "us"
+    Params = MpiLatencyParams
 
     def add_arguments(self, ap) -> None:
         ap.add_argument("--size", type=positive_int, default=1, help="message size in bytes (default 1)")
 
-    def predict(self, fed, cal, placement, nodes, args) -> Prediction:
+    def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         a, b = pair_sites(fed, nodes)
-        local, link = _split(fed, cal, a, b, args.size)
+        local, link = _split(fed, cal, a, b, params.size)
         return prediction(self.name, placement, local_comm=local, link_comm=link,
-                          link_bytes=2 * args.size if a != b else 0.0)
+                          link_bytes=2 * params.size if a != b else 0.0)
 
 
-class Bandwidth:
+class Bandwidth(Model):
     name = "mpi-bw"
     help = "MPI bandwidth: a window of messages, then an acknowledgement (OSU bw); time per window"
     measured_unit = "MB/s"
+    Params = MpiBandwidthParams
 
     def add_arguments(self, ap) -> None:
         ap.add_argument("--size", type=positive_int, default=4 << 20, help="message size in bytes (default 4 MiB)")
         ap.add_argument("--window", type=positive_int, default=64, help="messages per window (default 64)")
 
-    def predict(self, fed, cal, placement, nodes, args) -> Prediction:
+    def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         a, b = pair_sites(fed, nodes)
-        first_local, first_link = _split(fed, cal, a, b, args.size)
+        first_local, first_link = _split(fed, cal, a, b, params.size)
         # the rest follow at the local path's pace for this size (per-message cost included),
         # or at the link's (its rate, one send buffer per round trip) where that is slower
-        gap = cal.local_gap_s(a, args.size)
-        rest_local = (args.window - 1) * gap
-        rest_link = (args.window - 1) * max(0.0, args.size / stream_cap_Bps(fed, cal, a, b) - gap)
+        gap = cal.local_gap_s(a, params.size)
+        rest_local = (params.window - 1) * gap
+        rest_link = (params.window - 1) * max(0.0, params.size / stream_cap_Bps(fed, cal, a, b) - gap)
         ack_local, ack_link = _split(fed, cal, b, a, ACK_BYTES)
         return prediction(self.name, placement, local_comm=first_local + rest_local + ack_local,
                           link_comm=first_link + rest_link + ack_link,
-                          link_bytes=args.window * args.size if a != b else 0.0)
+                          link_bytes=params.window * params.size if a != b else 0.0)
 
     @staticmethod
-    def rate_MBps(pred: Prediction, args) -> float:
-        return args.window * args.size / pred.total_s / 1e6
+    def rate_MBps(pred: Prediction, params: MpiBandwidthParams) -> float:
+        return params.window * params.size / pred.total_s / 1e6
 
 
-class Allreduce:
+class Allreduce(Model):
     name = "mpi-allreduce"
     help = "MPI allreduce of a vector over every rank of the placement (one rank per node)"
     measured_unit = "us"
+    Params = MpiAllreduceParams
 
     def add_arguments(self, ap) -> None:
         ap.add_argument("--size", type=positive_int, default=8, help="vector size in bytes (default 8)")
 
-    def predict(self, fed, cal, placement, nodes, args) -> Prediction:
+    def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         sites = [n.site for n in nodes]
         p = len(sites)
         pof2 = 1 << (p.bit_length() - 1)
@@ -88,21 +92,21 @@ class Allreduce:
         rounds: list[tuple[list[tuple[int, int]], float]] = []
         extra = [(pof2 + i, i) for i in range(p - pof2)]  # ranks beyond a power of two fold in first
         if extra:
-            rounds.append((extra, args.size))
-        if args.size <= SHORT_ALLREDUCE_BYTES or pof2 == 1:
+            rounds.append((extra, params.size))
+        if params.size <= SHORT_ALLREDUCE_BYTES or pof2 == 1:
             mask = 1
             while mask < pof2:
-                rounds.append(([(r, r ^ mask) for r in range(pof2)], args.size))
+                rounds.append(([(r, r ^ mask) for r in range(pof2)], params.size))
                 mask <<= 1
         else:
-            halving, mask, size = [], pof2 >> 1, args.size
+            halving, mask, size = [], pof2 >> 1, params.size
             while mask >= 1:
                 size /= 2
                 halving.append(([(r, r ^ mask) for r in range(pof2)], size))
                 mask >>= 1
             rounds += halving + halving[::-1]
         if extra:
-            rounds.append(([(i, pof2 + i) for i in range(p - pof2)], args.size))
+            rounds.append(([(i, pof2 + i) for i in range(p - pof2)], params.size))
         for pairs, nbytes in rounds:
             costs = [(_split(fed, cal, sites[x], sites[y], nbytes), sites[x] != sites[y]) for x, y in pairs]
             (l_part, k_part), _ = max(costs, key=lambda c: sum(c[0]))

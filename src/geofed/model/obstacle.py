@@ -17,34 +17,36 @@ from __future__ import annotations
 
 import math
 
-from geofed.model import Prediction, prediction
+from geofed.model import Model, Prediction, prediction
 from geofed.model.network import route, serialisation_s
+from geofed.records.obstacle import ObstacleParams
 from geofed.validate import positive_int
 
 TERMINATION_TRIPS = 6
 CALIBRATED_PEERS = 2  # the one-site calibration run (`geofed bench obstacle`, W2)
 
 
-class Obstacle:
+class Obstacle(Model):
     name = "obstacle"
     help = "3-D obstacle problem (seed 003): P2PSAP sync/async peers or MPI Jacobi"
     measured_unit = "s"
+    Params = ObstacleParams
 
     def add_arguments(self, ap) -> None:
         ap.add_argument("--scheme", choices=("sync", "async", "mpi"), default="async")
         ap.add_argument("--n", type=positive_int, help="grid points per dimension (default: the calibrated n)")
 
-    def predict(self, fed, cal, placement, nodes, args) -> Prediction:
+    def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         sites = [n.site for n in nodes]
         n0 = cal.value(sites[0], "obstacle_n", "obstacle grid size")
-        n = args.n or n0
+        n = params.n or n0
         # work per iteration grows with n^3 / peers, Jacobi's iteration count with n^2
         work = (n / n0) ** 3 * CALIBRATED_PEERS / len(sites)
         sweeps = (n / n0) ** 2
         compute_iter = max(cal.value(s, "obstacle_iter_s", "obstacle cost per iteration") for s in sites) * work
         crossing = [route(fed, a, b, cal) for a, b in zip(sites, sites[1:]) if a != b]
         halo_bytes = 8 * n * n
-        if args.scheme == "async":
+        if params.scheme == "async":
             iterations = cal.value(sites[0], "obstacle_async_iterations", "obstacle async iterations") * sweeps
             link = 0.0
             if crossing:
@@ -53,8 +55,8 @@ class Obstacle:
                 link = TERMINATION_TRIPS * delay
             return prediction(self.name, placement, compute=iterations * compute_iter, link_comm=link,
                               link_bytes=iterations * halo_bytes * 2 * len(crossing))
-        iterations = cal.value(sites[0], f"obstacle_{args.scheme}_iterations", "obstacle iterations") * sweeps
-        local = iterations * cal.value(sites[0], f"obstacle_{args.scheme}_comm_s", "obstacle communication")
+        iterations = cal.value(sites[0], f"obstacle_{params.scheme}_iterations", "obstacle iterations") * sweeps
+        local = iterations * cal.value(sites[0], f"obstacle_{params.scheme}_comm_s", "obstacle communication")
         link = 0.0
         if crossing:
             worst = max(crossing, key=lambda r: r.extra_one_way_s)

@@ -8,27 +8,29 @@ when the link is lossy or the window is limited.
 
 from __future__ import annotations
 
-from geofed.model import Prediction, prediction
+from geofed.model import Model, Prediction, prediction
 from geofed.model.network import fresh_stream_s, route
 from geofed import validate
+from geofed.records.transfer import TransferParams
 from geofed.validate import positive_int
 
 
-class Transfer:
+class Transfer(Model):
     name = "transfer"
     help = "bulk data transfer from the placement's first site to its last (parallel TCP streams)"
     measured_unit = "s"
+    Params = TransferParams
 
     def add_arguments(self, ap) -> None:
         ap.add_argument("--bytes", type=validate.size, default=1 << 30, help="bytes to move: 10G, 1.5T, 512M (default 1G)")
         ap.add_argument("--streams", type=positive_int, default=4, help="parallel TCP streams (default 4)")
 
-    def predict(self, fed, cal, placement, nodes, args) -> Prediction:
+    def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         a, b = nodes[0].site, nodes[-1].site
-        t = fresh_stream_s(fed, cal, a, b, args.bytes, args.streams)
+        t = fresh_stream_s(fed, cal, a, b, params.bytes, params.streams)
         crosses = route(fed, a, b).crosses_link
         return prediction(self.name, placement, link_comm=t if crosses else 0.0, local_comm=0.0 if crosses else t,
-                          link_bytes=args.bytes if crosses else 0.0)
+                          link_bytes=params.bytes if crosses else 0.0)
 
 
 MODELS = (Transfer(),)

@@ -8,12 +8,19 @@ point-to-point rows beside geofed.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
-from argparse import Namespace
 
 from geofed.errors import UserError
 from geofed.launch.placement import parse
 from geofed.model import registry, simgrid
+from geofed.records import Record
+from geofed.records.grayscott import GrayScottParams
+from geofed.records.hpl import HplParams
+from geofed.records.mdfs import MdfsSplitParams
+from geofed.records.mpi import MpiBandwidthParams
+from geofed.records.obstacle import ObstacleParams
+from geofed.records.transfer import TransferParams
 
 TOLERANCE = 0.15  # the issue's bar: every inter-site row within 15 % of the median measured
 
@@ -22,39 +29,43 @@ def _nodes_of(fed, placement: str):
     return parse(placement, fed).nodes(fed)
 
 
-def rows_from(fed, cal, recs: list[tuple[str, dict]]) -> list[dict]:
+def rows_from(fed, cal, recs: list[Record]) -> list[dict]:
     rows = []
-    for where, rec in recs:
-        kind, data = rec.get("kind"), rec.get("data", {})
-        if rec.get("meta", {}).get("federation") not in (fed.name, None):
+    for rec in recs:
+        kind, data, where = rec.kind, rec.data, rec.path or rec.created
+        if rec.meta.get("federation") not in (fed.name, None):
             continue
-        if kind == "bench.mpi" and len(data.get("sites") or []) > 1:
+        if kind == "bench.mpi" and len(data.sites) > 1:
             rows += _mpi_rows(fed, cal, data, where)
         elif kind == "mdfs.sweep":
             rows += _mdfs_rows(fed, cal, data, where)
         elif kind == "bench.obstacle":
             rows += _obstacle_rows(fed, cal, data, where) + _transfer_rows(fed, cal, data, where)
-        elif kind == "bench.grayscott" and data.get("sim_site") != data.get("analysis_site"):
+        elif kind == "bench.grayscott" and data.sim_site != data.analysis_site:
             rows += _grayscott_rows(fed, cal, data, where)
-        elif kind in ("bench.hpl", "bench.hpl.sweep"):
-            rows += _hpl_rows(fed, cal, data, where)
+        elif kind == "bench.hpl":
+            rows += _hpl_run_rows(fed, cal, data, where)
+        elif kind == "bench.hpl.sweep":
+            rows += _hpl_sweep_rows(fed, cal, data, where)
     for r in rows:
         r["error"] = r["predicted"] / r["measured"] - 1 if r["measured"] else None
     return rows
 
 
 def _row(workload, placement, params, measured, unit, pred, source, predicted=None) -> dict:
+    """A bench.model row; `params` the model's typed parameters, kept as the fields that vary."""
+    params = params if isinstance(params, dict) else dataclasses.asdict(params)
     return {"workload": workload, "placement": placement, "params": params, "measured": measured, "unit": unit,
             "predicted": pred.total_s if predicted is None else predicted, "parts": dict(pred.parts), "source": source}
 
 
 def _mpi_rows(fed, cal, data, where) -> list[dict]:
-    placement = data.get("placement")
+    placement = data.placement
     if not placement:
         return []
     nodes = _nodes_of(fed, placement)
     out = []
-    for res in data.get("results", []):
+    for res in data.results:
         if res.get("class") != "inter-site":
             continue
         name = {"latency": "mpi-latency", "bw": "mpi-bw", "allreduce": "mpi-allreduce"}.get(res.get("benchmark"))
@@ -65,74 +76,79 @@ def _mpi_rows(fed, cal, data, where) -> list[dict]:
             size = int(size_row["size"])
             measured = (size_row.get("stats") or {}).get("p50", size_row.get("value"))
             if name == "mpi-bw":
-                args = Namespace(size=size, window=res.get("window") or 64)
-                pred = model.predict(fed, cal, placement, nodes, args)
-                out.append(_row(name, placement, {"size": size, "window": args.window}, measured, "MB/s", pred, where,
-                                predicted=model.rate_MBps(pred, args)))
+                params = MpiBandwidthParams(size, res.get("window") or MpiBandwidthParams.window)
+                pred = model.predict(fed, cal, placement, nodes, params)
+                out.append(_row(name, placement, params, measured, "MB/s", pred, where,
+                                predicted=model.rate_MBps(pred, params)))
             else:
-                pred = model.predict(fed, cal, placement, nodes, Namespace(size=size))
-                out.append(_row(name, placement, {"size": size}, measured, "us", pred, where,
-                                predicted=pred.total_s * 1e6))
+                params = model.Params(size)  # the message's or the allreduced vector's size
+                pred = model.predict(fed, cal, placement, nodes, params)
+                out.append(_row(name, placement, params, measured, "us", pred, where, predicted=pred.total_s * 1e6))
     return out
 
 
 def _mdfs_rows(fed, cal, data, where) -> list[dict]:
     model = registry.get("mdfs")
     out = []
-    for row in data.get("rows", []):
+    for row in data.rows:
         if len(row.get("sites") or []) < 2:
             continue
-        pred = model.predict(fed, cal, row["placement"], _nodes_of(fed, row["placement"]), Namespace(split=row["split"]))
-        out.append(_row("mdfs", row["placement"], {"split": row["split"]}, row["compute_s"] + row["staging_s"], "s",
-                        pred, where))
+        params = MdfsSplitParams(row["split"])
+        pred = model.predict(fed, cal, row["placement"], _nodes_of(fed, row["placement"]), params)
+        out.append(_row("mdfs", row["placement"], params, row["compute_s"] + row["staging_s"], "s", pred, where))
     return out
 
 
 def _obstacle_rows(fed, cal, data, where) -> list[dict]:
     model = registry.get("obstacle")
     out = []
-    for row in data.get("solver", []):
+    for row in data.solver or []:
         if not row.get("across_link"):
             continue
         for scheme in ("sync", "async", "mpi"):
             measured = row.get(f"{scheme}_s")
             if measured is None:
                 continue
-            args = Namespace(scheme=scheme, n=int(data["n"]))
-            pred = model.predict(fed, cal, row["placement"], _nodes_of(fed, row["placement"]), args)
-            out.append(_row("obstacle", row["placement"], {"scheme": scheme, "n": args.n}, measured, "s", pred, where))
+            params = ObstacleParams(scheme, data.n)
+            pred = model.predict(fed, cal, row["placement"], _nodes_of(fed, row["placement"]), params)
+            out.append(_row("obstacle", row["placement"], params, measured, "s", pred, where))
     return out
 
 
-def _hpl_rows(fed, cal, data, where) -> list[dict]:
-    """HPL runs whose ranks sit at two sites: every N of a run, every row of a sweep (one
-    rank per node). A run solves its orders in turn over the same connections, so each
-    order after the first is predicted `after` the one before it."""
+def _hpl_run_rows(fed, cal, data, where) -> list[dict]:
+    """Every N of an HPL run whose ranks sit at two sites. A run solves its orders in turn
+    over the same connections: each order after the first is predicted after the one before."""
+    if len(data.ranks_per_site) < 2 or data.where != "testbed":
+        return []
+    runs = [(data.placement, dataclasses.replace(data.params, ns=tuple(x["n"] for x in data.rows[max(0, i - 1):i + 1]),
+                                                 nb=r["nb"], p=r["p"], q=r["q"]), r)
+            for i, r in enumerate(data.rows) if r["passed"]]
+    return _hpl_rows(fed, cal, runs, where)
+
+
+def _hpl_sweep_rows(fed, cal, data, where) -> list[dict]:
+    """Every row of an HPL sweep across two sites: one rank per node, HPL.dat's default
+    look-ahead, every placement solving `ns` in turn."""
+    ns = data.ns
+    runs = [(r["placement"], HplParams(tuple(ns[max(0, i % len(ns) - 1):i % len(ns) + 1]), r["nb"], r["p"], r["q"]), r)
+            for i, r in enumerate(data.rows) if len(r["sites"]) > 1]
+    return _hpl_rows(fed, cal, runs, where)
+
+
+def _hpl_rows(fed, cal, runs: list[tuple[str, HplParams, dict]], where) -> list[dict]:
     model = registry.get("hpl")
-    if "ranks_per_site" in data:  # bench.hpl
-        if len(data["ranks_per_site"]) < 2 or data["where"] != "testbed":
-            return []
-        depth, rows = data["params"]["depth"], data["rows"]
-        runs = [(data["placement"], data["ranks_per_node"], r, rows[i - 1]["n"] if i else None)
-                for i, r in enumerate(rows) if r["passed"]]
-    else:  # bench.hpl.sweep runs HPL.dat's default look-ahead, every placement on data["ns"] in turn
-        from geofed.apps.hpl.params import Params
-        depth, ns = Params.depth, data["ns"]
-        runs = [(r["placement"], 1, r, ns[i % len(ns) - 1] if i % len(ns) else None)
-                for i, r in enumerate(data.get("rows", [])) if len(r["sites"]) > 1]
     out = []
-    for placement, per_node, r, after in runs:
-        args = Namespace(n=r["n"], nb=r["nb"], grid=f"{r['p']}x{r['q']}", ranks_per_node=per_node, depth=depth,
-                         after=after)
-        pred = model.predict(fed, cal, placement, _nodes_of(fed, placement), args)
-        out.append(_row("hpl", placement, {"n": args.n, "nb": args.nb, "grid": args.grid, "after": after},
+    for placement, params, r in runs:
+        pred = model.predict(fed, cal, placement, _nodes_of(fed, placement), params)
+        out.append(_row("hpl", placement, {"n": params.ns[-1], "nb": params.nb, "grid": f"{params.p}x{params.q}",
+                                           "after": params.ns[-2] if len(params.ns) > 1 else None},
                         r["time_s"], "s", pred, where))
     return out
 
 
 def _transfer_rows(fed, cal, data, where) -> list[dict]:
     """One TCP stream moving bench obstacle's transfer size across the link (its TCP reference)."""
-    tput = data.get("throughput") or {}
+    tput = data.throughput or {}
     runs = (tput.get("runs") or {}).get("tcp") or []
     if not runs or not tput.get("pair"):
         return []
@@ -140,8 +156,9 @@ def _transfer_rows(fed, cal, data, where) -> list[dict]:
     measured = statistics.median(nbytes * 8 / (r["transfer_mbps"] * 1e6) for r in runs)
     placement = "".join(f"{n[0]}1" for n in tput["pair"])
     model = registry.get("transfer")
-    pred = model.predict(fed, cal, placement, _nodes_of(fed, placement), Namespace(bytes=nbytes, streams=1))
-    return [_row("transfer", placement, {"bytes": nbytes, "streams": 1}, measured, "s", pred, where)]
+    params = TransferParams(nbytes, streams=1)
+    pred = model.predict(fed, cal, placement, _nodes_of(fed, placement), params)
+    return [_row("transfer", placement, params, measured, "s", pred, where)]
 
 
 def _grayscott_rows(fed, cal, data, where) -> list[dict]:
@@ -151,12 +168,12 @@ def _grayscott_rows(fed, cal, data, where) -> list[dict]:
     cores (bench grayscott's docstring); the sum leaves that out, as a federation would.
     """
     model = registry.get("grayscott")
-    sim, analysis = data["sim_site"], data["analysis_site"]
+    sim, analysis = data.sim_site, data.analysis_site
     placement = f"{sim}1{analysis}1"
     out = []
-    for case in data["cases"]:
-        args = Namespace(L=case["L"], plotgap=case["plotgap"], sim_ranks=data["sim_ranks"], consumers=2)
-        pred = model.predict(fed, cal, placement, _nodes_of(fed, placement), args)
+    for case in data.cases:
+        params = GrayScottParams(case["L"], case["plotgap"], data.sim_ranks, consumers=2)
+        pred = model.predict(fed, cal, placement, _nodes_of(fed, placement), params)
         measured = case["off"]["per_step_ms"] + case["on"]["staging_ms"]
         out.append(_row("grayscott", placement, {"L": case["L"], "plotgap": case["plotgap"]}, measured, "ms/step",
                         pred, where, predicted=pred.total_s * 1e3))
@@ -188,7 +205,7 @@ def add_simgrid(fed, cal, rows: list[dict]) -> str | None:
     return None
 
 
-def check(fed, cal, recs: list[tuple[str, dict]], simgrid: bool = True) -> dict:
+def check(fed, cal, recs: list[Record], simgrid: bool = True) -> dict:
     """Every inter-site row of the records predicted, SimGrid beside when asked: a
     `bench.model` record's data. UserError when no row is there to predict."""
     rows = rows_from(fed, cal, recs)

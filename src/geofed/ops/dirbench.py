@@ -95,20 +95,20 @@ def _change(fed, homes: dict, n: int) -> int:
     return expected
 
 
-def format_table(rec: dict) -> str:
-    d = rec["data"]
-    lines = [f"users sync: {d['users_per_site']} users and {d['groups_per_site']} groups per site; servers up and "
-             f"loaded in {d['servers_up_s']:.1f} s",
+def format_table(rec: records.Record) -> str:
+    d = rec.data
+    lines = [f"users sync: {d.users_per_site} users and {d.groups_per_site} groups per site; servers up and "
+             f"loaded in {d.servers_up_s:.1f} s",
              f"{'run':<14} {'read [s]':>9} {'merge [s]':>9} {'write [s]':>9} {'files [s]':>9} {'total [s]':>9} {'changes':>8} "
              f"{'users':>7} {'groups':>7}"]
-    for r in d["runs"]:
+    for r in d.runs:
         s = r["seconds"]
         lines.append(f"{r['run']:<14} {s['read']:>9.2f} {s['merge']:>9.2f} {s['write']:>9.2f} {s['files']:>9.2f} "
                      f"{s['total']:>9.2f} "
                      f"{r['changes']:>8} {r['merged_users']:>7} {r['merged_groups']:>7}")
     lines.append("each read [s]: " + "; ".join(f"{r['run']}: " + ", ".join(f"{k} {v:.2f}" for k, v in
                                                                       r["seconds"].get("read_each", {}).items())
-                                               for r in d["runs"]))
-    lines.append(f"targets: first sync < {d['targets_s']['first']:g} s, re-sync < {d['targets_s']['resync']:g} s: "
-                 f"{'met' if d['ok'] else 'NOT met'}")
+                                               for r in d.runs))
+    lines.append(f"targets: first sync < {d.targets_s['first']:g} s, re-sync < {d.targets_s['resync']:g} s: "
+                 f"{'met' if d.ok else 'NOT met'}")
     return "\n".join(lines)

@@ -33,7 +33,6 @@ CREATE TABLE IF NOT EXISTS samples (
     model_latency_us REAL, model_bw_MBps REAL,
     error TEXT                    -- why the round gave no numbers, else NULL
 )"""
-METRICS = {"latency_us": "latency, median [us]", "bw_MBps": "bandwidth [MB/s]"}
 
 
 def open_db(path: str | Path) -> sqlite3.Connection:
@@ -79,7 +78,7 @@ def sample_round(fed, pairs, budget: float, bw_size: str, hostfile: str | None, 
                                what="monitor sample", echo=False)
     except (JobFailed, UserError) as e:
         return [{"a": a, "b": b, "error": str(e)} for a, b in pairs]
-    return rec["data"]["pairs"]
+    return rec.data.pairs
 
 
 def read_series(db: sqlite3.Connection) -> dict[tuple[str, str, str], dict]:

@@ -2,6 +2,9 @@
 
 A capability's section module registers a renderer for its record kinds with
 `@section(kind, title, order)`; `render` groups the records by kind and calls it.
+Sections read typed records (geofed.records): a record this geofed cannot read was
+refused when it was loaded. Every record with a correctness check shows its sanity
+verdict the same way, above its section.
 """
 
 from __future__ import annotations
@@ -16,12 +19,11 @@ from typing import Callable
 
 import matplotlib
 
-from geofed import __version__
-from geofed.errors import UserError
+from geofed.records import Record
 
 matplotlib.use("Agg")
 
-Renderer = Callable[[list[dict], Path], str]  # (records of one kind, output dir) -> HTML
+Renderer = Callable[[list[Record], Path], str]  # (records of one kind, output dir) -> HTML
 
 
 @dataclass(frozen=True)
@@ -92,33 +94,41 @@ table { border-collapse: collapse; margin: 1em 0; }
 th, td { border: 1px solid #bbb; padding: 0.25em 0.6em; text-align: right; }
 th { background: #eee; }
 tr.fail td { background: #fdd; }
+p.sanity-fail { background: #fdd; }
 img { max-width: 100%; }
 .meta { color: #666; font-size: 90%; }
 """
 
 
-def render(records: list[dict], outdir: str | Path, title: str = "geofed report") -> Path:
+def sanity_lines(records: list[Record]) -> str:
+    """Each record's correctness verdict, one line each, the same for every kind."""
+    out = []
+    for r in records:
+        s = r.sanity()
+        if s is not None:
+            out.append(f"<p class='sanity-{'ok' if s.ok else 'fail'}'>sanity: <b>{'ok' if s.ok else 'FAILED'}</b> "
+                       f"({esc(s.why)}) · {esc(r.created)}</p>")
+    return "\n".join(out)
+
+
+def render(records: list[Record], outdir: str | Path, title: str = "geofed report") -> Path:
     """report.html and its PNGs in `outdir`. Rendered in a temporary directory first,
     so a record that cannot be read leaves no half-written report behind."""
     for name in SECTION_MODULES:
         importlib.import_module(name)  # registers its sections
 
     outdir = Path(outdir)
-    by_kind: dict[str, list[dict]] = {}
+    by_kind: dict[str, list[Record]] = {}
     for r in records:
-        by_kind.setdefault(r["kind"], []).append(r)
+        by_kind.setdefault(r.kind, []).append(r)
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)}</title>"
              f"<style>{STYLE}</style></head><body><h1>{esc(title)}</h1>"]
     known = sorted((SECTIONS[k] for k in by_kind if k in SECTIONS), key=lambda s: s.order)
     with tempfile.TemporaryDirectory(prefix="geofed-report-") as tmp:
         for s in known:
             parts.append(f"<h2>{esc(s.title)}</h2>")
-            try:
-                parts.append(s.render(by_kind[s.kind], Path(tmp)))
-            except (KeyError, IndexError, TypeError, ValueError, AttributeError, ZeroDivisionError) as e:
-                where = ", ".join(sorted({str(r.get("_path", r.get("created", "?"))) for r in by_kind[s.kind]}))
-                raise UserError(f"a {s.kind} record this geofed ({__version__}) cannot read "
-                                f"({type(e).__name__}: {e}; records created {where})") from None
+            parts.append(sanity_lines(by_kind[s.kind]))
+            parts.append(s.render(by_kind[s.kind], Path(tmp)))
         unknown = sorted(k for k in by_kind if k not in SECTIONS)
         if unknown:
             parts.append("<h2>Other records</h2><p>No section renders: " + esc(", ".join(unknown)) + "</p>")

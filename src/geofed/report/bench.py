@@ -8,6 +8,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
+from geofed.records import Record
 from geofed.report import esc, figure, section, table
 
 CLASS_COLOURS = {"intra-node": "tab:green", "intra-site": "tab:blue", "inter-site": "tab:red"}
@@ -26,15 +27,15 @@ def _ratio(x, m) -> str:
 
 
 @section("bench.mpi", "MPI micro-benchmarks (OSU definitions) against the link model", order=40)
-def mpi_runs(recs: list[dict], outdir: Path) -> str:
+def mpi_runs(recs: list[Record], outdir: Path) -> str:
     out = []
     for i, r in enumerate(recs):
-        d = r["data"]
-        out.append(f"<p class='meta'>placement {esc(d['placement'])} on {esc(r['meta'].get('federation', ''))}"
-                   f" · {esc(d['mpi_library'])} (MPI {esc(d['mpi_version'])}) · hosts {esc(', '.join(d['hosts']))}"
-                   f" · budget {d['budget_s']} s per size · {esc(d['started'])} to {esc(d['finished'])}</p>")
+        d = r.data
+        out.append(f"<p class='meta'>placement {esc(d.placement)} on {esc(r.meta.get('federation', ''))}"
+                   f" · {esc(d.mpi_library)} (MPI {esc(d.mpi_version)}) · hosts {esc(', '.join(d.hosts))}"
+                   f" · budget {d.budget_s} s per size · {esc(d.started)} to {esc(d.finished)}</p>")
         for unit in ("us", "MB/s"):
-            results = [res for res in d["results"] if res["unit"] == unit and res["sizes"]]
+            results = [res for res in d.results if res["unit"] == unit and res["sizes"]]
             if not results:
                 continue
             fig, ax = plt.subplots(figsize=(6.4, 3.6))
@@ -49,7 +50,7 @@ def mpi_runs(recs: list[dict], outdir: Path) -> str:
             ax.set_ylabel("latency, median [us]" if unit == "us" else "bandwidth [MB/s]")
             ax.legend(fontsize=7)
             out.append(figure(fig, outdir, f"bench-mpi-{i}-{'lat' if unit == 'us' else 'bw'}.png", unit))
-        for res in d["results"]:
+        for res in d.results:
             if not res["sizes"]:
                 continue
             out.append(f"<h3>{esc(res['benchmark'])}: {esc(res['label'])}</h3>")
@@ -71,18 +72,18 @@ def mpi_runs(recs: list[dict], outdir: Path) -> str:
 
 
 @section("bench.compare", "geofed against the OSU Micro-Benchmarks (C) on the same ranks", order=41)
-def compare_runs(recs: list[dict], outdir: Path) -> str:
+def compare_runs(recs: list[Record], outdir: Path) -> str:
     out = []
     for i, r in enumerate(recs):
-        d = r["data"]
-        out.append(f"<p class='meta'>placement {esc(d['placement'])}, {d['ranks_per_node']} rank(s) per node,"
-                   f" median of {d['repeat']} alternating runs each · OSU from {esc(d['osu'])}</p>")
+        d = r.data
+        out.append(f"<p class='meta'>placement {esc(d.placement)}, {d.ranks_per_node} rank(s) per node,"
+                   f" median of {d.repeat} alternating runs each · OSU from {esc(d.osu)}</p>")
         rows = [[x["benchmark"], x["size"], f"{x['osu']:.2f}", f"{x['geofed']:.2f}", f"{x['diff']:+.2f}",
-                 "-" if x["ratio"] is None else f"{x['ratio']:.3f}", x["verdict"]] for x in d["rows"]]
+                 "-" if x["ratio"] is None else f"{x['ratio']:.3f}", x["verdict"]] for x in d.rows]
         out.append(table(["benchmark", "size [B]", "OSU", "geofed", "diff", "ratio", "verdict"], rows,
-                         ["fail" if x["verdict"] == "differs" else "" for x in d["rows"]]))
-        for bench in dict.fromkeys(x["benchmark"] for x in d["rows"]):
-            xs = [x for x in d["rows"] if x["benchmark"] == bench]
+                         ["fail" if x["verdict"] == "differs" else "" for x in d.rows]))
+        for bench in dict.fromkeys(x["benchmark"] for x in d.rows):
+            xs = [x for x in d.rows if x["benchmark"] == bench]
             fig, ax = plt.subplots(figsize=(6, 3.2))
             ax.plot([x["size"] for x in xs], [x["osu"] for x in xs], marker="o", ms=3, label="OSU 7.4 (C)")
             ax.plot([x["size"] for x in xs], [x["geofed"] for x in xs], marker="x", ms=4, label="geofed")
@@ -94,19 +95,19 @@ def compare_runs(recs: list[dict], outdir: Path) -> str:
 
 
 @section("bench.matrix", "Latency and bandwidth between every pair of nodes", order=42)
-def matrix_runs(recs: list[dict], outdir: Path) -> str:
+def matrix_runs(recs: list[Record], outdir: Path) -> str:
     out = []
     for i, r in enumerate(recs):
-        d = r["data"]
-        nodes = d["nodes"]
-        out.append(f"<p class='meta'>{len(nodes)} nodes on {esc(r['meta'].get('federation', ''))} · latency at"
-                   f" {d['latency_size']} B (median), bandwidth at {d['bw_size']} B, window {d['window']} ·"
-                   f" {esc(d['started'])}</p>")
+        d = r.data
+        nodes = d.nodes
+        out.append(f"<p class='meta'>{len(nodes)} nodes on {esc(r.meta.get('federation', ''))} · latency at"
+                   f" {d.latency_size} B (median), bandwidth at {d.bw_size} B, window {d.window} ·"
+                   f" {esc(d.started)}</p>")
         fig, axes = plt.subplots(1, 2, figsize=(9, 4))
         for ax, key, title, cmap in ((axes[0], "latency_us", "latency [us] (colour: log10)", "viridis"),
                                      (axes[1], "bw_MBps", "bandwidth [MB/s]", "viridis_r")):
             grid = np.full((len(nodes), len(nodes)), np.nan)
-            for p in d["pairs"]:
+            for p in d.pairs:
                 a, b = nodes.index(p["a"]), nodes.index(p["b"])
                 grid[a, b] = grid[b, a] = p[key]
             shown = np.log10(grid) if key == "latency_us" else grid
@@ -125,18 +126,18 @@ def matrix_runs(recs: list[dict], outdir: Path) -> str:
                  "-" if p["model_latency_us"] is None else f"{p['model_latency_us']:.2f}",
                  _ratio(p["latency_us"], p["model_latency_us"]), f"{p['bw_MBps']:.1f}",
                  "-" if p["model_bw_MBps"] is None else f"{p['model_bw_MBps']:.1f}", _ratio(p["bw_MBps"], p["model_bw_MBps"])]
-                for p in d["pairs"]]
+                for p in d.pairs]
         out.append(table(["a", "b", "class", "latency p50 [us]", "min [us]", "model [us]", "ratio", "bw [MB/s]",
                           "model [MB/s]", "ratio"], rows))
     return "\n".join(out)
 
 
 @section("bench.check", "Benchmark results against references", order=43)
-def check_runs(recs: list[dict], outdir: Path) -> str:
+def check_runs(recs: list[Record], outdir: Path) -> str:
     out = []
     for r in recs:
-        rows = r["data"]["rows"]
-        out.append(f"<p class='meta'>references {esc(r['data']['references'])} · {esc(r['created'])}:"
+        rows = r.data.rows
+        out.append(f"<p class='meta'>references {esc(r.data.references)} · {esc(r.created)}:"
                    f" {sum(x['ok'] for x in rows)} of {len(rows)} met</p>")
         out.append(table(["system", "class", "benchmark", "size", "reference", "allowed", "measured", "deviation",
                           "status"],

@@ -5,23 +5,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from geofed.records import Record
 from geofed.report import esc, num, section, table
 
 
 @section("directory.sync", "User directory: syncs of the federation's users", order=70)
-def syncs(recs: list[dict], outdir: Path) -> str:
+def syncs(recs: list[Record], outdir: Path) -> str:
     rows, refused = [], []
     for r in recs:
-        d = r["data"]
-        c = d["counts"]
-        rows.append([r["created"], r["meta"].get("federation", "-"),
-                     ", ".join(f"{code}: {s['activated']}" for code, s in d["sites"].items()),
-                     d["merged_users"], d["merged_groups"],
+        d = r.data
+        c = d.counts
+        rows.append([r.created, r.meta.get("federation", "-"),
+                     ", ".join(f"{code}: {s['activated']}" for code, s in d.sites.items()),
+                     d.merged_users, d.merged_groups,
                      f"+{c['add_users']} ~{c['modify_users']} -{c['delete_users']}",
                      f"+{c['add_groups']} ~{c['modify_groups']} -{c['delete_groups']}",
-                     len(d["collisions"]), num(d["seconds"]["total"], ".2f")])
-        refused += [[r["created"], x["kind"], x["entry"], x["name"], x["detail"], "; ".join(x["sources"])]
-                    for x in d["collisions"]]
+                     len(d.collisions), num(d.seconds["total"], ".2f")])
+        refused += [[r.created, x["kind"], x["entry"], x["name"], x["detail"], "; ".join(x["sources"])]
+                    for x in d.collisions]
     out = table(["when", "federation", "activated per site", "users", "groups", "user changes",
                  "group changes", "refused", "seconds"], rows)
     if refused:
@@ -30,18 +31,18 @@ def syncs(recs: list[dict], outdir: Path) -> str:
 
 
 @section("directory.bench", "User directory at scale: sync and re-sync", order=71)
-def bench(recs: list[dict], outdir: Path) -> str:
+def bench(recs: list[Record], outdir: Path) -> str:
     out = []
     for r in recs:
-        d = r["data"]
-        out.append(f"<p class='meta'>{d['users_per_site']} users and {d['groups_per_site']} groups per site; "
-                   f"servers up and loaded in {d['servers_up_s']:.1f} s; targets: first sync &lt; "
-                   f"{d['targets_s']['first']:g} s, re-sync &lt; {d['targets_s']['resync']:g} s: "
-                   f"{'met' if d['ok'] else 'NOT met'}</p>")
+        d = r.data
+        out.append(f"<p class='meta'>{d.users_per_site} users and {d.groups_per_site} groups per site; "
+                   f"servers up and loaded in {d.servers_up_s:.1f} s; targets: first sync &lt; "
+                   f"{d.targets_s['first']:g} s, re-sync &lt; {d.targets_s['resync']:g} s: "
+                   f"{'met' if d.ok else 'NOT met'}</p>")
         out.append(table(["run", "read [s]", "merge [s]", "write [s]", "files [s]", "total [s]", "changes", "users",
                           "groups"],
                          [[x["run"], num(x["seconds"]["read"], ".2f"), num(x["seconds"]["merge"], ".2f"),
                            num(x["seconds"]["write"], ".2f"), num(x["seconds"].get("files"), ".2f"),
                            num(x["seconds"]["total"], ".2f"), x["changes"],
-                           x["merged_users"], x["merged_groups"]] for x in d["runs"]]))
+                           x["merged_users"], x["merged_groups"]] for x in d.runs]))
     return "\n".join(out) or esc("no runs")

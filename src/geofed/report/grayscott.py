@@ -7,6 +7,7 @@ import shutil
 import statistics
 from pathlib import Path
 
+from geofed.records import Record
 from geofed.report import esc, num, section, table
 
 
@@ -39,25 +40,25 @@ def _transfer(x: dict) -> str:
 
 
 @section("workflow.grayscott", "Gray-Scott across sites: simulation, SST staging, analysis", order=60)
-def render(recs: list[dict], outdir: Path) -> str:
+def render(recs: list[Record], outdir: Path) -> str:
     parts = []
     for rec in recs:
-        d = rec["data"]
-        s, v = d["settings"], d["verify"]
-        steps = d["steps"]
+        d = rec.data
+        s, v = d.settings, d.verify
+        steps = d.steps
         med = (lambda k: statistics.median(r[k] for r in steps) * 1e3) if steps else (lambda k: 0.0)
-        parts.append(f"<p class='meta'>{esc(rec['meta'].get('federation'))}: simulation at site {esc(d['sim_site'])}, "
-                     f"consumers at {esc(d['analysis_site'])}, link RTT {d['link']['rtt_ms']:.3g} ms, "
-                     f"{d['link']['bandwidth_gbps']} Gb/s; L = {s['L']}, {s['steps']} steps, plotgap {s['plotgap']}, "
-                     f"wall {d['wall_s']:.1f} s</p>")
+        parts.append(f"<p class='meta'>{esc(rec.meta.get('federation'))}: simulation at site {esc(d.sim_site)}, "
+                     f"consumers at {esc(d.analysis_site)}, link RTT {d.link['rtt_ms']:.3g} ms, "
+                     f"{d.link['bandwidth_gbps']} Gb/s; L = {s['L']}, {s['steps']} steps, plotgap {s['plotgap']}, "
+                     f"wall {d.wall_s:.1f} s</p>")
         parts.append(table(["part", "nodes", "ranks"],
-                           [[p["describe"], ",".join(p["nodes"]), p["ranks"]] for p in d["parts"]]))
+                           [[p["describe"], ",".join(p["nodes"]), p["ranks"]] for p in d.parts]))
         parts.append(table(["median per output step", "ms"],
                            [["simulation compute (plotgap steps)", f"{med('compute_s'):.1f}"],
                             ["gather on the writer rank", f"{med('gather_s'):.1f}"],
                             ["blocked on staging", f"{med('stage_s'):.1f}"]]))
-        if "transfer" in d:  # records made before the common-clock rates have none
-            parts.append(_transfer(d["transfer"]))
+        if d.transfer is not None:  # records made before the common-clock rates have none
+            parts.append(_transfer(d.transfer))
         rows, classes = [], []
         for name, c in v["consumers"].items():
             bad = c["missing"] or c["differ"]
@@ -66,21 +67,21 @@ def render(recs: list[dict], outdir: Path) -> str:
         parts.append(table(["consumer", "stream", "steps written", "received", "missing", "digest differs"], rows, classes))
         verdict = "every step reached every consumer intact" if v["ok"] else "steps were lost or corrupted"
         parts.append(f"<p><b>{esc(verdict)}</b> ({v['expected_steps']} output steps, CRC32 per plane on both sides)</p>")
-        parts += [_bp_file(name, c, Path(d["run_dir"]), outdir) for name, c in v["consumers"].items() if "listing" in c]
-        parts.append(_frames(d["frames"]["cross_section"], outdir) + "<br>" + _frames(d["frames"]["pdf"], outdir))
+        parts += [_bp_file(name, c, Path(d.run_dir), outdir) for name, c in v["consumers"].items() if "listing" in c]
+        parts.append(_frames(d.frames["cross_section"], outdir) + "<br>" + _frames(d.frames["pdf"], outdir))
     return "\n".join(parts)
 
 
 @section("bench.grayscott", "Gray-Scott: simulation time per step, staging across the link on and off", order=61)
-def render_bench(recs: list[dict], outdir: Path) -> str:
+def render_bench(recs: list[Record], outdir: Path) -> str:
     parts = []
     for rec in recs:
-        d = rec["data"]
-        parts.append(f"<p class='meta'>{esc(rec['meta'].get('federation'))}: {d['sim_ranks']} simulation ranks at "
-                     f"site {esc(d['sim_site'])}, consumers at {esc(d['analysis_site'])}, link RTT "
-                     f"{d['link']['rtt_ms']:.3g} ms, {d['link']['bandwidth_gbps']} Gb/s; medians over output intervals</p>")
+        d = rec.data
+        parts.append(f"<p class='meta'>{esc(rec.meta.get('federation'))}: {d.sim_ranks} simulation ranks at "
+                     f"site {esc(d.sim_site)}, consumers at {esc(d.analysis_site)}, link RTT "
+                     f"{d.link['rtt_ms']:.3g} ms, {d.link['bandwidth_gbps']} Gb/s; medians over output intervals</p>")
         rows, classes = [], []
-        for c in d["cases"]:
+        for c in d.cases:
             on, x = c["on"], c["on"]["transfer"]
             rows.append([c["L"], c["steps"], f"{c['bytes_per_output'] / 1e6:.1f}", f"{c['off']['per_step_ms']:.1f}",
                          f"{on['per_step_ms']:.1f}", f"{c['overhead'] * 100:+.1f} %", f"{on['staging_ms']:.2f}",

@@ -6,28 +6,29 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
+from geofed.records import Record
 from geofed.report import esc, figure, section, table
 
 CLASS_COLOURS = {"intra-node": "tab:green", "intra-site": "tab:blue", "inter-site": "tab:red"}
 
 
 @section("job.pingpong", "MPI job across a placement: rank-to-rank round trips", order=30)
-def pingpong(records: list[dict], outdir: Path) -> str:
+def pingpong(records: list[Record], outdir: Path) -> str:
     out = []
     for i, r in enumerate(records):
-        d = r["data"]
-        out.append(f"<p class='meta'>placement {esc(d['placement'])} on {esc(r['meta'].get('federation', ''))}"
-                   f" · {esc(d['mpi_library'])} · {d['message_bytes']} B messages · {esc(r['created'])}</p>")
+        d = r.data
+        out.append(f"<p class='meta'>placement {esc(d.placement)} on {esc(r.meta.get('federation', ''))}"
+                   f" · {esc(d.mpi_library)} · {d.message_bytes} B messages · {esc(r.created)}</p>")
         rows = [[f"{p['a']} → {p['b']}", p["class"], f"{p['model_rtt_ms']:.4f}", f"{p['min_ms']:.4f}",
                  f"{p['median_ms']:.4f}", f"{p['p99_ms']:.4f}", f"{p['median_ms'] / p['model_rtt_ms']:.3f}"
-                 if p["model_rtt_ms"] else "-", p["iterations"]] for p in d["pairs"]]
+                 if p["model_rtt_ms"] else "-", p["iterations"]] for p in d.pairs]
         out.append(table(["ranks (nodes)", "class", "model RTT [ms]", "min [ms]", "median [ms]", "p99 [ms]",
                           "median / model", "iterations"], rows))
         fig, ax = plt.subplots(figsize=(6, 3.2))
-        for j, p in enumerate(d["pairs"]):
+        for j, p in enumerate(d.pairs):
             ax.bar(j, p["median_ms"], color=CLASS_COLOURS.get(p["class"], "grey"))
         ax.set_yscale("log")
-        ax.set_xticks(range(len(d["pairs"])), [f"{p['a']}-{p['b']}" for p in d["pairs"]], rotation=30, fontsize=8)
+        ax.set_xticks(range(len(d.pairs)), [f"{p['a']}-{p['b']}" for p in d.pairs], rotation=30, fontsize=8)
         ax.set_ylabel("median RTT [ms]")
         handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in CLASS_COLOURS.values()]
         ax.legend(handles, CLASS_COLOURS.keys(), fontsize=8)

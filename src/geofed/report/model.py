@@ -6,6 +6,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
+from geofed.records import Record
 from geofed.report import esc, figure, num, section, table
 
 
@@ -14,17 +15,17 @@ def _pct(x) -> str:
 
 
 @section("bench.model", "Prediction: models against measurements", order=90)
-def model(recs: list[dict], outdir: Path) -> str:
+def model(recs: list[Record], outdir: Path) -> str:
     out = []
     for i, r in enumerate(recs):
-        d = r["data"]
-        s = d["summary"]
-        fed = r["meta"].get("federation", "?")
-        out.append(f"<p class='meta'>federation {esc(fed)} · calibrated from {len(d['calibration']['sources'])} "
+        d = r.data
+        s = d.summary
+        fed = r.meta.get("federation", "?")
+        out.append(f"<p class='meta'>federation {esc(fed)} · calibrated from {len(d.calibration['sources'])} "
                    f"one-site record(s) · {s['within_tolerance']}/{s['rows']} rows within 15 % · median |error| "
-                   f"{_pct(s['median_abs_error'])} · SimGrid: {esc(d['simgrid'])}</p>")
+                   f"{_pct(s['median_abs_error'])} · SimGrid: {esc(d.simgrid)}</p>")
         rows, classes = [], []
-        for row in d["rows"]:
+        for row in d.rows:
             params = ", ".join(f"{k}={v}" for k, v in row["params"].items())
             rows.append([row["workload"], row["placement"], params, num(row["measured"]), num(row["predicted"]),
                          _pct(row["error"]), num(row.get("simgrid_LV08")), num(row.get("simgrid_CM02")),
@@ -32,7 +33,7 @@ def model(recs: list[dict], outdir: Path) -> str:
             classes.append("fail" if row["error"] is not None and abs(row["error"]) > 0.15 else "")
         out.append(table(["workload", "placement", "parameters", "measured", "geofed", "error", "SimGrid LV08",
                           "SimGrid CM02", "unit"], rows, classes))
-        pts = [(row["measured"], row["predicted"], row["workload"]) for row in d["rows"] if row["measured"]]
+        pts = [(row["measured"], row["predicted"], row["workload"]) for row in d.rows if row["measured"]]
         if pts:
             fig, ax = plt.subplots(figsize=(5, 5))
             for w in sorted({p[2] for p in pts}):

@@ -7,19 +7,20 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from geofed.ops.monitor import METRICS
+from geofed.records import Record
+from geofed.records.ops import METRICS
 from geofed.report import esc, figure, section, table
 
 
 @section("monitor.series", "Link monitoring: series and sustained level shifts", order=45)
-def monitor(recs: list[dict], outdir: Path) -> str:
+def monitor(recs: list[Record], outdir: Path) -> str:
     out = []
     for i, r in enumerate(recs):
-        d = r["data"]
-        out.append(f"<p class='meta'>store {esc(d['db'])} · a shift must last {d['run']} samples and exceed"
-                   f" {d['k']:g} noise standard deviations and {d['rel'] * 100:g} % of the level</p>")
+        d = r.data
+        out.append(f"<p class='meta'>store {esc(d.db)} · a shift must last {d.run} samples and exceed"
+                   f" {d.k:g} noise standard deviations and {d.rel * 100:g} % of the level</p>")
         rows = []
-        for j, s in enumerate(d["series"]):
+        for j, s in enumerate(d.series):
             fig, axes = plt.subplots(1, len(METRICS), figsize=(10, 2.8))
             when = [datetime.fromtimestamp(t) for t in s["t"]]
             for ax, (metric, label) in zip(axes, METRICS.items()):

@@ -6,21 +6,22 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
+from geofed.records import Record
 from geofed.report import esc, figure, section, table
 
 
 @section("obstacle.run", "Obstacle problem over P2PSAP (seed 003)", order=70)
-def runs(records: list[dict], outdir: Path) -> str:
+def runs(records: list[Record], outdir: Path) -> str:
     rows = []
     fig, ax = plt.subplots(figsize=(7, 3.2))
     for r in records:
-        d = r["data"]
-        rows.append([d["placement"], d["scheme"], d["network"], d["n"], f"{d['tol']:g}", len(d["peers"]),
-                     " / ".join(str(p["iterations"]) for p in d["peers"]), f"{d['time_to_solution_s']:.3f}",
-                     f"{d['certified_residual']:.3g}", f"{d['error_bound']:.3g}"])
-        if d["residual_history"]:
-            t, res = zip(*d["residual_history"])
-            ax.semilogy(t, res, ".-", label=f"{d['scheme']} {d['placement']}")
+        d = r.data
+        rows.append([d.placement, d.scheme, d.network, d.n, f"{d.tol:g}", len(d.peers),
+                     " / ".join(str(p["iterations"]) for p in d.peers), f"{d.time_to_solution_s:.3f}",
+                     f"{d.certified_residual:.3g}", f"{d.error_bound:.3g}"])
+        if d.residual_history:
+            t, res = zip(*d.residual_history)
+            ax.semilogy(t, res, ".-", label=f"{d.scheme} {d.placement}")
     ax.set_xlabel("seconds")
     ax.set_ylabel("global residual seen by peer 0")
     ax.legend(fontsize=8)
@@ -30,26 +31,26 @@ def runs(records: list[dict], outdir: Path) -> str:
 
 
 @section("bench.obstacle", "Obstacle problem: seed 003's Table III and the reliable stack against TCP", order=71)
-def bench(records: list[dict], outdir: Path) -> str:
+def bench(records: list[Record], outdir: Path) -> str:
     out = []
     for r in records:
-        d = r["data"]
-        out.append(f"<p class='meta'>n = {d['n']}, certified residual &le; {d['tol']:g}, link RTT {d['link_rtt_ms']:.3g} ms,"
-                   f" medians of {d['repeat']} · {esc(r['created'])}</p>")
-        if "solver" in d:
+        d = r.data
+        out.append(f"<p class='meta'>n = {d.n}, certified residual &le; {d.tol:g}, link RTT {d.link_rtt_ms:.3g} ms,"
+                   f" medians of {d.repeat} · {esc(r.created)}</p>")
+        if d.solver is not None:
             cell = lambda x, s: f"{x[s + '_s']:.3f} s ({x[s + '_iterations']:.0f} it.)"  # noqa: E731
             out.append(table(["placement", "peers", "across the link", "P2PSAP sync", "P2PSAP async", "MPI Jacobi",
                               "async vs MPI"],
                              [[x["placement"], x["peers"], "yes" if x["across_link"] else "no", cell(x, "sync"),
-                               cell(x, "async"), cell(x, "mpi"), f"{x['async_speedup_vs_mpi']:.1f}x"] for x in d["solver"]]))
-        if "throughput" in d:
-            t = d["throughput"]
+                               cell(x, "async"), cell(x, "mpi"), f"{x['async_speedup_vs_mpi']:.1f}x"] for x in d.solver]))
+        if d.throughput is not None:
+            t = d.throughput
             rows = [[r["what"], f"{r['transfer_mbps']:.0f}", f"{100 * r['transfer_of_tcp']:.1f} %",
                      f"{r['steady_mbps']:.0f}", f"{100 * r['steady_of_tcp']:.1f} %"] for r in t["rows"]]
             out.append(table([f"one session {t['pair'][0]} -> {t['pair'][1]}", f"transfer of {t['mbytes']:g} MB [Mb/s]",
                               "of TCP's", "steady state [Mb/s]", "of TCP's"], rows))
-        if "lossy" in d:
-            l = d["lossy"]
+        if d.lossy is not None:
+            l = d.lossy
             ok = l["delivered"] == l["messages"] and not l["extra"]
             out.append(table(["link loss", "P2PSAP sync/inter/Eth [Mb/s]", "delivered intact", "retransmissions", "timeouts"],
                              [[f"{100 * l['loss']:g} %", f"{l['transfer_mbps']:.0f}", f"{l['delivered']}/{l['messages']}",

@@ -10,11 +10,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import LogNorm
 
-from geofed.bench.storage import OPS, fmt_size
+from geofed.records import Record
+from geofed.records.storage import fmt_size
 from geofed.report import esc, figure, section, table
 
 
-def _grid(cells: list[dict], sizes: list[int], recs: list[int], value) -> np.ndarray:
+def _grid(cells: list[Record], sizes: list[int], recs: list[int], value) -> np.ndarray:
     """A sizes x records array of value(cell); NaN where there is no cell (record > file)."""
     grid = np.full((len(sizes), len(recs)), np.nan)
     for c in cells:
@@ -38,9 +39,9 @@ def _heat(ax, grid, sizes, recs, norm, cmap, title, text) -> object:
     return im
 
 
-def _maps(cells, sizes, recs, mode, value, norm, cmap, text, unit, ticks=None) -> plt.Figure:
-    fig, axes = plt.subplots(1, len(OPS), figsize=(2.9 * len(OPS), 3.1), squeeze=False)
-    for ax, op in zip(axes[0], OPS):
+def _maps(cells, ops, sizes, recs, mode, value, norm, cmap, text, unit, ticks=None) -> plt.Figure:
+    fig, axes = plt.subplots(1, len(ops), figsize=(2.9 * len(ops), 3.1), squeeze=False)
+    for ax, op in zip(axes[0], ops):
         mine = [c for c in cells if c["mode"] == mode and c["op"] == op]
         if not mine:
             ax.set_visible(False)
@@ -62,44 +63,44 @@ def _rate_text(cells, sizes, recs):
 
 
 @section("bench.io", "Storage: IOzone's grid, with IOzone and fio on the same cells (seed 002)", order=72)
-def storage(records: list[dict], outdir: Path) -> str:
+def storage(records: list[Record], outdir: Path) -> str:
     out = []
     for k, r in enumerate(records):
-        d = r["data"]
-        cells, sizes, recs = d["cells"], sorted({c["size"] for c in d["cells"]}), sorted({c["record"] for c in d["cells"]})
-        notes = [f"{mode}: {why}" for mode, why in d["unsupported"].items()]
-        if d["skipped_sizes"]:
-            notes.append(f"skipped by the {d['budget_s']:g} s budget: " + ", ".join(map(fmt_size, d["skipped_sizes"])))
-        out.append(f"<p class='meta'>{esc(d['path'])} ({esc(d['filesystem'])}) on {esc(r.get('host', ''))}: medians of "
-                   f"{d['repeat']} runs in MB/s; fsync inside every write's time; "
-                   + ("the file's pages dropped before `read`" if d["drop_cache"] else "no page-cache drop")
+        d = r.data
+        cells, sizes, recs = d.cells, sorted({c["size"] for c in d.cells}), sorted({c["record"] for c in d.cells})
+        notes = [f"{mode}: {why}" for mode, why in d.unsupported.items()]
+        if d.skipped_sizes:
+            notes.append(f"skipped by the {d.budget_s:g} s budget: " + ", ".join(map(fmt_size, d.skipped_sizes)))
+        out.append(f"<p class='meta'>{esc(d.path)} ({esc(d.filesystem)}) on {esc(r.host)}: medians of "
+                   f"{d.repeat} runs in MB/s; fsync inside every write's time; "
+                   + ("the file's pages dropped before `read`" if d.drop_cache else "no page-cache drop")
                    + f"; 'c': a cache read (most of the file in the page cache as it began; memory "
-                   f"{d['memory_bytes'] / 2 ** 30:.1f} GiB) · {esc(r['created'])}"
+                   f"{d.memory_bytes / 2 ** 30:.1f} GiB) · {esc(r.created)}"
                    + "".join(f"<br>{esc(n)}" for n in notes) + "</p>")
         if not cells:
             continue
-        if d["peers"]:
+        if d.peers:
             rows = []
-            for p in d["peers"]:
-                a = d["agreement"][p]
-                rows.append([p, d["peer_versions"].get(p, "?"), a["cells"], "-" if a["median_ratio"] is None
+            for p in d.peers:
+                a = d.agreement[p]
+                rows.append([p, d.peer_versions.get(p, "?"), a["cells"], "-" if a["median_ratio"] is None
                              else f"{a['median_ratio']:.3f}", a["within"], a["long_cells"],
                              "-" if a["long_median_ratio"] is None else f"{a['long_median_ratio']:.3f}",
                              a["long_within"], f"{a['self_within']} of {a['self_cells']}"])
-            near = f"within {d['near']:.0%}"
+            near = f"within {d.near:.0%}"
             out.append(table(["peer", "version", "cells", "median geofed / peer", near,
-                              f"cells of {d['long_s'] * 1e3:g} ms or more", "their median", near,
+                              f"cells of {d.long_s * 1e3:g} ms or more", "their median", near,
                               f"the peer's first two runs {near}"], rows))
         rates = [c["geofed_mbps"] for c in cells if c["geofed_mbps"]]
         norm = LogNorm(vmin=min(rates), vmax=max(rates))
-        for mode in d["modes"]:
+        for mode in d.modes:
             if not any(c["mode"] == mode for c in cells):
                 continue
-            fig = _maps(cells, sizes, recs, mode, lambda c: c["geofed_mbps"], norm, "viridis", _rate_text, "MB/s")
+            fig = _maps(cells, d.ops, sizes, recs, mode, lambda c: c["geofed_mbps"], norm, "viridis", _rate_text, "MB/s")
             out.append(figure(fig, outdir, f"io-{k}-{mode}.png", f"geofed MB/s per file and record size, {mode}"))
-            for p in d["peers"]:
+            for p in d.peers:
                 # blank where the peer measures something else by design (see the command's notes)
-                fig = _maps(cells, sizes, recs, mode, lambda c: c[f"ratio_{p}"] if c[f"{p}_comparable"] else None,
+                fig = _maps(cells, d.ops, sizes, recs, mode, lambda c: c[f"ratio_{p}"] if c[f"{p}_comparable"] else None,
                             LogNorm(vmin=0.5, vmax=2), "coolwarm", lambda *_: (lambda i, j, v: f"{v:.2f}"),
                             f"geofed / {p}", ticks=[0.5, 0.7, 0.9, 1, 1.1, 1.4, 2])
                 out.append(figure(fig, outdir, f"io-{k}-{mode}-{p}.png", f"geofed over {p} per cell, {mode}"))

@@ -6,19 +6,20 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
+from geofed.records import Record
 from geofed.report import esc, figure, section, table
 
 
-def _meta(r: dict) -> str:
-    m = r["meta"]
-    return f"<p class='meta'>{esc(m.get('federation', ''))} · {esc(r['created'])} · {esc(r['host'])}</p>"
+def _meta(r: Record) -> str:
+    m = r.meta
+    return f"<p class='meta'>{esc(m.get('federation', ''))} · {esc(r.created)} · {esc(r.host)}</p>"
 
 
 @section("testbed.verify", "Testbed verification: configured against measured", order=10)
-def verify(records: list[dict], outdir: Path) -> str:
+def verify(records: list[Record], outdir: Path) -> str:
     r = records[-1]
     rows, classes = [], []
-    for p in r["data"]["pairs"]:
+    for p in r.data.pairs:
         rtt, tp = p["rtt_ms"], p["throughput_mbps"]
         conf_tp = "-" if tp["configured"] is None else f"{tp['configured']:.0f}"
         cpu = p.get("host_cpu_ms_per_MB")  # records before 2026-11-26 lack it
@@ -32,27 +33,27 @@ def verify(records: list[dict], outdir: Path) -> str:
 
 
 @section("bench.link", "Link emulator accuracy", order=20)
-def link_accuracy(records: list[dict], outdir: Path) -> str:
+def link_accuracy(records: list[Record], outdir: Path) -> str:
     r = records[-1]
-    d = r["data"]
+    d = r.data
     out = [_meta(r)]
     out.append(table(
         ["configured RTT [ms]", "median [ms]", "p99 [ms]", "median error", "p99 error"],
         [[f"{x['configured_ms']:g}", f"{x['median_ms']:.4f}", f"{x['p99_ms']:.4f}",
-          f"{x['median_error']:+.1%}", f"{x['p99_error']:+.1%}"] for x in d["rtt"]]))
+          f"{x['median_error']:+.1%}", f"{x['p99_error']:+.1%}"] for x in d.rtt]))
     out.append(table(
         ["configured [Gb/s]", "streams", "measured [Gb/s]", "ratio"],
         [[f"{x['configured_gbps']:g}", x["streams"], f"{x['measured_gbps']:.3f}", f"{x['ratio']:.1%}"]
-         for x in d["throughput"]]))
-    for key, title in (("distributions", "each way with jitter and loss"), ("asymmetric", "an asymmetric link")):
-        if key in d:
-            out.append(_ways(d[key], title))
-    if d["rtt"]:
+         for x in d.throughput]))
+    for ways, title in ((d.distributions, "each way with jitter and loss"), (d.asymmetric, "an asymmetric link")):
+        if ways is not None:
+            out.append(_ways(ways, title))
+    if d.rtt:
         fig, ax = plt.subplots(figsize=(6, 3.5))
-        conf = [x["configured_ms"] for x in d["rtt"]]
+        conf = [x["configured_ms"] for x in d.rtt]
         ax.loglog(conf, conf, "k--", label="configured")
-        ax.loglog(conf, [x["median_ms"] for x in d["rtt"]], "o", label="median")
-        ax.loglog(conf, [x["p99_ms"] for x in d["rtt"]], "x", label="p99")
+        ax.loglog(conf, [x["median_ms"] for x in d.rtt], "o", label="median")
+        ax.loglog(conf, [x["p99_ms"] for x in d.rtt], "x", label="p99")
         ax.set_xlabel("configured RTT [ms]")
         ax.set_ylabel("measured RTT [ms]")
         ax.legend()

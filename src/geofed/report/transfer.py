@@ -6,19 +6,20 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
+from geofed.records import Record
 from geofed.report import esc, figure, section, table
 
 
 @section("ops.transfer", "Bulk transfers between nodes", order=70)
-def transfers(records: list[dict], outdir: Path) -> str:
+def transfers(records: list[Record], outdir: Path) -> str:
     rows = []
     for r in records:
-        d = r["data"]
-        cap = d["link"]["bandwidth_gbps"]
-        rows.append([d["source"], d["destination"], f"{d['moved_bytes'] / 1e6:.1f}", f"{d['held_bytes'] / 1e6:.1f}",
-                     f"{d['seconds']:.2f}", f"{d['rate_mbps']:.0f}",
-                     f"{d['rate_mbps'] / (cap * 1000):.1%}" if cap else "-", d["streams"], d["corrupt_found"],
-                     f"{d['sender_cpu_s_per_gb']:.2f} / {d['receiver_cpu_s_per_gb']:.2f}"])
+        d = r.data
+        cap = d.link["bandwidth_gbps"]
+        rows.append([d.source, d.destination, f"{d.moved_bytes / 1e6:.1f}", f"{d.held_bytes / 1e6:.1f}",
+                     f"{d.seconds:.2f}", f"{d.rate_mbps:.0f}",
+                     f"{d.rate_mbps / (cap * 1000):.1%}" if cap else "-", d.streams, d.corrupt_found,
+                     f"{d.sender_cpu_s_per_gb:.2f} / {d.receiver_cpu_s_per_gb:.2f}"])
     return table(["source", "destination", "moved MB", "already there MB", "s", "Mb/s", "of link", "streams",
                   "damaged chunks resent", "CPU s/GB send / receive"], rows)
 
@@ -30,15 +31,15 @@ def _cpu(row: dict, peer: str) -> str:
 
 
 @section("bench.transfer", "geofed transfer beside iperf3, GridFTP and xrootd: streams and loss (seed 004)", order=71)
-def bench(records: list[dict], outdir: Path) -> str:
+def bench(records: list[Record], outdir: Path) -> str:
     out = []
     for k, r in enumerate(records):
-        d = r["data"]
-        cap = d["link"]["bandwidth_gbps"] * 1000
-        out.append(f"<p class='meta'>{esc(r['meta'].get('federation', ''))}: link {d['link']['rtt_ms']:.4g} ms RTT, "
+        d = r.data
+        cap = d.link["bandwidth_gbps"] * 1000
+        out.append(f"<p class='meta'>{esc(r.meta.get('federation', ''))}: link {d.link['rtt_ms']:.4g} ms RTT, "
                    f"{cap:.0f} Mb/s; memory to /dev/null; medians; geofed's own choice on this link: "
-                   f"{d['auto_streams']} streams · {esc(r['created'])}</p>")
-        peers = d.get("peers", [])
+                   f"{d.auto_streams} streams · {esc(r.created)}</p>")
+        peers = d.peers
         out.append(table(["loss", "streams", "geofed Mb/s", "of link", "iperf3 Mb/s", "geofed / iperf3"]
                          + [f"{p} Mb/s" for p in peers] + ["CPU s/GB geofed", "CPU s/GB iperf3"]
                          + [f"CPU s/GB {p}" for p in peers],
@@ -47,11 +48,11 @@ def bench(records: list[dict], outdir: Path) -> str:
                           + [f"{x[p + '_mbps']:.0f}" for p in peers]
                           + [f"{x['geofed_sender_cpu_s_per_gb']:.2f}", f"{x['iperf3_sender_cpu_s_per_gb']:.2f}"]
                           + [_cpu(x, p) for p in peers]
-                          for x in d["rows"]]))
-        losses = sorted({x["loss"] for x in d["rows"]})
+                          for x in d.rows]))
+        losses = sorted({x["loss"] for x in d.rows})
         fig, axes = plt.subplots(1, len(losses), figsize=(3.6 * len(losses), 3.2), squeeze=False)
         for ax, loss in zip(axes[0], losses):
-            pts = [x for x in d["rows"] if x["loss"] == loss]
+            pts = [x for x in d.rows if x["loss"] == loss]
             ax.plot([x["streams"] for x in pts], [x["geofed_mbps"] for x in pts], "o-", label="geofed transfer")
             ax.plot([x["streams"] for x in pts], [x["iperf3_mbps"] for x in pts], "s--", label="iperf3")
             for p, style in zip(peers, ("^-.", "v:")):

@@ -70,8 +70,8 @@ def run(fed: Federation, base: Settings, sizes: list[tuple[int, int]], out: Path
         progress(f"L = {L}, {steps} steps: staging on, SST from {sim_site} to {analysis_site}")
         rec = workflow.run(fed, s, out, sim_site=sim_site, analysis_site=analysis_site, sim_ranks=sim_ranks,
                            timeout=timeout, frame_every=outputs, progress=progress)
-        d = rec["data"]
-        on = d["steps"]
+        d = rec.data
+        on = d.steps
         off_ms, on_ms = per_step_ms(off, s.plotgap), per_step_ms(on, s.plotgap)
         staging_ms = per_step_ms(on, s.plotgap, outside_stencil)
         compute = {k: per_step_ms(rows, s.plotgap, lambda r: r["compute_s"]) for k, rows in (("off", off), ("on", on))}
@@ -83,7 +83,7 @@ def run(fed: Federation, base: Settings, sizes: list[tuple[int, int]], out: Path
                    "intervals_s": [r["interval_s"] for r in on],
                    "gather_ms": statistics.median(r["gather_s"] for r in on) * 1e3,
                    "stage_ms": statistics.median(r["stage_s"] for r in on) * 1e3,
-                   "transfer": d["transfer"], "intact": d["verify"]["ok"], "run_dir": d["run_dir"]},
+                   "transfer": d.transfer, "intact": rec.sanity().ok, "run_dir": d.run_dir},
             "overhead": on_ms / off_ms - 1,
             "staging_overhead": staging_ms / off_ms,
         })
@@ -94,13 +94,13 @@ def run(fed: Federation, base: Settings, sizes: list[tuple[int, int]], out: Path
     return records.make("bench.grayscott", data, **records.federation_meta(fed))
 
 
-def format_table(rec: dict) -> str:
-    d = rec["data"]
+def format_table(rec: records.Record) -> str:
+    d = rec.data
     head = (f"{'L':>4} {'steps':>5} {'MB/out':>6} {'off ms/step':>11} {'on ms/step':>10} {'overhead':>8} "
             f"{'staging ms/step':>15} {'of off':>7} {'compute off/on':>14} {'pdf Mb/s':>8} {'gplot Mb/s':>10} "
             f"{'both Mb/s':>9} {'link Mb/s':>9} {'carried MB':>10} {'behind at':>9} {'intact':>6}")
     lines = [head]
-    for c in d["cases"]:
+    for c in d.cases:
         on, x = c["on"], c["on"]["transfer"]
         rate, mb = x["median_mbps"], workflow.fmt_mbps
         lines.append(f"{c['L']:>4} {c['steps']:>5} {c['bytes_per_output'] / 1e6:>6.1f} {c['off']['per_step_ms']:>11.1f} "
@@ -110,8 +110,8 @@ def format_table(rec: dict) -> str:
                      f"{mb(x['median_link_mbps']):>9} {mb(x['configured_mbps']):>9} "
                      f"{'-' if x['link_bytes'] is None else format(x['link_bytes'] / 1e6, '.0f'):>10} "
                      f"{behind_at(x):>9} {'yes' if on['intact'] else 'NO':>6}")
-    lines.append(f"link {d['sim_site']}-{d['analysis_site']}: RTT {d['link']['rtt_ms']:.3g} ms, "
-                 f"{d['link']['bandwidth_gbps']:g} Gb/s; medians over output intervals; staging: the simulation's "
+    lines.append(f"link {d.sim_site}-{d.analysis_site}: RTT {d.link['rtt_ms']:.3g} ms, "
+                 f"{d.link['bandwidth_gbps']:g} Gb/s; medians over output intervals; staging: the simulation's "
                  f"time outside its stencil (gather, staging, waiting for the writer); Mb/s: step bytes over "
                  f"EndStep-to-arrival (common clock), per consumer and for both together; behind at: the output "
                  f"steps some consumer asked for only after they were published")

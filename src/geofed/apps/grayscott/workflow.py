@@ -313,13 +313,13 @@ def run(fed: Federation, s: Settings, out: Path, *, sim_site: str = "G", analysi
     return records.make("workflow.grayscott", data, **records.federation_meta(fed))
 
 
-def format_table(rec: dict) -> str:
-    d = rec["data"]
-    names = list(d["steps"][0]["consumers"]) if d["steps"] else []
+def format_table(rec: records.Record) -> str:
+    d = rec.data
+    names = list(d.steps[0]["consumers"]) if d.steps else []
     head = f"{'step':>6} {'compute ms':>10} {'gather ms':>9} {'staged ms':>9} {'MB':>6} {'digest':>9}"
     head += "".join(f" {n + ' in ms':>11} {n + ' Mb/s':>11} {n + ' digest':>14}" for n in names)
     lines = [head]
-    for r in d["steps"]:
+    for r in d.steps:
         line = (f"{r['step']:>6} {r['compute_s'] * 1e3:>10.1f} {r['gather_s'] * 1e3:>9.1f} {r['stage_s'] * 1e3:>9.1f}"
                 f" {r['bytes'] / 1e6:>6.2f} {r['digest']:>9}")
         for n in names:
@@ -330,13 +330,13 @@ def format_table(rec: dict) -> str:
             else:
                 line += f" {'-':>11} {'-':>11} {'MISSING':>14}"
         lines.append(line)
-    lines.append(transfer_line(d["transfer"]))
-    v = d["verify"]
+    lines.append(transfer_line(d.transfer))
+    v = d.verify
     for n, c in v["consumers"].items():
         lines.append(f"{n}: {c['received']}/{c['written']} steps of stream {c['stream']} received, "
                      f"{len(c['missing'])} missing, {len(c['differ'])} differ")
     lines.append(f"verdict: {'every step reached every consumer intact' if v['ok'] else 'STEPS LOST OR CORRUPTED'}"
-                 f" ({v['expected_steps']} steps, {d['wall_s']:.1f} s)")
+                 f" ({v['expected_steps']} steps, {d.wall_s:.1f} s)")
     return "\n".join(lines)
 
 

@@ -1,61 +1,22 @@
-"""HPL's input: the choices a user makes, checked, and written in HPL.dat's format.
+"""HPL's input: orders and memory shares as a user gives them, and HPL.dat's format.
 
 HPCC's HPL reads `hpccinf.txt` and appends its results to `hpccoutf.txt`, both in
 the working directory of rank 0 (HPL.dat's layout: one value list per line, with
-a count line before each list). One run solves every N in `ns` with one NB, one
-P x Q grid and one broadcast/lookahead variant; the panel factorisation stays at
-HPL's defaults from its tuning notes (right-looking, Crout recursion, NBMIN 4).
+a count line before each list). The run's choices are a `records.hpl.HplParams`; the
+panel factorisation stays at HPL's defaults from its tuning notes (right-looking,
+Crout recursion, NBMIN 4).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass
 
 from geofed.errors import UserError
+from geofed.records.hpl import BCASTS, HplParams
 from geofed.validate import positive_int
 
-# HPL's codes for the panel broadcast: increasing ring (1rg), its modified form
-# (1rM), two rings (2rg, 2rM), long (Lng, LnM: bandwidth reducing, for slow links).
-# HPL.dat's block size when none is asked for: what seed 001 used.
-DEFAULT_NB = 80
-BCASTS = {"1rg": 0, "1rM": 1, "2rg": 2, "2rM": 3, "Lng": 4, "LnM": 5}
 DOUBLE = 8  # bytes
-
-
-@dataclass(frozen=True)
-class Params:
-    ns: tuple[int, ...]
-    nb: int
-    p: int
-    q: int
-    bcast: str = "1rM"
-    depth: int = 1  # lookahead depth: 0 none, 1 overlaps the next panel's broadcast
-
-    @property
-    def ranks(self) -> int:
-        return self.p * self.q
-
-    def as_dict(self) -> dict:
-        return {"ns": list(self.ns), "nb": self.nb, "p": self.p, "q": self.q, "bcast": self.bcast, "depth": self.depth}
-
-
-def grid(ranks: int) -> tuple[int, int]:
-    """P x Q for `ranks`: as square as possible with P <= Q (HPL's tuning advice: a
-    flat grid suits Ethernet-like networks, and P = 1 is allowed)."""
-    p = max(d for d in range(1, math.isqrt(ranks) + 1) if ranks % d == 0)
-    return p, ranks // p
-
-
-def parse_grid(text: str) -> tuple[int, int]:
-    try:
-        p, q = (int(x) for x in text.lower().split("x"))
-    except ValueError:
-        raise UserError(f"--grid {text!r}: expected P x Q like 2x4") from None
-    if p < 1 or q < 1:
-        raise UserError(f"--grid {text!r}: P and Q must be at least 1")
-    return p, q
 
 
 def parse_ns(text: str) -> list[int]:
@@ -79,23 +40,7 @@ def n_for_memory(fraction: float, memory_bytes: float, nb: int) -> int:
     return n
 
 
-def check(params: Params, ranks: int, where: str) -> Params:
-    """Every mistake HPL itself would only report after the ranks started."""
-    if params.bcast not in BCASTS:
-        raise UserError(f"--bcast {params.bcast!r}: unknown variant (known: {', '.join(BCASTS)})")
-    if params.nb < 1:
-        raise UserError(f"--nb {params.nb}: must be at least 1")
-    for n in params.ns:
-        if n < params.nb:
-            raise UserError(f"--n {n}: smaller than the block size NB = {params.nb}")
-    if params.ranks != ranks:
-        raise UserError(f"--grid {params.p}x{params.q}: {params.ranks} processes, but {where} has {ranks} ranks")
-    if params.depth < 0:
-        raise UserError(f"--depth {params.depth}: must be 0 or more")
-    return params
-
-
-def text(params: Params) -> str:
+def text(params: HplParams) -> str:
     """hpccinf.txt for these choices. HPCC's HPL always writes its results to
     hpccoutf.txt in the working directory, whatever the device line says."""
     def line(value, what: str) -> str:

@@ -11,18 +11,21 @@ import tempfile
 from pathlib import Path
 
 from geofed.apps.hpl import output
-from geofed.apps.hpl.params import Params, text
+from geofed.apps.hpl.params import text
 from geofed.errors import JobFailed
 from geofed.federation import Federation
 from geofed.launch import job as launch
 from geofed.launch import runner
 from geofed.launch.placement import Placement
 from geofed.native import binary
+from geofed.records.hpl import HplParams
 
 
-def run(fed: Federation, placement: Placement, params: Params, *, ranks_per_node: int = 1,
-        hostfile: str | None = None, timeout: float | None = None, cpu_limit: bool = False) -> dict:
-    """The data of a `bench.hpl` record: every N's time, GFLOPS and residual check."""
+def run(fed: Federation, placement: Placement, params: HplParams, *, hostfile: str | None = None,
+        timeout: float | None = None, cpu_limit: bool = False) -> dict:
+    """The data of a `bench.hpl` record: every N's time, GFLOPS and residual check;
+    `params` checked for the placement (HplParams.on)."""
+    ranks_per_node = params.ranks_per_node
     xhpl = binary("geofed-xhpl")
     what = f"hpl on {placement.code}"
     # A real cluster's ranks read the input where this process wrote it: the shared
@@ -49,7 +52,7 @@ def run(fed: Federation, placement: Placement, params: Params, *, ranks_per_node
         "placement": placement.code, "nodes": [n.name for n in nodes], "ranks_per_node": ranks_per_node,
         "ranks": len(nodes) * ranks_per_node,
         "ranks_per_site": {s: sum(ranks_per_node for n in nodes if n.site == s) for s in sites},
-        "where": "hostfile" if hostfile else "testbed", "cpu_limit": cpu_limit, "params": params.as_dict(),
+        "where": "hostfile" if hostfile else "testbed", "cpu_limit": cpu_limit, "params": params,
         "link": ({"sites": sites, "rtt_ms": fed.rtt_ms(*sites), "bandwidth_gbps": fed.bandwidth_gbps(*sites)}
                  if len(sites) == 2 else None),
         "rows": rows, "passed": all(r["passed"] for r in rows),

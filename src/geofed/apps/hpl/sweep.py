@@ -16,6 +16,7 @@ are throttled under one, which varied the times 2-4 fold from run to run).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -31,6 +32,7 @@ from geofed.errors import JobFailed, UserError
 from geofed.launch import job as launch
 from geofed.launch import runner
 from geofed.launch.placement import Placement, parse
+from geofed.records.hpl import HplParams
 
 
 def site_peaks(fed, progress) -> dict[str, float]:
@@ -45,14 +47,13 @@ def site_peaks(fed, progress) -> dict[str, float]:
         return {r["site"]: r["gflops"] for r in json.loads(out.read_text())}
 
 
-def _peer(fed, placement: Placement, params: P.Params, tmp: Path) -> dict:
+def _peer(fed, placement: Placement, params: HplParams, tmp: Path) -> dict:
     """The same rank count on this host: one 'node' holding every rank, through a hostfile."""
     hostfile = tmp / "peer-hosts"
     site = placement.groups[0][0]
     hostfile.write_text(f"{socket.gethostname()} {site}\n")
-    ranks = placement.node_count
-    return run.run(fed, parse(f"{site}1", fed), params, ranks_per_node=ranks, hostfile=str(hostfile),
-                   timeout=900)
+    one = dataclasses.replace(params, ranks_per_node=placement.node_count).on(1, "the peer's host")
+    return run.run(fed, parse(f"{site}1", fed), one, hostfile=str(hostfile), timeout=900)
 
 
 def sweep(fed, codes: list[str], ns: list[int], nb: int, repeat: int, peer: bool, progress) -> dict:
@@ -64,8 +65,8 @@ def sweep(fed, codes: list[str], ns: list[int], nb: int, repeat: int, peer: bool
         try:
             for code in codes:
                 pl = parse(code, fed)
-                p, q = P.grid(pl.node_count)
-                params = P.check(P.Params(tuple(ns), nb, p, q), pl.node_count, f"placement {code}")
+                params = HplParams(tuple(ns), nb).on(pl.node_count, f"placement {code}")
+                p, q = params.p, params.q
                 runs = []
                 for r in range(repeat):
                     progress(f"hpl sweep: {code} ({p}x{q}), N = {','.join(map(str, ns))}, run {r + 1}/{repeat}")
@@ -125,8 +126,7 @@ def main(args, progress) -> int:
     ns = P.parse_ns(args.n)
     for code in codes:  # every mistake before a testbed comes up
         pl = parse(code, base)
-        p, q = P.grid(pl.node_count)
-        P.check(P.Params(tuple(ns), args.nb, p, q), pl.node_count, f"placement {code}")
+        HplParams(tuple(ns), args.nb).on(pl.node_count, f"placement {code}")
     if parse(codes[0], base).node_count != 1:
         raise UserError(f"--placements: the first ({codes[0]}) must be one node, the base of the speed-up")
     tb.require_root("sweep HPL on")

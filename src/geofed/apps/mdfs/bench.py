@@ -72,12 +72,12 @@ def main(args, progress) -> int:
     return 0
 
 
-def format_table(rec: dict) -> str:
-    d = rec["data"]
-    lines = [f"MDFS on {d['data']}: medians of {d['repeat']} run(s)",
+def format_table(rec: records.Record) -> str:
+    d = rec.data
+    lines = [f"MDFS on {d.data}: medians of {d.repeat} run(s)",
              f"{'case':<6} {'side':<20} {'CPU [s]':>9} {'wall [s]':>9} {'x ref (wall)':>12} {'x ref (CPU)':>11} "
              f"{'relevant':>8} same"]
-    for r in d["rows"]:
+    for r in d.rows:
         lines.append(f"{r['case']:<6} {r['side']:<20} {r['cpu_s']:>9.3f} {r['wall_s']:>9.3f} {r['speedup_wall']:>12.1f}"
                      f" {r['speedup_cpu']:>11.1f} {len(r['relevant']):>8} {'yes' if r['same_relevant'] else 'NO'}")
     return "\n".join(lines)

@@ -112,14 +112,14 @@ def derive(rows: list[dict], sites: list[str]) -> None:
         r["location_effect"] = max(peers) / min(peers) - 1.0 if len(peers) > 1 else None
 
 
-def format_table(rec: dict) -> str:
-    d = rec["data"]
-    p = d["params"]
-    lines = [f"MDFS {p['dimensions']}D, {p['discretizations']} discretizations on {d['data']}; "
-             f"federation {rec['meta']['federation']} (data at site {d['storage']}); medians of {d['repeat']}",
+def format_table(rec: records.Record) -> str:
+    d = rec.data
+    p = d.params
+    lines = [f"MDFS {p['dimensions']}D, {p['discretizations']} discretizations on {d.data}; "
+             f"federation {rec.meta['federation']} (data at site {d.storage}); medians of {d.repeat}",
              f"{'placement':<9} {'split':<9} {'nodes':>5} {'time [s]':>9} {'staging [s]':>11} {'speedup':>7}"
              f" {'ideal [s]':>9} {'vs ideal':>8} {'loc. effect':>11}"]
-    for r in d["rows"]:
+    for r in d.rows:
         f = lambda v, fmt: "-" if v is None else format(v, fmt)  # noqa: E731
         lines.append(f"{r['placement']:<9} {r['split']:<9} {r['nodes']:>5} {r['compute_s']:>9.2f} {r['staging_s']:>11.3f}"
                      f" {f(r['speedup'], '.2f'):>7} {f(r['ideal_s'], '.2f'):>9} {f(r['vs_ideal'] and 100 * r['vs_ideal'], '+.1f'):>7}%"

@@ -1,0 +1,121 @@
+"""Record kinds of the MPI benchmarks and the typed parameters of their models."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from geofed.records import Sanity, doc, kind
+
+
+@dataclass(frozen=True)
+class MpiLatencyParams:
+    """OSU latency: the one-way time of a ping-pong message."""
+    size: int = 1  # message bytes
+
+
+@dataclass(frozen=True)
+class MpiBandwidthParams:
+    """OSU bw: a window of messages, then an acknowledgement."""
+    size: int = 4 << 20  # message bytes
+    window: int = 64  # messages per window
+
+
+@dataclass(frozen=True)
+class MpiAllreduceParams:
+    """MPI allreduce of a vector over every rank of the placement."""
+    size: int = 8  # vector bytes
+
+
+def _job_sanity(wrong: int, exit_status: int | None) -> Sanity:
+    if wrong:
+        return Sanity(False, f"{wrong} message(s) arrived with wrong data")
+    if exit_status:
+        return Sanity(False, f"the job ended with exit status {exit_status}")
+    return Sanity(True, "every message's data checked")
+
+
+@kind
+class JobPingpong:
+    """`python -m geofed.bench.pingpong --out F` under `geofed run`: rank 0's round trips with every other rank."""
+    KIND = "job.pingpong"
+    VERSION = 1
+    placement: str | None = doc("placement code the job ran on")
+    mpi_library: str = doc("MPI library version line")
+    message_bytes: int = doc("message size")
+    ranks: list = doc("per rank: rank, node, site, host")
+    pairs: list = doc("per pair: a, b, class, model_rtt_ms, min_ms, median_ms, p99_ms, iterations")
+
+
+@kind
+class BenchMpi:
+    """`geofed bench mpi`: OSU-defined micro-benchmarks per message size, beside the link model."""
+    KIND = "bench.mpi"
+    VERSION = 1
+    placement: str | None = doc("placement code the job ran on")
+    mpi_library: str = doc("MPI library version line")
+    mpi_version: str = doc("MPI standard version")
+    ranks: list = doc("per rank: rank, node, site, host")
+    sites: list = doc("sites the ranks sat at")
+    hosts: list = doc("hosts the ranks ran on")
+    budget_s: float = doc("time budget per message size")
+    validate: bool = doc("whether every message's data was checked")
+    started: str = doc("when the job started (ISO 8601)")
+    finished: str = doc("when it finished")
+    results: list = doc("per benchmark: benchmark, kind, unit, class, label, ranks, window, rotate_root, model, "
+                        "sizes (per size: size, value, stats, iterations, wrong, model)")
+    exit_status: int | None = doc("the job's exit status, set by the caller that ran it", None)
+
+    def sanity(self) -> Sanity:
+        """no message arrived with wrong data and the job ended with status 0."""
+        return _job_sanity(sum(r["wrong"] for res in self.results for r in res["sizes"]), self.exit_status)
+
+
+@kind
+class BenchCompare:
+    """`geofed bench compare`: geofed's benchmarks against the OSU Micro-Benchmarks (C) on the same ranks."""
+    KIND = "bench.compare"
+    VERSION = 1
+    placement: str = doc("placement code")
+    ranks_per_node: int = doc("ranks per node")
+    repeat: int = doc("alternating runs of each side; medians")
+    osu: str = doc("the OSU installation")
+    osu_binaries: dict = doc("benchmark -> OSU binary")
+    rows: list = doc("per benchmark and size: benchmark, unit, size, osu, geofed, diff, ratio, verdict")
+    runs: list = doc("every run: benchmark, repeat, osu, geofed, class")
+
+
+@kind
+class BenchMatrix:
+    """`geofed bench matrix`: latency and bandwidth between every pair of nodes."""
+    KIND = "bench.matrix"
+    VERSION = 1
+    placement: str | None = doc("placement code")
+    nodes: list = doc("node names, in matrix order")
+    latency_size: int = doc("latency message size")
+    bw_size: int = doc("bandwidth message size")
+    window: int = doc("bandwidth window")
+    budget_s: float = doc("time budget per pair")
+    started: str = doc("when the job started")
+    finished: str = doc("when it finished")
+    mpi_library: str = doc("MPI library version line")
+    pairs: list = doc("per pair: a, b, class, latency_us, latency_min_us, bw_MBps, iterations, wrong, model, "
+                      "model_latency_us, model_bw_MBps")
+    exit_status: int | None = doc("the job's exit status, set by the caller that ran it", None)
+
+    def sanity(self) -> Sanity:
+        """no message arrived with wrong data and the job ended with status 0."""
+        return _job_sanity(sum(p.get("wrong", 0) for p in self.pairs), self.exit_status)
+
+
+@kind
+class BenchCheck:
+    """`geofed bench check --out`: benchmark results against reference values with tolerances."""
+    KIND = "bench.check"
+    VERSION = 1
+    references: str = doc("the references file")
+    rows: list = doc("per reference: system, class, benchmark, size, value, lower, upper, measured, low, high, "
+                     "deviation, ok, status")
+
+    @property
+    def met(self) -> int:
+        return sum(r["ok"] for r in self.rows)
