@@ -153,15 +153,25 @@ COMMANDS: list[Command] = [
 
 
 def registry_commands() -> list[Command]:
-    """`predict MODEL` and `advise MODEL` for every model in the model registry."""
+    """`bench WORKLOAD` for every workload of the registry that has no command of its own
+    above, `predict MODEL` and `advise MODEL` for every model of the model registry."""
+    from geofed import workloads
     from geofed.model import registry
-    out = []
+    own = {c.path for c in COMMANDS}
+    out = [Command(f"bench {w.name}", bench.cmd_workload, w.help, lambda p, w=w: bench.workload_args(p, w))
+           for w in workloads.all_workloads().values() if f"bench {w.name}" not in own]
     for m in registry.MODELS.values():
         out.append(Command(f"predict {m.name}", model.cmd_predict, m.help,
                            lambda p, m=m: model.workload_args(p, m, predict=True)))
         out.append(Command(f"advise {m.name}", model.cmd_advise, m.help,
                            lambda p, m=m: model.workload_args(p, m, predict=False)))
     return out
+
+
+def _in_groups(commands: list[Command]) -> list[Command]:
+    """Groups before their commands, the table's order kept otherwise."""
+    order = {c.path: i for i, c in enumerate(commands) if c.run is None}
+    return sorted(commands, key=lambda c: order.get(c.path.rpartition(" ")[0], -1) if c.run else order[c.path])
 
 
 class Parser(argparse.ArgumentParser):
@@ -176,7 +186,7 @@ def build_parser(commands: list[Command] | None = None) -> argparse.ArgumentPars
                                            "emulate, validate and use federations of clusters joined by long-haul links.")
     ap.add_argument("--version", action="version", version=f"geofed {__version__}")
     groups = {"": ap.add_subparsers(dest="command", required=True, metavar="COMMAND")}
-    for c in commands if commands is not None else COMMANDS + registry_commands():
+    for c in commands if commands is not None else _in_groups(COMMANDS + registry_commands()):
         parent, _, word = c.path.rpartition(" ")
         p = groups[parent].add_parser(word, help=c.help)
         if c.run is None:

@@ -4,6 +4,7 @@ and Linpack benchmarks. Heavy imports stay inside the commands."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from geofed import federation, records, validate
@@ -246,3 +247,34 @@ def btio_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=positive_int, help="time steps (default the class's; a dump every 5)")
     p.add_argument("--path", default=".", help="directory the shared file is written in (default .)")
     options.out(p, "geofed-out/bench", "the bench.btio record")
+
+
+def cmd_workload(args) -> int:
+    """`geofed bench NAME` of a workload from the registry: check, run, show, save; exit 1
+    when its sanity check fails."""
+    from geofed import workloads
+    from geofed.launch.placement import parse
+    w = workloads.get(args.workload)
+    fed = federation.load(args.federation)
+    ctx = workloads.Context(fed, parse(args.placement, fed) if args.placement else None, args.ranks_per_node,
+                            args.hostfile, args.timeout, progress=progress)
+    params = workloads.params_from_args(w.Params, args)
+    w.check(ctx, params)
+    rec = w.run(ctx, params)
+    emit(rec, args.out, w.table(rec))
+    verdict = w.sanity(rec)
+    if not verdict.ok:
+        print(f"geofed: failed: {w.name}: {verdict.why}", file=sys.stderr)
+    return 0 if verdict.ok else 1
+
+
+def workload_args(p: argparse.ArgumentParser, w) -> None:
+    from geofed import workloads
+    options.federation(p)
+    options.placement(p, required=w.needs_placement)
+    options.ranks_per_node(p)
+    options.hostfile(p)
+    options.timeout(p)
+    workloads.add_params(p, w.Params)
+    options.out(p, "geofed-out/bench", f"the {w.kind} record")
+    p.set_defaults(workload=w.name)
