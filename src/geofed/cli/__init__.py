@@ -153,13 +153,12 @@ COMMANDS: list[Command] = [
 
 
 def registry_commands() -> list[Command]:
-    """`bench WORKLOAD` for every workload of the registry that has no command of its own
-    above, `predict MODEL` and `advise MODEL` for every model of the model registry."""
+    """`bench WORKLOAD` for every workload of the registry without a command of its own in
+    the table, `predict MODEL` and `advise MODEL` for every model of the model registry."""
     from geofed import workloads
     from geofed.model import registry
-    own = {c.path for c in COMMANDS}
     out = [Command(f"bench {w.name}", bench.cmd_workload, w.help, lambda p, w=w: bench.workload_args(p, w))
-           for w in workloads.all_workloads().values() if f"bench {w.name}" not in own]
+           for w in workloads.all_workloads().values() if w.command is None]
     for m in registry.MODELS.values():
         out.append(Command(f"predict {m.name}", model.cmd_predict, m.help,
                            lambda p, m=m: model.workload_args(p, m, predict=True)))

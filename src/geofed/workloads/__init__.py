@@ -71,6 +71,7 @@ class Workload:
     Params: type = type(None)
     needs_placement: bool = True
     min_nodes: int = 1
+    command: str | None = None  # its own row of geofed.cli's table; None: `geofed bench NAME` is made
 
     def check(self, ctx: Context, params) -> None:
         """Refuse (UserError) what cannot run, before anything starts."""
