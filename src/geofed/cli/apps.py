@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 from pathlib import Path
 
 from geofed import federation, records
@@ -31,6 +30,7 @@ def mdfs_input(args):
 
 def cmd_mdfs_run(args) -> int:
     from geofed.apps.mdfs import core, jobs, output
+    from geofed.launch import runner
 
     params = _mdfs_params(args)
     params.check()
@@ -39,11 +39,8 @@ def cmd_mdfs_run(args) -> int:
         raise UserError("--hostfile: only with --placement (it names the hosts the placement's nodes run on)")
     if args.placement:
         fed = federation.load(args.federation)
-        # A real cluster's ranks read the data where this process wrote it: the shared
-        # current directory (see jobs.run_on_placement).
-        with tempfile.TemporaryDirectory(prefix=".geofed-mdfs-" if args.hostfile else "geofed-mdfs-",
-                                         dir="." if args.hostfile else None) as tmp:
-            npz = jobs.save_npz(Path(tmp).resolve() / "data.npz", ds.x, ds.y)
+        with runner.work_directory("mdfs", args.hostfile) as tmp:
+            npz = jobs.save_npz(tmp / "data.npz", ds.x, ds.y)
             result = jobs.run_on_placement(fed, args.placement, npz, params, args.split, args.threads,
                                            args.timeout, progress=True, hostfile=args.hostfile)
         meta = records.federation_meta(fed)

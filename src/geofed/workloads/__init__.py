@@ -25,7 +25,6 @@ import importlib
 import json
 import pkgutil
 import sys
-import tempfile
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -129,10 +128,8 @@ class RankWorkload(Workload):
     def run(self, ctx: Context, params) -> records.Record:
         from geofed.launch import job as launch
         from geofed.launch import runner
-        # A real cluster's rank 0 writes where this process can read it: the current
-        # directory, shared as for any MPI job; on the testbed every node sees /tmp.
-        with tempfile.TemporaryDirectory(prefix=".geofed-work-", dir="." if ctx.hostfile else None) as tmp:
-            result = Path(tmp).resolve() / "result.json"
+        with runner.work_directory(self.name, ctx.hostfile) as tmp:
+            result = tmp / "result.json"
             argv = [sys.executable, "-m", "geofed.workloads", self.name, json.dumps(dataclasses.asdict(params)),
                     str(result)]
             job = launch.Job(ctx.fed, ctx.placement, argv, ctx.ranks_per_node, cpu_limit=self.cpu_limit)
