@@ -86,13 +86,13 @@ def cmd_testbed_down(args) -> int:
 
 
 def cmd_testbed_status(args) -> int:
-    from geofed.testbed import core
-    fed = federation.load(args.file)
-    st = core.status(fed)
+    from geofed.testbed import core, services
+    st = core.status(_fed_or_name(args.file))
     if args.json:
         print(json.dumps(st, indent=1))
         return 0 if st["up"] else 1
-    print(f"testbed {fed.name}: {'up' if st['up'] else 'down'}")
+    print(f"testbed {st['federation']}: {'up' if st['up'] else 'down'}"
+          + (f", brought up by {core.describe(st['owner'])}" if st["owner"] else ""))
     present = sum(st["namespaces"].values())
     print(f"  namespaces {present}/{len(st['namespaces'])}, cgroups {sum(st['cgroups'].values())}/{len(st['cgroups'])}")
     for name, e in st["emulators"].items():
@@ -100,7 +100,15 @@ def cmd_testbed_status(args) -> int:
               f" holds {', '.join(f'{d:.1f} us from {s}' for s, d in e['delay_us'].items())}"
               f" (the fibre's propagation); floor: probe RTT "
               f"{e['floor']['probe_rtt_ms']['median']:.4f} ms median with nothing held")
+    for s in st["services"]:
+        print(f"  service {services.summary(s)}")
     return 0 if st["up"] else 1
+
+
+def cmd_testbed_list(args) -> int:
+    from geofed.testbed import core
+    print(core.format_listing(core.listing()))
+    return 0
 
 
 def cmd_testbed_verify(args) -> int:
@@ -228,6 +236,8 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--streams", type=positive_int, default=4, help="TCP streams for throughput (default 4)")
             p.add_argument("--seconds", type=positive_float, default=3.0, help="throughput measurement time (default 3)")
             p.add_argument("--out", help="directory to write the testbed.verify record to")
+    tb.add_parser("list", help="every testbed on this host: who brought it up, since when, its services") \
+        .set_defaults(func=cmd_testbed_list)
 
     p = sub.add_parser("run", help="run an MPI job on a placement such as G2W3")
     p.add_argument("--federation", "-f", default="icm-task", help="federation file or shipped name (default icm-task)")

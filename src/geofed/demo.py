@@ -57,7 +57,7 @@ def run(out: Path, progress: Callable[[str], None]) -> int:
     fed = federation.load(DEMO_FEDERATION)
     out.mkdir(parents=True, exist_ok=True)
     progress(f"[1/12] bringing up testbed {fed.name}")
-    plan = core.up(fed, progress)
+    plan = core.up(fed, progress, own=True)  # never someone else's: it is taken down at the end
     try:
         progress("[2/12] verifying the testbed against its federation file")
         data = verify.verify(fed, progress=progress)

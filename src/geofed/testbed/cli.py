@@ -132,7 +132,7 @@ def cmd_submit(args) -> int:
 def cmd_ssh_up(args) -> int:
     fed = federation.load(args.federation)
     state = ssh.up(fed, progress)
-    print(f"ssh on testbed {fed.name} is up: sshd on {', '.join(state['sshd'])}, user {state['user']}; "
+    print(f"ssh on testbed {fed.name} is up: sshd on {', '.join(k.removeprefix('sshd-') for k in state['daemons'])}, user {state['user']}; "
           f"use: geofed ops ssh exec {fed.name} -- geofed run --hostfile FILE ...")
     return 0
 

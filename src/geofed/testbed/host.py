@@ -79,6 +79,12 @@ def port_open(netns: str, address: str, port: int) -> bool:
                           capture_output=True).returncode == 0
 
 
+def listening(netns: str, port: int) -> bool:
+    """Whether a socket listens on TCP `port` in `netns`, asked of the kernel: no connection
+    is made, which a server serving one client at a time would count as its client."""
+    return bool(run_in(netns, ["ss", "-Hltn", f"sport = :{port}"], check=False).stdout.strip())
+
+
 def read_json(path: Path) -> dict | None:
     """A state file written by write_json; None when absent (or cut short by a crash)."""
     try:
