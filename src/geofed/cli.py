@@ -46,6 +46,14 @@ def _fed_or_name(spec: str) -> str:
         raise
 
 
+def _down(what: str, down, spec: str) -> int:
+    """`... down FEDERATION`: `down` by the federation's name (its file may be gone); what it removed."""
+    name = _fed_or_name(spec)
+    removed = down(name)
+    print(f"{what} of {name} is down" + (f" (removed {'; '.join(removed)})" if removed else " (nothing was there)"))
+    return 0
+
+
 # ---------------------------------------------------------------- federation
 
 
@@ -79,10 +87,7 @@ def cmd_testbed_up(args) -> int:
 
 def cmd_testbed_down(args) -> int:
     from geofed.testbed import core
-    name = _fed_or_name(args.file)
-    removed = core.down(name)
-    print(f"testbed {name} is down" + (f" (removed {', '.join(removed)})" if removed else " (nothing was there)"))
-    return 0
+    return _down("testbed", core.down, args.file)
 
 
 def cmd_testbed_status(args) -> int:

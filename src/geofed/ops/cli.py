@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from geofed import federation, records
-from geofed.cli import _fed_or_name
+from geofed.cli import _down
 from geofed.errors import UserError
 from geofed.ops import directory, users
 from geofed.progress import progress
@@ -39,10 +39,7 @@ def cmd_up(args) -> int:
 
 
 def cmd_down(args) -> int:
-    name = _fed_or_name(args.federation)
-    removed = directory.down(name)
-    print(f"directory of {name} is down" + (f" (removed {', '.join(removed)})" if removed else " (nothing was there)"))
-    return 0
+    return _down("directory", directory.down, args.federation)
 
 
 def cmd_status(args) -> int:

@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 from geofed import federation
-from geofed.cli import _fed_or_name
+from geofed.cli import _down
 from geofed.errors import UserError
 from geofed.testbed import slurm, ssh
 from geofed.ops.cli import ops_group
@@ -33,13 +33,6 @@ def cmd_up(args) -> int:
     for c in slurm.up(fed, progress=progress):
         print(f"slurm cluster {c.name} of {fed.name} is up: {len(c.nodes)} nodes at sites {', '.join(c.sites())}; "
               f"use: geofed ops slurm exec {fed.name} -- sinfo")
-    return 0
-
-
-def _down(what: str, down, spec: str) -> int:
-    name = _fed_or_name(spec)
-    removed = down(name)
-    print(f"{what} of {name} is down" + (f" (removed {'; '.join(removed)})" if removed else " (nothing was there)"))
     return 0
 
 
