@@ -145,3 +145,34 @@ def test_list_names_owner_and_services_status_takes_a_name_and_an_owned_testbed_
             pytest.fail("a testbed someone else brought up was taken over")
     assert core.is_up(plan) and all(host.alive(p) for p in emulators)
     assert services.running(services.read(fed.name, "ssh"))
+
+
+def test_a_daemon_that_fails_or_is_never_ready_fails_with_its_log_and_leaves_nothing():
+    name = f"gfsvc-unit-{os.getpid()}"
+    fails = services.Daemon("broken", ["sh", "-c", "echo starting; echo cannot bind port 6817 >&2; exit 3"],
+                            lambda: False)
+    with pytest.raises(host.HostError, match=r"^unit: broken exited with status 3 before it was ready: "
+                                             r"starting \| cannot bind port 6817$"):
+        services.up(name, "unit", lambda svc: svc.start(fails))
+    assert not services.fed_dir(name).exists()
+    slow = services.Daemon("slow", ["sh", "-c", "echo waiting for nothing; exec sleep 600"], lambda: False,
+                           deadline_s=0.5)
+    started = []
+    with pytest.raises(host.HostError, match=r"^unit: slow was not ready after 0.5 s: waiting for nothing$"):
+        services.up(name, "unit", lambda svc: started.append(svc) or svc.start(slow))
+    pid = started[0].state["daemons"]["slow"]["pid"]
+    assert not host.alive(pid) and not services.fed_dir(name).exists()
+
+
+def test_stop_waits_the_grace_period_then_kills_what_ignores_sigterm():
+    name = f"gfsvc-grace-{os.getpid()}"
+    log = services.service_dir(name, "unit") / "stubborn.log"
+    stubborn = services.Daemon("stubborn", ["sh", "-c", "trap '' TERM; echo deaf to SIGTERM; while :; do sleep 0.1; done"],
+                               lambda: "deaf" in log.read_text(), grace_s=1.0)
+    state = services.up(name, "unit", lambda svc: svc.start(stubborn))
+    pid = state["daemons"]["stubborn"]["pid"]
+    assert services.running(state) and host.alive(pid)
+    t0 = time.monotonic()
+    removed = services.stop(name, "unit")
+    assert time.monotonic() - t0 >= 1.0 and not host.alive(pid)
+    assert removed == ["unit: 1 daemons"] and not services.fed_dir(name).exists()

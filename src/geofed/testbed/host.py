@@ -193,11 +193,17 @@ def spawn_ready(argv: list[str], log_path: str | None = None, timeout: float = 1
         raise
     proc.kill()
     proc.wait()
-    tail = ""
-    if log_path and os.path.exists(log_path):
-        tail = Path(log_path).read_text(errors="replace").strip().splitlines()[-1:] or [""]
-        tail = f": {tail[0]}"
+    tail = f": {log_tail(Path(log_path))}" if log_path else ""
     raise HostError(f"{argv[-1] if len(argv) < 5 else ' '.join(argv[:6])}... did not become ready{tail}")
+
+
+def log_tail(log: Path, lines: int = 3) -> str:
+    """The last lines of a server's log on one line, to quote when it failed."""
+    try:
+        last = log.read_text(errors="replace").strip().splitlines()[-lines:]
+    except FileNotFoundError:
+        last = []
+    return " | ".join(last) or "no output"
 
 
 def _wait_ready(proc: subprocess.Popen, timeout: float) -> bool:

@@ -40,7 +40,6 @@ MARKER = "service.json"
 # Every daemon's environment holds ENV_MARK=<its service's directory>; what it forks inherits it.
 ENV_MARK = "GEOFED_SERVICE"
 POLL_S = 0.05
-TAIL_LINES = 3
 STRAY_GRACE_S = 2.0
 Progress = Callable[[str], None]
 
@@ -138,19 +137,11 @@ class Service:
         while not d.ready():
             if proc.poll() is not None:
                 raise host.HostError(f"{self.name}: {d.key} exited with status {proc.returncode} before it was "
-                                     f"ready: {tail(log)}")
+                                     f"ready: {host.log_tail(log)}")
             if time.monotonic() > deadline:
-                raise host.HostError(f"{self.name}: {d.key} was not ready after {d.deadline_s:g} s: {tail(log)}")
+                raise host.HostError(f"{self.name}: {d.key} was not ready after {d.deadline_s:g} s: {host.log_tail(log)}")
             time.sleep(POLL_S)  # polling the probe until its deadline
         return proc.pid
-
-
-def tail(log: Path) -> str:
-    try:
-        lines = log.read_text(errors="replace").strip().splitlines()[-TAIL_LINES:]
-    except FileNotFoundError:
-        lines = []
-    return " | ".join(lines) or "no output"
 
 
 def up(fed_name: str, name: str, start: Callable[[Service], None], progress: Progress = _quiet,
