@@ -176,3 +176,20 @@ def test_stop_waits_the_grace_period_then_kills_what_ignores_sigterm():
     removed = services.stop(name, "unit")
     assert time.monotonic() - t0 >= 1.0 and not host.alive(pid)
     assert removed == ["unit: 1 daemons"] and not services.fed_dir(name).exists()
+
+
+def test_up_refuses_a_testbed_another_live_command_is_bringing_up(fed):
+    """Two `up`s of one federation at once: the owner file is claimed first; the second
+    is refused with one line and touches nothing of the first's."""
+    other = subprocess.Popen(["sleep", "600"])
+    try:
+        services.fed_dir(fed.name).mkdir(parents=True)
+        owner = dict(services.caller(), pid=other.pid, command="geofed bench schedule")
+        host.write_json(core.owner_path(fed.name), owner)
+        res = run_geofed("testbed", "up", str(fed.path))
+        assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+        assert f"testbed {fed.name} is being brought up by " in res.stderr and "`geofed bench schedule`" in res.stderr
+        assert core.read_owner(fed.name) == owner and core.leftovers(fed.name) == []
+    finally:
+        other.kill()
+        other.wait()
