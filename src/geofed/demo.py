@@ -76,7 +76,7 @@ def run(out: Path, progress: Callable[[str], None]) -> int:
     total = len(STEPS) + 4
     out.mkdir(parents=True, exist_ok=True)
     progress(f"[1/{total}] bringing up testbed {fed.name}")
-    core.up(fed, progress)
+    core.up(fed, progress, own=True)  # never someone else's: it is taken down at the end
     verdicts = []
     try:
         for i, (s, w, ctx, params) in enumerate(checked, start=2):

@@ -84,7 +84,7 @@ def test_on_the_testbed_servers_listen_on_the_login_nodes_and_sync_crosses_the_l
     check = subprocess.run([GEOFED, "ops", "users", "check", "hau", "-f", str(fed.path)],
                            input=userbase.fixture_password("hau") + "\n", capture_output=True, text=True, timeout=60)
     assert check.returncode == 0 and "authenticated by site H" in check.stdout, check.stdout + check.stderr
-    pids = [s["pid"] for s in state["servers"].values()]
+    pids = [d["pid"] for d in state["daemons"].values()]
     assert run_geofed("ops", "directory", "down", str(fed.path)).returncode == 0
     assert gone(fed.name, pids) == []
     assert run_geofed("testbed", "down", str(fed.path)).returncode == 0
@@ -94,12 +94,12 @@ def test_on_the_testbed_servers_listen_on_the_login_nodes_and_sync_crosses_the_l
 def test_down_after_a_server_crashed_stops_the_rest_and_removes_every_file(fed):
     skip_if_ad_port_taken()
     state = directory.up(fed)
-    pids = [s["pid"] for s in state["servers"].values()]
-    os.kill(state["servers"]["H"]["pid"], signal.SIGKILL)
+    pids = [d["pid"] for d in state["daemons"].values()]
+    os.kill(state["daemons"]["H"]["pid"], signal.SIGKILL)
     res = run_geofed("ops", "users", "sync", "-f", str(fed.path), "--dry-run")
     assert res.returncode == 2 and "broken (H)" in res.stderr and len(res.stderr.splitlines()) == 1
     res = run_geofed("ops", "directory", "down", str(fed.path))
-    assert res.returncode == 0 and "removed 3 servers" in res.stdout
+    assert res.returncode == 0 and "directory: 3 daemons" in res.stdout
     deadline = time.monotonic() + 10
     while gone(fed.name, pids) and time.monotonic() < deadline:
         time.sleep(0.05)  # the killed server's zombie waits for its reaper
@@ -125,12 +125,12 @@ def test_ctrl_c_during_up_exits_130_and_leaves_nothing(fed):
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # interrupt once the first server runs
         state = directory.read_state(fed.name)
-        if state and state["servers"].get("M"):
+        if state and state["daemons"].get("M"):
             break
         time.sleep(0.05)
-    assert state and state["servers"].get("M"), "up never started a server"
+    assert state and state["daemons"].get("M"), "up never started a server"
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    assert gone(fed.name, [state["servers"]["M"]["pid"]]) == []
+    assert gone(fed.name, [state["daemons"]["M"]["pid"]]) == []
     assert subprocess.run(["pgrep", "-f", str(directory.run_dir(fed.name))], capture_output=True).stdout == b""

@@ -15,7 +15,7 @@ import pytest
 from conftest import GEOFED, needs_root, no_leftovers, run_group, two_site_federation
 from geofed import federation
 from geofed.testbed import slurm
-from geofed.testbed import core, host
+from geofed.testbed import core, host, services
 
 pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(shutil.which("slurmctld") is None, reason="Slurm not installed (./setup.sh)")]
@@ -45,7 +45,7 @@ def client(fed, *argv, timeout=120):
 def ours(d) -> list[int]:
     """Every process that belongs to the Slurm under `d`: daemons, steps, tasks."""
     every = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
-    return host.pids_with_env(every, "GEOFED_SLURM", str(d)) + \
+    return host.pids_with_env(every, services.ENV_MARK, str(d)) + \
         host.pids_with_env(every, "SLURM_CONF", str(d / "slurm.conf"))
 
 

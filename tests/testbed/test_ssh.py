@@ -15,7 +15,7 @@ import pytest
 from conftest import GEOFED, needs_root, no_leftovers, run_group, two_site_federation
 from geofed import federation
 from geofed.testbed import ssh
-from geofed.testbed import core, host
+from geofed.testbed import core, host, services
 
 pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(not os.path.exists(ssh.SSHD), reason="OpenSSH server not installed (./setup.sh)")]
@@ -45,7 +45,7 @@ def gone(fed_name: str, user: str) -> list[str]:
     except KeyError:
         pass
     every = [int(p) for p in os.listdir("/proc") if p.isdigit()]
-    found += [f"pid {p}" for p in host.pids_with_env(every, "GEOFED_SSH", str(ssh.ssh_dir(fed_name)))]
+    found += [f"pid {p}" for p in host.pids_with_env(every, services.ENV_MARK, str(ssh.ssh_dir(fed_name)))]
     return found
 
 
@@ -87,7 +87,7 @@ def test_down_after_a_crash_leaves_no_server_session_user_or_key(tmp_path):
                       for p in os.listdir("/proc") if p.isdigit() and os.path.exists(f"/proc/{p}")):
             assert time.monotonic() < deadline, "the session never started"
             time.sleep(0.05)
-        os.kill(state["sshd"]["B1"], 9)
+        os.kill(state["daemons"]["sshd-B1"]["pid"], 9)
         removed = ssh.down(fed.name)
         session.wait(timeout=30)
         assert any(r.startswith("user ") for r in removed)

@@ -74,7 +74,7 @@ def test_the_export_is_mounted_at_the_other_site_and_its_bytes_cross_the_link(wr
         mnt, remote = storage.resolve(fed, "B1", "A:home")
         assert remote and os.path.ismount(mnt)
         # The sshfs client lives in B1's network namespace: its traffic takes the link.
-        sshfs = state["pids"]["sshfs-B1-home"]
+        sshfs = state["daemons"]["sshfs-B1-home"]["pid"]
         assert os.readlink(f"/proc/{sshfs}/ns/net") == f"net:[{os.stat('/run/netns/' + plan.node('B1').netns).st_ino}]"
         payload = os.urandom(4 << 20)
         before = core.link_tx_bytes(fed, "B", "A")

@@ -55,12 +55,9 @@ def _with_testbed(toml: str, measure: Callable, progress) -> object:
         path = Path(tmp) / f"{BENCH_NAME}.toml"
         path.write_text(toml)
         fed = federation.load(path)
-        plan = core.up(fed, progress)
-        try:
+        with core.owned(fed, progress) as plan:
             a, b = plan.nodes
             return measure(fed, a, b)
-        finally:
-            core.down(fed.name)
 
 
 def rtt_row(fed, a, b, count: int) -> dict:

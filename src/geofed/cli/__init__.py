@@ -40,6 +40,8 @@ COMMANDS: list[Command] = [
             options.federation_positional),
     Command("testbed down", core.cmd_testbed_down, "remove everything up made, also after a crash",
             options.federation_positional),
+    Command("testbed list", core.cmd_testbed_list, "every testbed on this host: who brought it up, since when, "
+                                                   "its services"),
     Command("testbed status", core.cmd_testbed_status, "what of the testbed exists now",
             lambda p: (options.federation_positional(p), core.testbed_status_args(p))),
     Command("testbed verify", core.cmd_testbed_verify, "measure RTT and throughput against the federation file",

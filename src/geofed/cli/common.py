@@ -19,6 +19,14 @@ def fed_or_name(spec: str) -> str:
         raise
 
 
+def down_command(what: str, down, spec: str) -> int:
+    """`... down FEDERATION`: `down` by the federation's name (its file may be gone); what it removed."""
+    name = fed_or_name(spec)
+    removed = down(name)
+    print(f"{what} of {name} is down" + (f" (removed {'; '.join(removed)})" if removed else " (nothing was there)"))
+    return 0
+
+
 def command_argv(words: list[str], what: str, example: str) -> list[str]:
     """The command after `--`, which must be there."""
     argv = words[1:] if words[:1] == ["--"] else words

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from geofed import federation, records
 from geofed.cli import options
-from geofed.cli.common import command_argv, emit, fed_or_name
+from geofed.cli.common import command_argv, down_command, emit, fed_or_name
 from geofed.errors import UserError
 from geofed.progress import progress
 from geofed.validate import positive_float, positive_int
@@ -42,20 +42,23 @@ def cmd_testbed_up(args) -> int:
 
 def cmd_testbed_down(args) -> int:
     from geofed.testbed import core
-    name = fed_or_name(args.federation)
-    removed = core.down(name)
-    print(f"testbed {name} is down" + (f" (removed {', '.join(removed)})" if removed else " (nothing was there)"))
+    return down_command("testbed", core.down, args.federation)
+
+
+def cmd_testbed_list(args) -> int:
+    from geofed.testbed import core
+    print(core.format_listing(core.listing()))
     return 0
 
 
 def cmd_testbed_status(args) -> int:
-    from geofed.testbed import core
-    fed = federation.load(args.federation)
-    st = core.status(fed)
+    from geofed.testbed import core, services
+    st = core.status(fed_or_name(args.federation))
     if args.json:
         print(json.dumps(st, indent=1))
         return 0 if st["up"] else 1
-    print(f"testbed {fed.name}: {'up' if st['up'] else 'down'}")
+    print(f"testbed {st['federation']}: {'up' if st['up'] else 'down'}"
+          + (f", brought up by {core.describe(st['owner'])}" if st["owner"] else ""))
     present = sum(st["namespaces"].values())
     print(f"  namespaces {present}/{len(st['namespaces'])}, cgroups {sum(st['cgroups'].values())}/{len(st['cgroups'])}")
     for name, e in st["emulators"].items():
@@ -63,6 +66,8 @@ def cmd_testbed_status(args) -> int:
               f" holds {', '.join(f'{d:.1f} us from {s}' for s, d in e['delay_us'].items())}"
               f" (the fibre's propagation); floor: probe RTT "
               f"{e['floor']['probe_rtt_ms']['median']:.4f} ms median with nothing held")
+    for s in st["services"]:
+        print(f"  service {services.summary(s)}")
     return 0 if st["up"] else 1
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from geofed import federation, records, validate
 from geofed.cli import options
-from geofed.cli.common import command_argv, emit, fed_or_name
+from geofed.cli.common import command_argv, down_command, emit
 from geofed.errors import UserError
 from geofed.ops import directory, monitor, users
 from geofed.records.ops import METRICS
@@ -35,8 +35,8 @@ def cmd_directory_up(args) -> int:
     return 0
 
 
-def cmd_directory_down(args) -> int:
-    return _down("directory", directory.down, args.federation)
+def cmd_directorydown_command(args) -> int:
+    return down_command("directory", directory.down, args.federation)
 
 
 def cmd_directory_status(args) -> int:
@@ -123,15 +123,8 @@ def cmd_slurm_up(args) -> int:
     return 0
 
 
-def _down(what: str, down, spec: str) -> int:
-    name = fed_or_name(spec)
-    removed = down(name)
-    print(f"{what} of {name} is down" + (f" (removed {'; '.join(removed)})" if removed else " (nothing was there)"))
-    return 0
-
-
-def cmd_slurm_down(args) -> int:
-    return _down("slurm", slurm.down, args.federation)
+def cmd_slurmdown_command(args) -> int:
+    return down_command("slurm", slurm.down, args.federation)
 
 
 def cmd_slurm_status(args) -> int:
@@ -211,13 +204,13 @@ def cmd_submit(args) -> int:
 def cmd_ssh_up(args) -> int:
     fed = federation.load(args.federation)
     state = ssh.up(fed, progress)
-    print(f"ssh on testbed {fed.name} is up: sshd on {', '.join(state['sshd'])}, user {state['user']}; "
+    print(f"ssh on testbed {fed.name} is up: sshd on {', '.join(k.removeprefix('sshd-') for k in state['daemons'])}, user {state['user']}; "
           f"use: geofed ops ssh exec {fed.name} -- geofed run --hostfile FILE ...")
     return 0
 
 
-def cmd_ssh_down(args) -> int:
-    return _down("ssh", ssh.down, args.federation)
+def cmd_sshdown_command(args) -> int:
+    return down_command("ssh", ssh.down, args.federation)
 
 
 def cmd_ssh_exec(args) -> int:

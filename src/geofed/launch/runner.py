@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ from pathlib import Path
 from geofed.errors import JobFailed
 from geofed.launch import job as launch
 from geofed.progress import PREFIX
+from geofed.testbed import host
 
 LOG_DIR = Path("geofed-out/logs")
 
@@ -113,7 +113,7 @@ class Running:
         `quiet`: from now on output goes to the log only (MPI's abort noise after a failure)."""
         if self.stopped:
             return
-        with deferred_interrupt():
+        with host.interrupt_after():
             self.showing = not quiet
             launch.stop(self.proc, self.job)
             self._copier.join(timeout=10)
@@ -152,27 +152,9 @@ def last_error(output: str) -> str:
     return ""
 
 
-@contextmanager
-def deferred_interrupt():
-    """Ctrl-C inside the block is raised when it ends: a job is then either not started
-    or already held where its stopper finds it (between Popen and an assignment it
-    would be lost and left running). Python runs signal handlers in the main thread only."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    pending = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if pending:
-            raise KeyboardInterrupt
-
-
 def start(job: launch.Job, log: Path, *, hostfile: str | None = None, echo: bool = False,
           cwd: str | Path | None = None) -> Running:
-    """Start `job`; call inside deferred_interrupt() and keep the result where a stop finds it."""
+    """Start `job`; call inside host.interrupt_after() and keep the result where a stop finds it."""
     return Running(job, command(job, hostfile), log, echo, cwd)
 
 
@@ -182,7 +164,7 @@ def started(job: launch.Job, log: Path, *, hostfile: str | None = None, echo: bo
     """A running job for the block; stopped when the block ends, however it ends."""
     running = None
     try:
-        with deferred_interrupt():
+        with host.interrupt_after():
             running = start(job, log, hostfile=hostfile, echo=echo, cwd=cwd)
         yield running
     finally:

@@ -21,6 +21,7 @@ from pathlib import Path
 from geofed import federation, records
 from geofed.errors import UserError
 from geofed.ops import directory, userbase, users
+from geofed.testbed import core, host
 
 NAME = "dirbench"
 FIRST_SYNC_TARGET_S = 60.0
@@ -32,11 +33,15 @@ def run(n_users: int, n_groups: int, changed: float, progress) -> dict:
     if n_users > limit:
         raise UserError(f"bench directory: --users {n_users}: the generated ids must stay in a site's range "
                         f"(at most {limit} users)")
+    left = directory.read_state(NAME)
+    if left is not None and host.alive(left["by"]["pid"]):
+        raise UserError(f"bench directory: its servers ({NAME}) are in use by {core.describe(left['by'])}; "
+                        f"wait for that run to end")
     tmp = Path(tempfile.mkdtemp(prefix="geofed-dirbench-"))
     try:
         fed = federation.load(federation.derive(federation.load("ma-hd"), tmp, NAME))
         homes = {"M": userbase.generated(n_users, n_groups, "ma"), "H": userbase.generated(n_users, n_groups, "hd")}
-        if directory.read_state(NAME) is not None:
+        if left is not None:
             directory.down(NAME)  # a run's servers left by a crash: these homes are loaded afresh
         t0 = time.monotonic()
         directory.up(fed, progress, homes=homes)

@@ -5,10 +5,11 @@ database) or Samba's Active Directory domain controller (kind "ad", provisioned 
 RFC 2307 attributes); and a third slapd, the federation's own directory ("admin
 server", seed 001 slide 11) that `geofed ops users sync` writes, with a back-meta
 read-through view of both homes beside the merged copy. Each runs in the foreground
-as geofed's child with its own configuration and data under
-/run/geofed-directory/<federation>/, which also holds a self-signed CA (StartTLS and
-LDAPS on every server) and state.json, from which `down` stops the servers and
-removes every file, also after a failed or interrupted `up`.
+as geofed's child with its own configuration and data: a service of the federation
+(testbed/services.py) under /run/geofed/<federation>/services/directory/, which also
+holds a self-signed CA (StartTLS and LDAPS on every server) and the marker from which
+`down` (or `geofed testbed down`) stops the servers and removes every file, also after a
+crash or a failed or interrupted `up`.
 
 Where the federation's testbed is up, each server listens on its site's login node
 (the site's first node) inside the testbed; otherwise on 127.0.0.1. Samba serves LDAP
@@ -18,14 +19,12 @@ on the fixed ports 389 and 636, so on 127.0.0.1 only one AD site can run at a ti
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import re
 import secrets
 import shutil
 import socket
 import subprocess
-import time
 from pathlib import Path
 from typing import Callable
 from urllib.parse import quote
@@ -33,9 +32,9 @@ from urllib.parse import quote
 from geofed.errors import UserError
 from geofed.federation import Federation, Site, SiteDirectory
 from geofed.ops import ldapcli, userbase
-from geofed.testbed import host
+from geofed.testbed import host, services
 
-RUN_ROOT = Path("/run/geofed-directory")
+SERVICE = "directory"
 SLAPD = "/usr/sbin/slapd"
 SLAPADD = "/usr/sbin/slapadd"
 SCHEMA_DIR = Path("/etc/ldap/schema")
@@ -70,21 +69,11 @@ def _quiet(_msg: str) -> None:
 
 
 def run_dir(fed_name: str) -> Path:
-    return RUN_ROOT / fed_name
+    return services.service_dir(fed_name, SERVICE)
 
 
 def read_state(fed_name: str) -> dict | None:
-    try:
-        return json.loads((run_dir(fed_name) / "state.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-
-
-def _write_state(fed_name: str, state: dict) -> None:
-    path = run_dir(fed_name) / "state.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=1))
-    tmp.replace(path)
+    return services.read(fed_name, SERVICE)
 
 
 def require_up(fed: Federation) -> dict:
@@ -98,8 +87,8 @@ def require_up(fed: Federation) -> dict:
                         f"{run_dir(fed.name)}); run this as root") from None
     if state is None:
         raise UserError(f"the directory servers of {fed.name} are not up; run: geofed ops directory up {fed.name}")
-    dead = [k for k, s in state["servers"].items() if not host.alive(s["pid"])]
-    if dead or state.get("complete") is not True:
+    dead = services.dead(state)
+    if dead or state["complete"] is not True:
         raise UserError(f"the directory servers of {fed.name} are broken ({', '.join(dead) or 'half started'}); "
                         f"run: geofed ops directory down {fed.name}; geofed ops directory up {fed.name}")
     if state["sha256"] != fed.sha256:
@@ -157,28 +146,9 @@ def up(fed: Federation, progress: Progress = _quiet, homes: dict[str, userbase.H
     for prog in (SLAPD, SLAPADD, shutil.which("samba") or "samba", shutil.which("ldbadd") or "ldbadd"):
         if not Path(prog).is_file():
             raise UserError(f"ops directory up: {prog} is not installed; run ./setup.sh")
-    state = read_state(fed.name)
-    if state is not None:
-        try:
-            require_up(fed)
-            progress(f"the directory servers of {fed.name} are already up")
-            return state
-        except UserError:
-            progress(f"removing the half-started directory servers of {fed.name} first")
-            down(fed.name)
-    elif run_dir(fed.name).exists():
-        down(fed.name)
-    mode, where = _placement(fed)
-    if mode == "loopback":
-        for s in fed.sites:
-            if s.directory and s.directory.kind == "ad" and _port_taken("127.0.0.1", AD_PORTS[0]):
-                raise UserError(f"ops directory up: 127.0.0.1:{AD_PORTS[0]} is in use (another AD site or LDAP "
-                                f"server); Samba's LDAP port cannot be moved: take that one down first")
-    try:
-        return _start(fed, mode, where, homes, progress)
-    except BaseException:
-        down(fed.name)  # a failed or interrupted `up` leaves nothing behind
-        raise
+    return services.up(fed.name, SERVICE, lambda svc: _start(fed, svc, homes, progress), progress,
+                       keep=lambda state: state["sha256"] == fed.sha256, federation_file=str(fed.path),
+                       sha256=fed.sha256, servers={})
 
 
 def _port_taken(address: str, port: int) -> bool:
@@ -187,15 +157,18 @@ def _port_taken(address: str, port: int) -> bool:
         return s.connect_ex((address, port)) == 0
 
 
-def _start(fed, mode, where, homes, progress) -> dict:
-    top = run_dir(fed.name)
-    top.mkdir(parents=True)
-    os.chmod(RUN_ROOT, 0o755)
+def _start(fed: Federation, svc: services.Service, homes, progress) -> None:
+    mode, where = _placement(fed)
+    if mode == "loopback":
+        for s in fed.sites:
+            if s.directory and s.directory.kind == "ad" and _port_taken("127.0.0.1", AD_PORTS[0]):
+                raise UserError(f"ops directory up: 127.0.0.1:{AD_PORTS[0]} is in use (another AD site or LDAP "
+                                f"server); Samba's LDAP port cannot be moved: take that one down first")
+    top = svc.dir
     os.chmod(top, 0o700)  # it holds the servers' keys and administrator passwords
     admin_site = fed.site(fed.directory.site)
-    state = {"federation": str(fed.path), "sha256": fed.sha256, "mode": mode, "created": time.time(),
-             "client_netns": where[admin_site.code][0], "complete": False, "servers": {}}
-    _write_state(fed.name, state)
+    state = svc.state
+    state.update(mode=mode, client_netns=where[admin_site.code][0])
     progress("making a CA and the servers' certificate")
     addresses = sorted({addr for _, addr in where.values()})
     state["ca"] = str(_make_ca(top / "tls", addresses))
@@ -214,44 +187,27 @@ def _start(fed, mode, where, homes, progress) -> dict:
             progress(f"site {s.code}: Samba AD DC for {s.directory.realm} on {addr}:{AD_PORTS[0]} "
                      f"with {len(people.users)} users, {len(people.groups)} groups")
             server = _samba_site(top / s.code, s, people, netns, addr)
-        _launch(fed.name, state, s.code, server)
+        _launch(svc, s.code, server)
     netns, addr = where[admin_site.code]
     ports = ADMIN_PORTS if mode == "testbed" else (_free_port(), _free_port())
     progress(f"the federation's directory {fed.directory.base} on {addr}:{ports[0]}, with a read-through view")
-    _launch(fed.name, state, "admin", _slapd_admin(top / "admin", fed, state, netns, addr, ports))
-    state["complete"] = True
-    _write_state(fed.name, state)
-    return state
+    _launch(svc, "admin", _slapd_admin(top / "admin", fed, state, netns, addr, ports))
 
 
-def _launch(fed_name: str, state: dict, key: str, server: dict) -> None:
-    """Start a server in the foreground (own session: a Ctrl-C reaches geofed, which
-    cleans up) and return once it accepts connections."""
+def _launch(svc: services.Service, key: str, server: dict) -> None:
+    """Start a server and return once it accepts connections on both of its ports."""
     argv = server.pop("argv")
-    if server["netns"]:
-        argv = host.in_netns(server["netns"], argv)
-    with host.interrupt_after(), open(Path(server["dir"]) / "server.log", "ab") as log:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        state["servers"][key] = dict(server, pid=proc.pid)
-        _write_state(fed_name, state)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while not _answers(server):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            tail = (Path(server["dir"]) / "server.log").read_text(errors="replace").strip().splitlines()[-3:]
-            raise host.HostError(f"{server['kind']} server {key} did not start: {' | '.join(tail) or 'no output'}")
-        time.sleep(0.1)  # polling a condition with a deadline: the server's port
+    svc.state["servers"][key] = server
+    svc.start(services.Daemon(key, host.in_netns(server["netns"], argv) if server["netns"] else argv,
+                              lambda: _answers(server), server["netns"], START_TIMEOUT_S))
 
 
 def _answers(server: dict) -> bool:
     """Whether the server accepts connections on both of its ports (checked from its namespace)."""
+    ports = (server["port"], server["ldaps_port"])
     if server["netns"]:
-        probe = "import socket,sys\nfor p in sys.argv[2:]:\n socket.create_connection((sys.argv[1], int(p)), 1).close()"
-        res = subprocess.run(host.in_netns(server["netns"], ["python3", "-c", probe, server["host"],
-                                                             str(server["port"]), str(server["ldaps_port"])]),
-                             capture_output=True)
-        return res.returncode == 0
-    return all(_port_taken(server["host"], p) for p in (server["port"], server["ldaps_port"]))
+        return all(host.port_open(server["netns"], server["host"], p) for p in ports)
+    return all(_port_taken(server["host"], p) for p in ports)
 
 
 def _make_ca(d: Path, addresses: list[str]) -> Path:
@@ -420,30 +376,16 @@ def down(fed_name: str) -> list[str]:
     """Stop every server of this federation's directory and remove its files; harmless when nothing is there."""
     if os.geteuid() != 0:
         raise UserError("ops directory down: needs root (the servers run as root)")
-    removed = []
-    state = read_state(fed_name) or {"servers": {}}
-    pids = [s["pid"] for s in state["servers"].values()]
-    # Every server runs in its own session: its process group holds what it forked.
-    host.terminate([pid for pid in pids if host.alive(pid)], grace=5.0, groups=True)
-    if pids:
-        removed.append(f"{len(pids)} servers")
-    d = run_dir(fed_name)
-    if d.exists():
-        shutil.rmtree(d)
-        removed.append(str(d))
-    try:
-        RUN_ROOT.rmdir()  # only once no other federation's directory is up
-    except OSError:
-        pass
-    return removed
+    return services.stop(fed_name, SERVICE)
 
 
 def status(fed: Federation) -> dict:
     state = read_state(fed.name)
     if state is None:
         return {"federation": fed.name, "up": False, "servers": {}}
-    return {"federation": fed.name, "up": state.get("complete") is True, "mode": state["mode"],
-            "servers": {k: {"kind": s["kind"], "pid": s["pid"], "alive": host.alive(s["pid"]), "netns": s["netns"],
+    return {"federation": fed.name, "up": state["complete"] is True, "mode": state.get("mode"),
+            "servers": {k: {"kind": s["kind"], "pid": state["daemons"][k]["pid"],
+                            "alive": host.alive(state["daemons"][k]["pid"]), "netns": s["netns"],
                             "uri": f"ldap://{s['host']}:{s['port']}/", "ldaps": f"ldaps://{s['host']}:{s['ldaps_port']}/",
                             "base": s["base"]}
-                        for k, s in state["servers"].items()}}
+                        for k, s in state["servers"].items() if k in state["daemons"]}}

@@ -171,8 +171,7 @@ def run(base, seed: int, window_s: float, single_load: float, mpi_load: float) -
             "sites": {s.code: s.nodes for s in base.sites}, "stream": [asdict(j) for j in jobs], "modes": {}}
     with tempfile.TemporaryDirectory(prefix="geofed-schedule-") as tmp:
         fed = federation.load(federation.derive(base, tmp, "schedbench"))
-        plan = core.up(fed, progress)
-        try:
+        with core.owned(fed, progress) as plan:
             for mode, clusters in (("separate", slurm.separate(fed)), ("federated", [slurm.federated(fed)])):
                 slurm.up(fed, clusters, progress)
                 try:
@@ -183,8 +182,6 @@ def run(base, seed: int, window_s: float, single_load: float, mpi_load: float) -
                     data["modes"][mode] = measure(fed, jobs, recs)
                 finally:
                     slurm.down(fed.name, clusters)
-        finally:
-            core.down(fed.name)
     return data
 
 

@@ -7,8 +7,10 @@ the same bytes over as many TCP streams, nothing checked); and the bulk tools ce
 use, from Debian: GridFTP (globus-url-copy -p N to a globus-gridftp-server) and xrootd
 (xrdcp --streams N from an xrootd server), each reading a file of the same size in
 /dev/shm and writing /dev/null. --repeat runs each, interleaved so that all see the same
-machine; medians. The servers run as this command's foreground children with their own
-configuration under a temporary directory. GridFTP's and xrootd's rates are the size
+machine; medians. The servers (iperf3's, GridFTP's, xrootd's) run as this command's
+foreground children, a service of the private testbed (testbed/services.py) with their
+own configuration under its run directory: stopped when the command ends, or by
+`geofed testbed down` after a crash. GridFTP's and xrootd's rates are the size
 over their client's run time less that of a 1-byte copy (their connection set-up);
 geofed's and iperf3's are their own. CPU seconds per GB at the sender: geofed's from
 getrusage of its sender, iperf3's from its own host CPU share x time, GridFTP's from
@@ -31,37 +33,27 @@ from geofed import federation
 from geofed.progress import progress
 
 
+GRIDFTP_PORT, XROOTD_PORT, IPERF3_PORT = 2811, 1094, 5299
+PEERS = ("gridftp", "xrootd")
+SERVICE = "bench-peers"
+
+
 def iperf3(plan, src: str, dst: str, streams: int, nbytes: int, timeout: float = 300) -> dict:
-    """One iperf3 run: `streams` TCP streams moving `nbytes` from node src to node dst."""
+    """One iperf3 run: `streams` TCP streams moving `nbytes` from node src to the server at dst."""
     from geofed.testbed import host
     d, s = plan.node(dst), plan.node(src)
-    server = subprocess.Popen(host.in_netns(d.netns, ["iperf3", "-s", "-1", "-B", d.address, "-p", "5299"]),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(50):  # the server listens within a moment; the client retries until it does
-            done = subprocess.run(host.in_netns(s.netns, ["iperf3", "-c", d.address, "-p", "5299", "-J",
-                                                          "-P", str(streams), "-n", str(nbytes)]),
-                                  capture_output=True, text=True, timeout=timeout)
-            doc = json.loads(done.stdout or "{}")
-            if "end" in doc and not doc.get("error"):
-                break
-            if "unable to connect" not in str(doc.get("error", "")):
-                raise RuntimeError(f"iperf3: {doc.get('error') or done.stderr.strip()}")
-        else:
-            raise RuntimeError("iperf3: the server never listened")
-    finally:
-        server.kill()
-        server.wait()
+    done = subprocess.run(host.in_netns(s.netns, ["iperf3", "-c", d.address, "-p", str(IPERF3_PORT), "-J",
+                                                  "-P", str(streams), "-n", str(nbytes)]),
+                          capture_output=True, text=True, timeout=timeout)
+    doc = json.loads(done.stdout or "{}")
+    if "end" not in doc or doc.get("error"):
+        raise RuntimeError(f"iperf3: {doc.get('error') or done.stderr.strip()}")
     end = doc["end"]
     seconds = end["sum_received"]["seconds"]
     moved = end["sum_received"]["bytes"]
     cpu = end["cpu_utilization_percent"]["host_total"] / 100 * seconds
     return {"rate_mbps": moved * 8 / seconds / 1e6, "sender_cpu_s_per_gb": cpu / (moved / 1e9),
             "retransmits": end["sum_sent"].get("retransmits", 0)}
-
-
-GRIDFTP_PORT, XROOTD_PORT = 2811, 1094
-PEERS = ("gridftp", "xrootd")
 
 
 @contextlib.contextmanager
@@ -93,36 +85,44 @@ def link_source(source: Path, data: Path) -> None:
 
 
 @contextlib.contextmanager
-def peer_servers(plan, src: str, dst: str, workdir: Path):
-    """A GridFTP server at dst (clients at src push to its /dev/null) and an xrootd server
-    at src exporting `workdir`/data (clients at dst pull from it), stopped on leaving.
-    Yields (the exported directory, the xrootd server's pid)."""
-    from geofed.testbed import host
+def peer_servers(plan, src: str, dst: str, peers, source: Path | None):
+    """iperf3's and GridFTP's servers at dst (clients at src push to /dev/null there) and
+    xrootd's at src exporting `source` (clients at dst pull it), each ready once it
+    listens; stopped on leaving. Yields (the directory xrootd exports, its pid)."""
+    from geofed.testbed import host, services
     s, d = plan.node(src), plan.node(dst)
-    xrd = workdir / "xrootd"
-    for sub in ("admin", "log", "data"):
-        (xrd / sub).mkdir(parents=True)
-    workdir.chmod(0o755)  # xrootd runs as nobody: it must reach its directories
-    os.chown(xrd / "admin", 65534, 65534)
-    os.chown(xrd / "log", 65534, 65534)
-    (xrd / "xrd.cfg").write_text(f"all.export /\noss.localroot {xrd / 'data'}\nall.adminpath {xrd / 'admin'}\n"
-                                 f"xrd.port {XROOTD_PORT}\n")
-    procs = [
-        subprocess.Popen(host.in_netns(d.netns, [
-            "globus-gridftp-server", "-aa", "-anonymous-user", "nobody", "-anonymous-group", "nogroup",
-            "-p", str(GRIDFTP_PORT), "-control-interface", d.address, "-data-interface", d.address]),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True),
-        subprocess.Popen(host.in_netns(s.netns, ["xrootd", "-c", str(xrd / "xrd.cfg"), "-R", "nobody",
-                                                 "-l", str(xrd / "log" / "xrootd.log")]),
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True),
-    ]
+
+    def listening(node, port):
+        return lambda: host.listening(node.netns, port)
+
+    def start(svc: services.Service) -> None:
+        svc.start(services.Daemon("iperf3", host.in_netns(d.netns, ["iperf3", "-s", "-B", d.address, "-p",
+                                                                   str(IPERF3_PORT)]),
+                                  listening(d, IPERF3_PORT), d.netns, 10.0, grace_s=2.0))
+        if "gridftp" in peers:
+            svc.start(services.Daemon("gridftp", host.in_netns(d.netns, [
+                "globus-gridftp-server", "-aa", "-anonymous-user", "nobody", "-anonymous-group", "nogroup",
+                "-p", str(GRIDFTP_PORT), "-control-interface", d.address, "-data-interface", d.address]),
+                listening(d, GRIDFTP_PORT), d.netns, 10.0, grace_s=2.0))
+        if "xrootd" in peers:
+            xrd = svc.dir / "xrootd"
+            for sub in ("admin", "log", "data"):
+                (xrd / sub).mkdir(parents=True)
+            os.chown(xrd / "admin", 65534, 65534)  # xrootd runs as nobody
+            os.chown(xrd / "log", 65534, 65534)
+            link_source(source, xrd / "data")
+            (xrd / "xrd.cfg").write_text(f"all.export /\noss.localroot {xrd / 'data'}\n"
+                                         f"all.adminpath {xrd / 'admin'}\nxrd.port {XROOTD_PORT}\n")
+            svc.start(services.Daemon("xrootd", host.in_netns(s.netns, [
+                "xrootd", "-c", str(xrd / "xrd.cfg"), "-R", "nobody", "-l", str(xrd / "log" / "xrootd.log")]),
+                listening(s, XROOTD_PORT), s.netns, 10.0, grace_s=2.0))
+    state = services.up(plan.fed.name, SERVICE, start)
     try:
-        yield xrd / "data", procs[1].pid  # ip netns exec execs: the pid is xrootd's own
+        # ip netns exec execs: the daemon's pid is xrootd's own
+        yield services.service_dir(plan.fed.name, SERVICE) / "xrootd" / "data", \
+            state["daemons"]["xrootd"]["pid"] if "xrootd" in peers else 0
     finally:
-        for p in procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, 9)
-            p.wait()
+        services.stop(plan.fed.name, SERVICE)
 
 
 def process_cpu_s(pid: int) -> float:
@@ -160,14 +160,7 @@ def peer_copy(plan, tool: str, src: str, dst: str, streams: int, data: Path, nam
     else:
         argv = host.in_netns(d.netns, ["xrdcp", "--nopbar", "-f", "--streams", str(streams),
                                        f"root://{s.address}:{XROOTD_PORT}//{name}", "/dev/null"])
-    for attempt in range(20):  # the servers listen within a moment of starting
-        try:
-            return _timed(argv, timeout, tool)
-        except RuntimeError:
-            if attempt == 19:
-                raise
-            time.sleep(0.25)
-    raise AssertionError("unreachable")
+    return _timed(argv, timeout, tool)
 
 
 def peer_run(plan, tool: str, src: str, dst: str, streams: int, data: Path, xrootd_pid: int, nbytes: int) -> dict:
@@ -192,18 +185,12 @@ def run(base, streams: list[int], losses: list[float], nbytes: int, repeat: int,
     for loss in losses:
         with tempfile.TemporaryDirectory(prefix="geofed-xferbench-") as tmp:
             fed = federation.load(federation.derive(base, tmp, "xferbench", loss=loss))
-            plan = core.up(fed)
-            try:
+            with core.owned(fed) as plan:
                 a, b = (next(n.name for n in fed.nodes() if n.site == s.code) for s in fed.sites[:2])
                 size = nbytes if loss == 0 else lossy_bytes
-                with peer_servers(plan, a, b, Path(tmp)) if peers else contextlib.nullcontext((None, 0)) as served, \
-                        shm_file(size, peers) as source:
-                    if peers:
-                        link_source(source, served[0])
+                with shm_file(size, peers) as source, peer_servers(plan, a, b, peers, source) as served:
                     rows += [_row(fed, plan, a, b, n, size, repeat, peers, served) | {"loss": loss} for n in streams]
                 auto = transfer.choose(fed, fed.sites[0].code, fed.sites[1].code, None, None)[0]
-            finally:
-                core.down(fed.name)
     link = base.links[0]
     return {"link": {"rtt_ms": link.rtt_ms, "bandwidth_gbps": link.bandwidth_gbps}, "auto_streams": auto,
             "peers": list(peers), "rows": rows}

@@ -8,15 +8,16 @@ import shutil
 import socket
 import statistics
 import time
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from geofed.errors import UserError
 from geofed.federation import Federation
 from geofed.native import binary
-from geofed.testbed import host, probe
-from geofed.testbed.plan import CPU_PERIOD_US, RESOLV_CONF, LinkPlan, Plan, make_plan, prefix
+from geofed.testbed import host, probe, services
+from geofed.testbed.plan import CPU_PERIOD_US, NETNS_PREFIX, RESOLV_CONF, STATE_ROOT, LinkPlan, Plan, make_plan, prefix
 
 Progress = Callable[[str], None]
 ETC_NETNS = Path("/etc/netns")
@@ -38,19 +39,32 @@ def _quiet(_msg: str) -> None:
     pass
 
 
-def state_path(plan: Plan) -> Path:
-    return Path(plan.state_dir) / "state.json"
+def state_path(fed_name: str) -> Path:
+    return services.fed_dir(fed_name) / "state.json"
+
+
+def owner_path(fed_name: str) -> Path:
+    return services.fed_dir(fed_name) / "owner.json"
 
 
 def read_state(plan: Plan) -> dict | None:
-    try:
-        return json.loads(state_path(plan).read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
+    return host.read_json(state_path(plan.fed.name))
 
 
 def write_state(plan: Plan, state: dict) -> None:
-    state_path(plan).write_text(json.dumps(state, indent=1))
+    host.write_json(state_path(plan.fed.name), state)
+
+
+def read_owner(fed_name: str) -> dict | None:
+    """Who brought the testbed up (user, pid, command, since); None when no one has."""
+    return host.read_json(owner_path(fed_name))
+
+
+def describe(owner: dict | None) -> str:
+    if owner is None:
+        return "an unknown command (no owner recorded)"
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(owner["since"]))
+    return f"{owner['user']} at {since} with `{owner['command']}` (pid {owner['pid']})"
 
 
 def is_up(plan: Plan) -> bool:
@@ -111,16 +125,28 @@ def leftovers(fed_name: str) -> list[str]:
     return [ns for ns in host.netns_list() if ns.startswith(prefix(fed_name))]
 
 
-def up(fed: Federation, progress: Progress = _quiet) -> Plan:
+def up(fed: Federation, progress: Progress = _quiet, own: bool = False) -> Plan:
+    """Bring the testbed up, or leave it as it is when it is up already; with `own`, a
+    testbed up already is refused (one line naming who brought it up): the caller takes
+    down what it brings up, and only that."""
     require_root("up")
     plan = make_plan(fed)
     binary("geofed-linkemu"), binary("geofed-probe")  # fail before creating anything
+    owner = read_owner(fed.name)
     if is_up(plan):
-        progress(f"testbed {fed.name} is already up")
+        if own:
+            raise UserError(f"testbed {fed.name} is up already, brought up by {describe(owner)}; this command "
+                            f"brings up its own and takes it down after: run it once that one is down "
+                            f"(geofed testbed down {fed.name})")
+        progress(f"testbed {fed.name} is already up (brought up by {describe(owner)})")
         return plan
-    if leftovers(fed.name) or Path(plan.state_dir).exists():
+    if owner and owner["pid"] != os.getpid() and host.alive(owner["pid"]):
+        raise UserError(f"testbed {fed.name} is being brought up by {describe(owner)}; wait for it, or take it "
+                        f"down: geofed testbed down {fed.name}")
+    if leftovers(fed.name) or state_path(fed.name).exists() or owner:
         progress(f"removing a half-built testbed {fed.name} first")
         down(fed.name)
+    _claim(fed.name)
     try:
         _build(plan, progress)
     except BaseException:
@@ -130,8 +156,30 @@ def up(fed: Federation, progress: Progress = _quiet) -> Plan:
     return plan
 
 
+def _claim(fed_name: str) -> None:
+    """Record this command as the testbed's owner; one that another claimed first is refused."""
+    services.fed_dir(fed_name).mkdir(parents=True, exist_ok=True)
+    try:
+        with open(owner_path(fed_name), "x") as f:
+            json.dump(services.caller(), f, indent=1)
+    except FileExistsError:
+        raise UserError(f"testbed {fed_name} is being brought up by {describe(read_owner(fed_name))}; wait for it, "
+                        f"or take it down: geofed testbed down {fed_name}") from None
+
+
+@contextmanager
+def owned(fed: Federation, progress: Progress = _quiet) -> Iterator[Plan]:
+    """A testbed brought up for the block and taken down after it, however it ends; one
+    up already (someone else's) is refused and left as it is."""
+    plan = up(fed, progress, own=True)
+    try:
+        yield plan
+    finally:
+        progress(f"taking testbed {fed.name} down")
+        down(fed.name)
+
+
 def _build(plan: Plan, progress: Progress) -> None:
-    Path(plan.state_dir).mkdir(parents=True, exist_ok=True)
     progress(f"creating {len(plan.namespaces())} namespaces")
     for ns in plan.namespaces():
         host.ip("netns", "add", ns)
@@ -290,12 +338,11 @@ def set_link_delay(plan: Plan, link_name: str, hold_us: float | None) -> None:
 
 
 def down(fed_name: str) -> list[str]:
-    """Remove everything `up` made for this federation; harmless when nothing is there."""
+    """Remove everything `up` made for this federation and every service started on it
+    (testbed/services.py: Slurm, sshd, storage, directory servers, benchmark peers), also
+    after a crash; harmless when nothing is there."""
     require_root("down")
-    # What geofed ops started on this testbed (Slurm, sshd): daemons in its namespaces,
-    # files in its state directory, and the ssh user in the host's passwd.
-    from geofed.testbed import slurm, ssh, storage
-    removed = slurm.down(fed_name) + ssh.down(fed_name) + storage.down(fed_name)
+    removed = services.stop_all(fed_name)
     namespaces = leftovers(fed_name)
     pids = [p for ns in namespaces for p in host.netns_pids(ns)]
     if pids:
@@ -313,7 +360,7 @@ def down(fed_name: str) -> list[str]:
         for d in ETC_NETNS.iterdir():
             if d.name.startswith(prefix(fed_name)):
                 shutil.rmtree(d, ignore_errors=True)
-    state_dir = Path(f"/run/geofed/{fed_name}")
+    state_dir = services.fed_dir(fed_name)
     if state_dir.exists():
         shutil.rmtree(state_dir, ignore_errors=True)
         removed.append(str(state_dir))
@@ -324,17 +371,55 @@ def down(fed_name: str) -> list[str]:
     return removed
 
 
-def status(fed: Federation) -> dict:
-    plan = make_plan(fed)
+def testbeds() -> list[str]:
+    """The federations with anything of theirs on this host: a state directory or a namespace."""
+    root = Path(STATE_ROOT)
+    names = {d.name for d in root.iterdir() if d.is_dir()} if root.is_dir() else set()
+    return sorted(names | {ns.removeprefix(NETNS_PREFIX).split(".")[0] for ns in host.netns_list()
+                           if ns.startswith(NETNS_PREFIX) and "." in ns})
+
+
+def status(fed_name: str) -> dict:
+    """What of a testbed exists now, by name: the federation file it was brought up from
+    checks it whole; without that file, what the host shows."""
+    state = host.read_json(state_path(fed_name)) or {"emulators": {}}
+    fed = None
+    if "federation" in state:
+        from geofed import federation
+        try:
+            fed = federation.load(state["federation"])
+        except UserError:
+            pass  # its file is gone: what exists is still listed
     present = set(host.netns_list())
-    state = read_state(plan) or {"emulators": {}}
-    cg = host.cpu_cgroup_dir(plan.cgroup)
-    return {
-        "federation": fed.name,
-        "up": is_up(plan),
-        "namespaces": {ns: ns in present for ns in plan.namespaces()},
-        "emulators": {
-            name: dict(e, alive=host.alive(e["pid"])) for name, e in state["emulators"].items()
-        },
-        "cgroups": {n.node.name: (cg / n.node.name).exists() for n in plan.nodes},
-    }
+    out = {"federation": fed_name, "owner": read_owner(fed_name),
+           "emulators": {name: dict(e, alive=host.alive(e["pid"])) for name, e in state["emulators"].items()},
+           "services": services.listing(fed_name)}
+    if fed is not None and fed.name == fed_name:
+        plan = make_plan(fed)
+        cg = host.cpu_cgroup_dir(plan.cgroup)
+        return out | {"up": is_up(plan), "namespaces": {ns: ns in present for ns in plan.namespaces()},
+                      "cgroups": {n.node.name: (cg / n.node.name).exists() for n in plan.nodes}}
+    mine = sorted(ns for ns in present if ns.startswith(prefix(fed_name)))
+    alive = [e["alive"] for e in out["emulators"].values()]
+    return out | {"up": bool(mine) and bool(alive) and all(alive), "namespaces": {ns: True for ns in mine},
+                  "cgroups": {}}
+
+
+def listing() -> list[dict]:
+    """The status of every testbed on this host (see status)."""
+    return [status(name) for name in testbeds()]
+
+
+def format_listing(rows: list[dict]) -> str:
+    """`geofed testbed list`: one line per federation: up or not, who brought it up and
+    when, with which command, and its services (daemons running/started)."""
+    if not rows:
+        return "no testbed on this host"
+    lines = [f"{'federation':<20} {'state':<6} {'brought up by':<14} {'since':<19} {'command':<40} services"]
+    for r in rows:
+        o = r["owner"]
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(o["since"])) if o else "-"
+        state = "up" if r["up"] else ("down" if not r["namespaces"] else "broken")
+        lines.append(f"{r['federation']:<20} {state:<6} {o['user'] if o else '-':<14} {since:<19} "
+                     f"{o['command'] if o else '-':<40} {', '.join(services.summary(s) for s in r['services']) or '-'}")
+    return "\n".join(lines)

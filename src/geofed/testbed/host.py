@@ -79,6 +79,12 @@ def port_open(netns: str, address: str, port: int) -> bool:
                           capture_output=True).returncode == 0
 
 
+def listening(netns: str, port: int) -> bool:
+    """Whether a socket listens on TCP `port` in `netns`, asked of the kernel: no connection
+    is made, which a server serving one client at a time would count as its client."""
+    return bool(run_in(netns, ["ss", "-Hltn", f"sport = :{port}"], check=False).stdout.strip())
+
+
 def read_json(path: Path) -> dict | None:
     """A state file written by write_json; None when absent (or cut short by a crash)."""
     try:
@@ -187,11 +193,17 @@ def spawn_ready(argv: list[str], log_path: str | None = None, timeout: float = 1
         raise
     proc.kill()
     proc.wait()
-    tail = ""
-    if log_path and os.path.exists(log_path):
-        tail = Path(log_path).read_text(errors="replace").strip().splitlines()[-1:] or [""]
-        tail = f": {tail[0]}"
+    tail = f": {log_tail(Path(log_path))}" if log_path else ""
     raise HostError(f"{argv[-1] if len(argv) < 5 else ' '.join(argv[:6])}... did not become ready{tail}")
+
+
+def log_tail(log: Path, lines: int = 3) -> str:
+    """The last lines of a server's log on one line, to quote when it failed."""
+    try:
+        last = log.read_text(errors="replace").strip().splitlines()[-lines:]
+    except FileNotFoundError:
+        last = []
+    return " | ".join(last) or "no output"
 
 
 def _wait_ready(proc: subprocess.Popen, timeout: float) -> bool:

@@ -5,8 +5,9 @@ slurmctld on the controller site's login node (the storage site's, where geofed'
 mpiexec runs too), one slurmd per emulated node inside that node's namespace, so a
 job step's ranks live on their node and talk across the emulated link. Everything a
 cluster has lives under /run/geofed/<federation>/slurm-<cluster>/ (configuration,
-MUNGE key and socket, spool, state, logs), inside the testbed's state directory, so
-`geofed ops slurm down` and `geofed testbed down` both remove it.
+MUNGE key and socket, spool, state, logs) is a service of the testbed under
+/run/geofed/<federation>/services/slurm-<cluster>/ (testbed/services.py), so
+`geofed ops slurm down` and `geofed testbed down` both stop it and remove it.
 
 The generated slurm.conf carries what the federation file says (docs/slurm.md):
 a node per emulated node with its CPUs, memory and the feature `site_<code>`; a
@@ -36,8 +37,8 @@ from typing import Callable
 
 from geofed.errors import UserError
 from geofed.federation import Federation, Node
-from geofed.testbed import host
-from geofed.testbed.plan import STATE_ROOT, Plan
+from geofed.testbed import host, services
+from geofed.testbed.plan import Plan
 
 START_TIMEOUT_S = 60.0
 CTLD_PORT = 6817
@@ -93,8 +94,12 @@ def separate(fed: Federation) -> list[Cluster]:
     return [Cluster(f"site{s.code}", s.code, tuple(s.node_list())) for s in fed.sites]
 
 
+def service_name(cluster: Cluster) -> str:
+    return f"slurm-{cluster.name}"
+
+
 def cluster_dir(plan: Plan, cluster: Cluster) -> Path:
-    return Path(STATE_ROOT) / plan.fed.name / f"slurm-{cluster.name}"
+    return services.service_dir(plan.fed.name, service_name(cluster))
 
 
 def feature(site: str) -> str:
@@ -150,16 +155,8 @@ def job_submit_lua(fed: Federation, cluster: Cluster) -> str:
 # ---------------------------------------------------------------- state
 
 
-def _state_path(plan: Plan, cluster: Cluster) -> Path:
-    return cluster_dir(plan, cluster) / "state.json"
-
-
 def read_state(plan: Plan, cluster: Cluster) -> dict | None:
-    return host.read_json(_state_path(plan, cluster))
-
-
-def _write_state(plan: Plan, cluster: Cluster, state: dict) -> None:
-    host.write_json(_state_path(plan, cluster), state)
+    return services.read(plan.fed.name, service_name(cluster))
 
 
 def client_env(plan: Plan, cluster: Cluster) -> dict[str, str]:
@@ -185,9 +182,9 @@ def require_up(fed: Federation) -> tuple[Plan, Cluster]:
     plan = core.require_up(fed)
     c = federated(fed)
     state = read_state(plan, c)
-    if state is None or not state.get("complete"):
+    if state is None or not state["complete"]:
         raise UserError(f"Slurm is not up on testbed {fed.name}; run: geofed ops slurm up {fed.name}")
-    dead = [k for k, v in state["daemons"].items() if not host.alive(v["pid"])]
+    dead = services.dead(state)
     if dead:
         raise UserError(f"Slurm on testbed {fed.name} is broken ({', '.join(dead)} gone); run: "
                         f"geofed ops slurm down {fed.name}; geofed ops slurm up {fed.name}")
@@ -212,25 +209,22 @@ def up(fed: Federation, clusters: list[Cluster] | None = None, progress: Progres
     clusters = clusters or [federated(fed)]
     try:
         for c in clusters:
-            state = read_state(plan, c)
-            if state and all(host.alive(p["pid"]) for p in state["daemons"].values()) and state.get("complete"):
-                progress(f"slurm cluster {c.name} of {fed.name} is already up")
-                continue
-            down(fed.name, [c])
-            _start(fed, plan, c, progress)
+            services.up(fed.name, service_name(c), lambda svc, c=c: _start(fed, plan, c, svc, progress), progress,
+                        federation_file=str(fed.path), cluster=c.name)
     except BaseException:
         down(fed.name, clusters)
         raise
     return clusters
 
 
-def _start(fed: Federation, plan: Plan, c: Cluster, progress: Progress) -> None:
-    d = cluster_dir(plan, c)
+def _start(fed: Federation, plan: Plan, c: Cluster, svc: services.Service, progress: Progress) -> None:
+    d = svc.dir
     for sub in ("munge", "ctld", "d", "tmp"):
-        (d / sub).mkdir(parents=True, exist_ok=True)
+        (d / sub).mkdir()
     os.chmod(d, 0o755)
-    state = {"federation": str(fed.path), "cluster": c.name, "complete": False, "daemons": {}}
-    _write_state(plan, c, state)
+    # Job steps and tasks run in sessions of their own: slurmstepd carries the daemons'
+    # mark; the tasks, the client's SLURM_CONF.
+    svc.mark("SLURM_CONF", str(d / "slurm.conf"))
     munge = pwd.getpwnam("munge")
     key = d / "munge" / "munge.key"
     key.write_bytes(os.urandom(1024))
@@ -241,46 +235,28 @@ def _start(fed: Federation, plan: Plan, c: Cluster, progress: Progress) -> None:
     (d / "slurm.conf").write_text(slurm_conf(fed, plan, c, d, socket.gethostname()))
     (d / "job_submit.lua").write_text(job_submit_lua(fed, c))
     login = plan.node(fed.site(c.controller).login_node.name)
+
+    def daemon(key: str, netns: str, argv: list[str], ready) -> services.Daemon:
+        return services.Daemon(key, host.in_netns_keep_mounts(netns, argv), ready, netns, START_TIMEOUT_S)
     progress(f"slurm {c.name}: munged and slurmctld on {login.node.name} ({login.address})")
-    _launch(plan, c, state, "munged", ["runuser", "-u", "munge", "--", "munged", "--foreground",
-                                       f"--socket={d}/munge/munge.sock", f"--key-file={key}",
-                                       f"--pid-file={d}/munge/munged.pid", f"--log-file={d}/munge/munged.log",
-                                       f"--seed-file={d}/munge/munged.seed"],
-            login.netns, lambda: (d / "munge" / "munge.sock").exists())
+    svc.start(daemon("munged", login.netns, ["runuser", "-u", "munge", "--", "munged", "--foreground",
+                                             f"--socket={d}/munge/munge.sock", f"--key-file={key}",
+                                             f"--pid-file={d}/munge/munged.pid", f"--log-file={d}/munge/munged.log",
+                                             f"--seed-file={d}/munge/munged.seed"],
+                     lambda: (d / "munge" / "munge.sock").exists()))
     conf = str(d / "slurm.conf")
     for np, port in [(login, CTLD_PORT)] + [(plan.node(n.name), SLURMD_PORT) for n in c.nodes]:
         if host.port_open(np.netns, np.address, port):
             raise host.HostError(f"slurm {c.name}: port {port} on node {np.node.name} ({np.address}) is taken by "
                                  f"another server (another Slurm?); stop it first")
-    _launch(plan, c, state, "slurmctld", ["slurmctld", "-D", "-i", "-f", conf], login.netns,
-            lambda: host.port_open(login.netns, login.address, CTLD_PORT))
+    svc.start(daemon("slurmctld", login.netns, ["slurmctld", "-D", "-i", "-f", conf],
+                     lambda: host.port_open(login.netns, login.address, CTLD_PORT)))
     progress(f"slurm {c.name}: slurmd on {', '.join(n.name for n in c.nodes)}")
     for n in c.nodes:
         np = plan.node(n.name)
-        _launch(plan, c, state, f"slurmd-{n.name}", ["slurmd", "-D", "-N", n.name, "-f", conf], np.netns,
-                lambda np=np: host.port_open(np.netns, np.address, SLURMD_PORT))
+        svc.start(daemon(f"slurmd-{n.name}", np.netns, ["slurmd", "-D", "-N", n.name, "-f", conf],
+                         lambda np=np: host.port_open(np.netns, np.address, SLURMD_PORT)))
     _wait_nodes_idle(plan, c)
-    state["complete"] = True
-    _write_state(plan, c, state)
-
-
-def _launch(plan: Plan, c: Cluster, state: dict, key: str, argv: list[str], netns: str,
-            ready: Callable[[], bool]) -> None:
-    """A daemon in the foreground, in its own session (Ctrl-C reaches geofed, which
-    cleans up); returns once `ready` holds."""
-    log_path = cluster_dir(plan, c) / f"{key}.out"
-    with host.interrupt_after(), open(log_path, "ab") as log:
-        proc = subprocess.Popen(host.in_netns_keep_mounts(netns, argv), stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True,
-                                env=dict(os.environ, GEOFED_SLURM=str(cluster_dir(plan, c))))
-        state["daemons"][key] = {"pid": proc.pid, "netns": netns}
-        _write_state(plan, c, state)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while not ready():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            tail = log_path.read_text(errors="replace").strip().splitlines()[-3:]
-            raise host.HostError(f"slurm {c.name}: {key} did not start: {' | '.join(tail) or 'no output'}")
-        time.sleep(0.1)  # polling a condition with a deadline
 
 
 def _wait_nodes_idle(plan: Plan, c: Cluster) -> None:
@@ -298,42 +274,20 @@ def _wait_nodes_idle(plan: Plan, c: Cluster) -> None:
 # ---------------------------------------------------------------- down and status
 
 
-def _cluster_dirs(fed_name: str) -> list[Path]:
-    root = Path(STATE_ROOT) / fed_name
-    return sorted(root.glob("slurm-*")) if root.is_dir() else []
+def _clusters_up(fed_name: str) -> list[dict]:
+    return [s for s in services.listing(fed_name) if s["service"].startswith("slurm-")]
 
 
 def down(fed_name: str, clusters: list[Cluster] | None = None) -> list[str]:
     """Stop every daemon of the clusters (default: all of this testbed's), their jobs'
     processes, and remove their files; harmless when nothing is there."""
-    removed = []
-    dirs = [Path(STATE_ROOT) / fed_name / f"slurm-{c.name}" for c in clusters] if clusters is not None \
-        else _cluster_dirs(fed_name)
-    for d in dirs:
-        state = host.read_json(d / "state.json") or {"daemons": {}}
-        pids = [p["pid"] for p in state["daemons"].values()]
-        host.terminate([p for p in pids if host.alive(p)], grace=5.0, groups=True)
-        # slurmstepd and the tasks run in sessions of their own: the daemons' environment
-        # marks the first, the client's SLURM_CONF the second.
-        every = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
-        strays = host.pids_with_env(every, "GEOFED_SLURM", str(d)) + \
-            host.pids_with_env(every, "SLURM_CONF", str(d / "slurm.conf"))
-        host.terminate(strays, grace=2.0)
-        if pids or strays:
-            removed.append(f"slurm {d.name.removeprefix('slurm-')}: {len(pids)} daemons, {len(strays)} job processes")
-        if d.exists():
-            shutil.rmtree(d, ignore_errors=True)
-            removed.append(str(d))
-    return removed
+    names = [service_name(c) for c in clusters] if clusters is not None else \
+        [s["service"] for s in _clusters_up(fed_name)]
+    return [r for name in names for r in services.stop(fed_name, name)]
 
 
 def status(fed: Federation) -> list[dict]:
-    out = []
-    for d in _cluster_dirs(fed.name):
-        state = host.read_json(d / "state.json")
-        if state is None:
-            continue
-        out.append({"cluster": state["cluster"], "complete": state.get("complete") is True,
-                    "slurm_conf": str(d / "slurm.conf"),
-                    "daemons": {k: host.alive(v["pid"]) for k, v in state["daemons"].items()}})
-    return out
+    return [{"cluster": s["cluster"], "complete": s["complete"] is True,
+             "slurm_conf": str(services.service_dir(fed.name, s["service"]) / "slurm.conf"),
+             "daemons": {k: host.alive(v["pid"]) for k, v in s["daemons"].items()}}
+            for s in _clusters_up(fed.name) if "cluster" in s]

@@ -8,9 +8,10 @@ login shell `exec` gives) has its own UTS namespace named after the node, so a r
 finds its node by its host name, as on a real cluster, and Hydra's proxies reach
 mpiexec by the name it gives them (each node's /etc/hosts lists every node).
 
-Everything lives under /run/geofed/<federation>/ssh/ (configuration, keys, the user's
-home); `down` stops the servers and their sessions, deletes the user and removes the
-directory, also after a crash; `geofed testbed down` does the same.
+Everything lives under /run/geofed/<federation>/services/ssh/ (configuration, keys, the
+user's home), a service of the testbed (testbed/services.py): `down` stops the servers
+and their sessions, deletes the user and removes the directory, also after a crash;
+`geofed testbed down` does the same.
 """
 
 from __future__ import annotations
@@ -20,14 +21,13 @@ import os
 import pwd
 import shutil
 import subprocess
-import time
 from pathlib import Path
 from typing import Callable
 
 from geofed.errors import UserError
 from geofed.federation import Federation
-from geofed.testbed import host
-from geofed.testbed.plan import STATE_ROOT, Plan
+from geofed.testbed import host, services
+from geofed.testbed.plan import Plan
 
 SSHD = "/usr/sbin/sshd"
 PRIVSEP_DIR = Path("/run/sshd")  # sshd insists on it
@@ -39,8 +39,11 @@ def _quiet(_msg: str) -> None:
     pass
 
 
+SERVICE = "ssh"
+
+
 def ssh_dir(fed_name: str) -> Path:
-    return Path(STATE_ROOT) / fed_name / "ssh"
+    return services.service_dir(fed_name, SERVICE)
 
 
 def user_name(fed_name: str) -> str:
@@ -61,11 +64,7 @@ def sshd_config(d: Path, user: str, address: str) -> str:
 
 
 def read_state(fed_name: str) -> dict | None:
-    return host.read_json(ssh_dir(fed_name) / "state.json")
-
-
-def _write_state(fed_name: str, state: dict) -> None:
-    host.write_json(ssh_dir(fed_name) / "state.json", state)
+    return services.read(fed_name, SERVICE)
 
 
 def require_tools() -> None:
@@ -80,16 +79,8 @@ def up(fed: Federation, progress: Progress = _quiet) -> dict:
     core.require_root("ops ssh up")
     require_tools()
     plan = core.require_up(fed)
-    state = read_state(fed.name)
-    if state and state.get("complete") and all(host.alive(p) for p in state["sshd"].values()):
-        progress(f"ssh on testbed {fed.name} is already up")
-        return state
-    down(fed.name)
-    try:
-        return _start(plan, progress)
-    except BaseException:
-        down(fed.name)
-        raise
+    return services.up(fed.name, SERVICE, lambda svc: _start(plan, svc, progress), progress,
+                       federation_file=str(fed.path), user=user_name(fed.name))
 
 
 def _keygen(path: Path, comment: str) -> str:
@@ -98,26 +89,23 @@ def _keygen(path: Path, comment: str) -> str:
     return path.with_suffix(".pub").read_text().strip()
 
 
-def _start(plan: Plan, progress: Progress) -> dict:
+def _start(plan: Plan, svc: services.Service, progress: Progress) -> None:
     fed = plan.fed
-    d = ssh_dir(fed.name)
-    d.mkdir(parents=True)
-    user = user_name(fed.name)
-    state = {"federation": str(fed.path), "user": None, "complete": False, "sshd": {}, "privsep_made": False}
-    _write_state(fed.name, state)
-    # The user's home is below these: they must be passable (not listable by others needed).
-    for p in (Path(STATE_ROOT), Path(STATE_ROOT) / fed.name, d):
-        os.chmod(p, 0o755)
+    d = svc.dir
+    user = svc.state["user"]
     home = d / "home"
     progress(f"user {user} (home {home}), host and user keys")
+    made = {"name": user, "gecos": f"geofed testbed user ({fed.name})"}
     if _user_exists(user):
-        raise host.HostError(f"a user {user} exists already and is not this testbed's; remove it first")
+        if pwd.getpwnam(user).pw_gecos != made["gecos"]:
+            raise host.HostError(f"a user {user} exists already and is not this testbed's; remove it first")
+        # This testbed's, left by a run whose marker a reboot took: made afresh.
+        subprocess.run(["userdel", user], capture_output=True, check=True)
+    svc.register("users", made)
     res = subprocess.run(["useradd", "-M", "-U", "-d", str(home), "-s", "/bin/sh", "-p", "*",
-                          "-c", f"geofed testbed user ({fed.name})", user], capture_output=True, text=True)
+                          "-c", made["gecos"], user], capture_output=True, text=True)
     if res.returncode != 0:
         raise host.HostError(f"useradd {user}: {res.stderr.strip()}")
-    state["user"] = user
-    _write_state(fed.name, state)
     pw = pwd.getpwnam(user)
     (home / ".ssh").mkdir(parents=True)
     host_pub = _keygen(d / "ssh_host_ed25519_key", f"geofed {fed.name} host key")
@@ -129,39 +117,24 @@ def _start(plan: Plan, progress: Progress) -> dict:
     (home / ".ssh" / "config").write_text("Host *\n  BatchMode yes\n  StrictHostKeyChecking yes\n  LogLevel ERROR\n")
     for p in [home, home / ".ssh", *(home / ".ssh").iterdir()]:
         os.chown(p, pw.pw_uid, pw.pw_gid)
+    os.chmod(d, 0o755)  # the user's home is below: passable (not listable by others needed)
     os.chmod(home, 0o700)
     os.chmod(home / ".ssh", 0o700)
     if not PRIVSEP_DIR.exists():
+        svc.register("dirs", str(PRIVSEP_DIR))
         PRIVSEP_DIR.mkdir(mode=0o755)
-        state["privsep_made"] = True
     progress(f"sshd on {', '.join(n.node.name for n in plan.nodes)}")
     for n in plan.nodes:
         conf = d / f"sshd_config.{n.node.name}"
         conf.write_text(sshd_config(d, user, n.address))
-        argv = in_node(n.netns, n.node.name, [SSHD, "-D", "-e", "-f", str(conf)])
-        with host.interrupt_after(), open(d / f"sshd.{n.node.name}.log", "ab") as log:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True, env=dict(os.environ, GEOFED_SSH=str(d)))
-            state["sshd"][n.node.name] = proc.pid
-            _write_state(fed.name, state)
-        _wait_listening(proc, n, d)
-    state["complete"] = True
-    _write_state(fed.name, state)
-    return state
+        svc.start(services.Daemon(f"sshd-{n.node.name}", in_node(n.netns, n.node.name, [SSHD, "-D", "-e", "-f", str(conf)]),
+                                  lambda n=n: host.port_open(n.netns, n.address, 22), n.netns, START_TIMEOUT_S,
+                                  grace_s=3.0))
 
 
 def in_node(netns: str, node: str, argv: list[str]) -> list[str]:
     """`argv` in a node's namespace (its /etc/hosts) and a UTS namespace named after it."""
     return host.in_netns(netns, ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', node] + argv)
-
-
-def _wait_listening(proc: subprocess.Popen, n, d: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while not host.port_open(n.netns, n.address, 22):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            tail = (d / f"sshd.{n.node.name}.log").read_text(errors="replace").strip().splitlines()[-2:]
-            raise host.HostError(f"sshd on {n.node.name} did not start: {' | '.join(tail) or 'no output'}")
-        time.sleep(0.05)  # polling a condition with a deadline
 
 
 def _user_exists(user: str) -> bool:
@@ -176,7 +149,7 @@ def require_up(fed: Federation) -> tuple[Plan, dict]:
     from geofed.testbed import core
     plan = core.require_up(fed)
     state = read_state(fed.name)
-    if state is None or not state.get("complete"):
+    if state is None or not state["complete"]:
         raise UserError(f"ssh is not up on testbed {fed.name}; run: geofed ops ssh up {fed.name}")
     return plan, state
 
@@ -192,50 +165,4 @@ def login_argv(plan: Plan, state: dict, argv: list[str]) -> list[str]:
 
 def down(fed_name: str) -> list[str]:
     """Stop every sshd and session of this testbed, delete its user, remove its files."""
-    d = ssh_dir(fed_name)
-    if not d.exists() and not _is_ours(user_name(fed_name), fed_name):
-        return []  # never brought up (the common case of testbed down): nothing to look for
-    state = read_state(fed_name) or {"sshd": {}, "user": None}
-    removed = []
-    pids = list(state["sshd"].values())
-    host.terminate([p for p in pids if host.alive(p)], grace=3.0, groups=True)
-    # Sessions fork off sshd into their own sessions: the daemon's environment marks
-    # sshd's children; the user's own processes go by uid.
-    every = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
-    strays = host.pids_with_env(every, "GEOFED_SSH", str(d))
-    user = state.get("user") or (user_name(fed_name) if _is_ours(user_name(fed_name), fed_name) else None)
-    if user and _user_exists(user):
-        uid = pwd.getpwnam(user).pw_uid
-        strays += [p for p in every if _uid(p) == uid]
-    host.terminate(sorted(set(strays)), grace=2.0)
-    if pids:
-        removed.append(f"{len(pids)} sshd")
-    if user and _user_exists(user):
-        res = subprocess.run(["userdel", user], capture_output=True, text=True)
-        if res.returncode != 0:
-            raise host.HostError(f"userdel {user}: {res.stderr.strip()}")
-        removed.append(f"user {user}")
-    if state.get("privsep_made"):
-        try:
-            PRIVSEP_DIR.rmdir()
-        except OSError:
-            pass
-    if d.exists():
-        shutil.rmtree(d, ignore_errors=True)
-        removed.append(str(d))
-    return removed
-
-
-def _is_ours(user: str, fed_name: str) -> bool:
-    """A user of that name that geofed made for this testbed (its comment says so)."""
-    try:
-        return pwd.getpwnam(user).pw_gecos == f"geofed testbed user ({fed_name})"
-    except KeyError:
-        return False
-
-
-def _uid(pid: int) -> int | None:
-    try:
-        return os.stat(f"/proc/{pid}").st_uid
-    except OSError:
-        return None
+    return services.stop(fed_name, SERVICE)

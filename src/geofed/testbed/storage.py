@@ -12,20 +12,20 @@ The mounts appear at mnt/<node>/<site>-<name>. Why sshfs, not NFS-Ganesha or Glu
 docs/storage.md.
 
 Started when first needed (`geofed ops storage up`, or a benchmark asking for a remote
-path); `geofed testbed down` unmounts and removes everything, data included: it is
-the emulated federation's scratch.
+path), as two services of the testbed (testbed/services.py): "storage", the directories
+on disk, and "storage-export", the sftp server, the sshfs clients and their mounts.
+`geofed testbed down` unmounts and removes everything, data included: it is the
+emulated federation's scratch.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import time
 from pathlib import Path
 
 from geofed.errors import UserError
-from geofed.testbed import host
+from geofed.testbed import host, services
 from geofed.testbed.plan import Plan
 
 ROOT = Path("/var/lib/geofed")
@@ -74,16 +74,12 @@ def resolve(fed, node: str, spec: str) -> tuple[Path, bool]:
     return mount_point(fed.name, node, site, name), True
 
 
-def _state(fed_name: str) -> Path:
-    return fed_root(fed_name) / "state.json"
+DISK, EXPORT = "storage", "storage-export"
 
 
-def read_state(fed_name: str) -> dict:
-    return host.read_json(_state(fed_name)) or {"pids": {}, "mounts": []}
-
-
-def _write(fed_name: str, state: dict) -> None:
-    host.write_json(_state(fed_name), state)
+def read_state(fed_name: str) -> dict | None:
+    """The export's marker (its daemons and mounts); None when it is not up."""
+    return services.read(fed_name, EXPORT)
 
 
 def make_dirs(fed) -> None:
@@ -94,56 +90,47 @@ def make_dirs(fed) -> None:
                 disk_path(fed, s.code, fs.name, n).mkdir(parents=True, exist_ok=True)
 
 
-def up(plan: Plan, progress=lambda m: None) -> dict:
-    """Directories, and the storage site's exports mounted at every node of the others."""
+def up(plan: Plan, progress=lambda m: None) -> dict | None:
+    """Directories, and the storage site's exports mounted at every node of the others;
+    the export's marker (None when there is nothing to export or no one to mount it)."""
     fed = plan.fed
+    services.up(fed.name, DISK, lambda svc: _register_disk(svc, fed))
     make_dirs(fed)
-    state = read_state(fed.name)
     exports = [f for f in fed.site(fed.storage).filesystems if f.shared]
     remote = [n for n in plan.nodes if n.node.site != fed.storage]
     if not exports or not remote:
-        return state
-    if state.get("complete") and all(host.alive(p) for p in state["pids"].values()):
-        return state
-    down_network(fed.name)
-    state = {"pids": {}, "mounts": [], "complete": False}
-    _write(fed.name, state)
-    try:
-        _start(plan, exports, remote, state, progress)
-    except BaseException:
-        down_network(fed.name)
-        raise
-    return state
+        return None
+    return services.up(fed.name, EXPORT, lambda svc: _start(plan, exports, remote, svc, progress))
 
 
-def _start(plan: Plan, exports, remote, state: dict, progress) -> None:
+def _register_disk(svc: services.Service, fed) -> None:
+    if not ROOT.exists():
+        svc.register("dirs", str(ROOT))
+    svc.register("trees", str(fed_root(fed.name)))
+
+
+def _start(plan: Plan, exports, remote, svc: services.Service, progress) -> None:
     fed = plan.fed
-    d = fed_root(fed.name) / "sftp"
-    d.mkdir(parents=True, exist_ok=True)
     server = plan.node(fed.site(fed.storage).login_node.name)
     progress(f"storage: sftp export of {', '.join(f'{fed.storage}:{f.name}' for f in exports)} on "
              f"{server.node.name}, mounted over the link at {', '.join(n.node.name for n in remote)}")
     # OpenSSH's sftp-server, one per connection, on a plain TCP port that only testbed
     # nodes may reach (socat's range=, as NFS exports by host): through ssh, its 2 MB
     # channel window capped a stream at 2 MB per 9 ms round trip (111 MB/s measured).
-    _spawn(fed.name, state, "sftp", host.in_netns_keep_mounts(server.netns, [
+    svc.start(services.Daemon("sftp", host.in_netns_keep_mounts(server.netns, [
         "socat", f"TCP-LISTEN:{SFTP_PORT},bind={server.address},reuseaddr,fork,range={TESTBED_RANGE}",
-        f"EXEC:{SFTP_SERVER} -d /,nofork"]), d / "sftp.log")
-    _wait(lambda: host.port_open(server.netns, server.address, SFTP_PORT), state["pids"]["sftp"], d / "sftp.log", "the sftp server")
+        f"EXEC:{SFTP_SERVER} -d /,nofork"]), lambda: host.port_open(server.netns, server.address, SFTP_PORT),
+        server.netns, START_TIMEOUT_S, grace_s=3.0))
     for n in remote:
         for fs in exports:
             mnt = mount_point(fed.name, n.node.name, fed.storage, fs.name)
             mnt.mkdir(parents=True, exist_ok=True)
-            key = f"sshfs-{n.node.name}-{fs.name}"
-            argv = host.in_netns_keep_mounts(n.netns, [
+            svc.register("mounts", str(mnt))
+            svc.start(services.Daemon(f"sshfs-{n.node.name}-{fs.name}", host.in_netns_keep_mounts(n.netns, [
                 "sshfs", "-f", f"{server.address}:{disk_path(fed, fed.storage, fs.name)}", str(mnt),
-                "-o", f"directport={SFTP_PORT}", *SSHFS_OPTIONS])
-            state["mounts"].append(str(mnt))
-            _spawn(fed.name, state, key, argv, d / f"{key}.log")
-            _wait(lambda mnt=mnt: os.path.ismount(mnt), state["pids"][key], d / f"{key}.log", key)
+                "-o", f"directport={SFTP_PORT}", *SSHFS_OPTIONS]), lambda mnt=mnt: os.path.ismount(mnt),
+                n.netns, START_TIMEOUT_S, grace_s=3.0))
             _read_ahead(mnt)
-    state["complete"] = True
-    _write(fed.name, state)
 
 
 def _read_ahead(mnt: Path) -> None:
@@ -154,55 +141,3 @@ def _read_ahead(mnt: Path) -> None:
     if dev and bdi.exists():
         bdi.write_text(str(READ_AHEAD_KB))
 
-
-def _spawn(fed_name: str, state: dict, key: str, argv: list[str], log_path: Path) -> None:
-    with host.interrupt_after(), open(log_path, "ab") as log:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        state["pids"][key] = proc.pid
-        _write(fed_name, state)
-
-
-def _wait(ready, pid: int, log_path: Path, what: str) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while not ready():
-        if not host.alive(pid) or time.monotonic() > deadline:
-            tail = log_path.read_text(errors="replace").strip().splitlines()[-2:]
-            raise host.HostError(f"storage: {what} did not start: {' | '.join(tail) or 'no output'}")
-        time.sleep(0.05)  # polling a condition with a deadline
-
-
-def down_network(fed_name: str) -> list[str]:
-    """Unmount the remote file systems and stop their sshfs and sshd."""
-    state = read_state(fed_name)
-    removed = []
-    mnt_root = fed_root(fed_name) / "mnt"
-    mounts = set(state.get("mounts", []))
-    if mnt_root.is_dir():
-        mounts |= {str(p) for node in mnt_root.iterdir() for p in node.iterdir()}
-    for m in sorted(mounts):
-        if os.path.ismount(m):
-            # Lazy: a process still inside (a benchmark being stopped) does not keep it.
-            subprocess.run(["umount", "-l", m], capture_output=True)
-            removed.append(f"mount {m}")
-    pids = [p for p in state.get("pids", {}).values() if host.alive(p)]
-    host.terminate(pids, grace=3.0, groups=True)
-    if pids:
-        removed.append(f"{len(pids)} storage servers")
-    if fed_root(fed_name).is_dir():
-        state.update(pids={}, mounts=[], complete=False)
-        _write(fed_name, state)
-    return removed
-
-
-def down(fed_name: str) -> list[str]:
-    """Everything: the mounts, the servers, the directories and their data."""
-    removed = down_network(fed_name)
-    if fed_root(fed_name).exists():
-        shutil.rmtree(fed_root(fed_name), ignore_errors=True)
-        removed.append(str(fed_root(fed_name)))
-    try:
-        ROOT.rmdir()
-    except OSError:
-        pass
-    return removed

@@ -32,6 +32,7 @@ from geofed.federation import Federation, Node
 from geofed.launch import job as launch
 from geofed.launch import runner
 from geofed.launch.placement import Placement
+from geofed.testbed import host
 
 MODULE = "geofed.apps.grayscott"
 PDF_FILE, CHECKPOINT = "pdf.bp", "gs.bp"  # BP5 files the run leaves in its directory
@@ -129,7 +130,7 @@ def plan_parts(fed: Federation, s: Settings, run_dir: Path, stream_dir: Path, *,
 
 def _start(fed: Federation, p: Part) -> None:
     job = launch.Job(fed, Nodes("".join(p.nodes), (), tuple(p.nodes)), p.argv, p.ranks_per_node)
-    with runner.deferred_interrupt():  # held in p.running before Ctrl-C can strike
+    with host.interrupt_after():  # held in p.running before Ctrl-C can strike
         p.running = runner.start(job, p.log)
 
 

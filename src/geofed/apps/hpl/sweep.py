@@ -132,13 +132,9 @@ def main(args, progress) -> int:
     tb.require_root("sweep HPL on")
     with tempfile.TemporaryDirectory(prefix="geofed-hpl-sweep-") as tmp:
         fed = federation.load(federation.derive(base, Path(tmp), f"gfhpl-{base.name[:12]}-{os.getpid()}"[:32]))
-        try:
-            progress(f"hpl sweep: bringing up {fed.name} (a copy of {base.name})")
-            tb.up(fed, progress)
+        progress(f"hpl sweep: bringing up {fed.name} (a copy of {base.name})")
+        with tb.owned(fed, progress):
             data = sweep(fed, codes, ns, args.nb, args.repeat, args.peer, progress)
-        finally:
-            progress(f"hpl sweep: taking {fed.name} down")
-            tb.down(fed.name)
     print(format_table(data))
     rec = records.make("bench.hpl.sweep", data, **records.federation_meta(base))
     print(f"record: {records.save(rec, args.out)}")

@@ -41,13 +41,9 @@ def main(args, params, progress) -> int:
     ds = data.madelon_like(seed=args.data_seed)
     with tempfile.TemporaryDirectory(prefix="geofed-mdfs-sweep-") as tmp:
         fed = federation.load(private_copy(base, Path(tmp)))
-        try:
-            progress(f"mdfs sweep: bringing up {fed.name} (a copy of {base.name})")
-            tb.up(fed, progress)
+        progress(f"mdfs sweep: bringing up {fed.name} (a copy of {base.name})")
+        with tb.owned(fed, progress):
             rec = sweep(fed, codes, splits, args.repeat, params, ds, progress, record_as=base)
-        finally:
-            progress(f"mdfs sweep: taking {fed.name} down")
-            tb.down(fed.name)
     print(format_table(rec))
     print(f"record: {records.save(rec, args.out)}")
     return 0

@@ -119,10 +119,9 @@ def main(args, progress) -> int:
     with tempfile.TemporaryDirectory(prefix="geofed-bench-obstacle-") as tmp:
         for loss in ([None] + ([args.loss] if args.part in ("all", "throughput") else [])):
             fed = private_copy(base, Path(tmp), "loss" if loss else "clean", loss)
-            try:
-                progress(f"bench obstacle: bringing up {fed.name} (a copy of {base.name}"
-                         + (f", link loss {loss:g})" if loss else ")"))
-                tb.up(fed, progress)
+            progress(f"bench obstacle: bringing up {fed.name} (a copy of {base.name}"
+                     + (f", link loss {loss:g})" if loss else ")"))
+            with tb.owned(fed, progress):
                 if loss:
                     progress(f"bench obstacle: P2PSAP stream at {loss:g} link loss")
                     data["lossy"] = {"loss": loss, **stream(fed, "".join(link_pair(fed)), args.mbytes, "eth")}
@@ -131,8 +130,6 @@ def main(args, progress) -> int:
                     data["solver"] = solver_rows(fed, placements, args.n, args.tol, args.repeat, progress)
                 if args.part in ("all", "throughput"):
                     data["throughput"] = throughput(fed, args.mbytes, args.repeat, progress)
-            finally:
-                tb.down(fed.name)
     rec = records.make("bench.obstacle", data, **records.federation_meta(base))
     print(format_table(data))
     print(f"record: {records.save(rec, args.out)}")
