@@ -57,3 +57,22 @@ def test_testbed_needs_root_and_leaves_nothing(action):
                           "icm-task"], capture_output=True, text=True)
     assert_user_error(res, "needs root")
     assert netns_list() == before
+
+
+def test_every_command_of_the_table_builds_and_explains_itself(capsys):
+    from geofed import cli
+    commands = cli.COMMANDS + cli.registry_commands()
+    assert len({c.path for c in commands}) == len(commands), "a command path twice"
+    for c in commands:
+        with pytest.raises(SystemExit) as done:
+            cli.build_parser().parse_args([*c.path.split(), "--help"])
+        assert done.value.code == 0, c.path
+    assert "geofed bench exchange" in capsys.readouterr().out
+
+
+def test_a_workload_with_a_command_of_its_own_names_a_row_of_the_table():
+    from geofed import cli, workloads
+    paths = {c.path for c in cli.COMMANDS}
+    for w in workloads.all_workloads().values():
+        assert w.command is None or w.command in paths, w.name
+        assert w.command is not None or f"bench {w.name}" not in paths, w.name

@@ -35,7 +35,7 @@ def cmd_directory_up(args) -> int:
     return 0
 
 
-def cmd_directorydown_command(args) -> int:
+def cmd_directory_down(args) -> int:
     return down_command("directory", directory.down, args.federation)
 
 
@@ -123,7 +123,7 @@ def cmd_slurm_up(args) -> int:
     return 0
 
 
-def cmd_slurmdown_command(args) -> int:
+def cmd_slurm_down(args) -> int:
     return down_command("slurm", slurm.down, args.federation)
 
 
@@ -209,7 +209,7 @@ def cmd_ssh_up(args) -> int:
     return 0
 
 
-def cmd_sshdown_command(args) -> int:
+def cmd_ssh_down(args) -> int:
     return down_command("ssh", ssh.down, args.federation)
 
 
