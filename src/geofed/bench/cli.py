@@ -54,13 +54,9 @@ def cmd_compare(args) -> int:
 
 def cmd_matrix(args) -> int:
     from geofed.bench import jobs, suite
-    from geofed.launch.placement import Placement
+    from geofed.launch.placement import every_node
     fed = federation.load(args.federation)
-    if args.placement:
-        placement = _placement(args)[1]
-    else:  # every node of the federation
-        placement = Placement("".join(f"{s.code}{s.nodes}" for s in fed.sites),
-                              tuple((s.code, s.nodes) for s in fed.sites))
+    placement = _placement(args)[1] if args.placement else every_node(fed)
     suite.parse_size(args.latency_size), suite.parse_size(args.bw_size)
     if placement.node_count < 2:
         raise UserError(f"bench matrix: placement {placement.code} has {placement.node_count} node; it needs 2 or more")

@@ -48,7 +48,7 @@ def site_peaks(fed, progress) -> dict[str, float]:
 def _peer(fed, placement: Placement, params: P.Params, tmp: Path) -> dict:
     """The same rank count on this host: one 'node' holding every rank, through a hostfile."""
     hostfile = tmp / "peer-hosts"
-    site = placement.groups[0][0]
+    site = placement.sites()[0]
     hostfile.write_text(f"{socket.gethostname()} {site}\n")
     ranks = placement.node_count
     return run.run(fed, parse(f"{site}1", fed), params, ranks_per_node=ranks, hostfile=str(hostfile),
