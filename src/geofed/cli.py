@@ -231,7 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run an MPI job on a placement such as G2W3")
     p.add_argument("--federation", "-f", default="icm-task", help="federation file or shipped name (default icm-task)")
-    p.add_argument("--placement", "-p", required=True, help="nodes per site, like G2W3")
+    p.add_argument("--placement", "-p", required=True,
+                   help="nodes per site, like G2W3, or by name, like 'W[1,3]G[2]' (docs/launch.md)")
     p.add_argument("--ranks-per-node", "-n", type=positive_int, default=1)
     p.add_argument("--hostfile", help="real cluster: lines 'HOST SITE'; srun is used inside a Slurm allocation")
     p.add_argument("--timeout", type=positive_float, help="stop the job after this many seconds")
