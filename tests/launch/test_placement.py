@@ -45,14 +45,10 @@ def test_counts_and_named_nodes_mix_site_by_site(icm):
     assert [g.named for g in p.groups] == [False, True]
 
 
-@pytest.mark.parametrize("code", ["G2W3", "G0W4", "W[3,1]G[2]", "G2W[4,5]", "W[1,2]"])
+@pytest.mark.parametrize("code", ["G2W3", "G0W4", "W[3,1]G[2]", "G2W[4,5]", "W[1,2]", "W[2-4]", "W[5,1-2]"])
 def test_the_code_writes_the_placement_back(icm, code):
     p = parse(code, icm)
     assert p.code == code and parse(p.code, icm) == p
-
-
-def test_a_range_is_written_back_as_its_nodes(icm):
-    assert parse("W[2-4]", icm).code == "W[2,3,4]"
 
 
 def test_naming_the_first_nodes_is_not_a_count(icm):
@@ -99,6 +95,10 @@ def test_read_needs_no_federation():
     ("W[1-6]", "no node W6"),
     ("W[2,1,2]", "node W2 is named twice"),
     ("W[1-3,2]", "node W2 is named twice"),
+    ("W[7-9]", "no node W7"),
+    # Refused without listing a billion nodes first.
+    ("W[1-1000000000]", "no node W6"),
+    ("G1000000000", "site G has 2 nodes, 1000000000 asked"),
 ])
 def test_bad_placements(icm, code, message):
     with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")) as e:

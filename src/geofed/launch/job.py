@@ -191,8 +191,8 @@ def _allocated_hosts(job: Job) -> dict[str, str]:
             hosts.update({n: n for n in g.node_names()})
             continue
         mine = [n for n in nodes if site_of[n] == g.site]
-        if len(g.numbers) > len(mine):
-            raise UserError(f"placement {job.placement.code!r} needs {len(g.numbers)} nodes at site {g.site}; the "
+        if g.count > len(mine):
+            raise UserError(f"placement {job.placement.code!r} needs {g.count} nodes at site {g.site}; the "
                             f"allocation has {len(mine)} there ({','.join(nodes)}); {hint}")
         hosts.update(zip(g.node_names(), mine))
     return hosts
@@ -201,14 +201,15 @@ def _allocated_hosts(job: Job) -> dict[str, str]:
 def slurm_constraint(placement: Placement) -> str:
     """Slurm's constraint for a placement: so many nodes with each site's feature, and
     each node named by its own feature (the testbed's Slurm gives node W3 `node_W3`)."""
-    parts = []
+    counts = []
     for g in placement.groups:
         if g.named:
-            parts += [f"{node_feature(n)}*1" for n in g.node_names()]
-        elif g.numbers:
-            parts.append(f"{site_feature(g.site)}*{len(g.numbers)}")
-    # One feature alone needs no count: the job's --nodes is the count.
-    return f"[{'&'.join(parts)}]" if len(parts) > 1 else parts[0].rsplit("*", 1)[0]
+            counts += [(node_feature(n), 1) for n in g.node_names()]
+        elif g.count:
+            counts.append((site_feature(g.site), g.count))
+    if len(counts) == 1:  # one feature needs no count: the job's --nodes is the count
+        return counts[0][0]
+    return "[" + "&".join(f"{f}*{n}" for f, n in counts) + "]"
 
 
 def slurm_command(job: Job, hostfile: str | Path | None, workdir: str | Path) -> Command:

@@ -28,12 +28,24 @@ NODE_NAME_RE = re.compile(r"([A-Z])(\d+)")
 class Group:
     """One site's share of a placement."""
     site: str
-    numbers: tuple[int, ...]  # node numbers within the site, in rank order
-    named: bool  # W[1,3]: these nodes; otherwise (W2) the site's first len(numbers) nodes
+    # Node numbers within the site as runs (first, last), in rank order: kept as runs so
+    # that a code asking for 10^9 nodes is refused without listing them.
+    runs: tuple[tuple[int, int], ...]
+    named: bool  # W[1,3]: these nodes; otherwise (W2) the site's first `count` nodes
+
+    @property
+    def count(self) -> int:
+        return sum(last - first + 1 for first, last in self.runs)
+
+    @property
+    def numbers(self) -> list[int]:
+        return [i for first, last in self.runs for i in range(first, last + 1)]
 
     @property
     def code(self) -> str:
-        return f"{self.site}[{','.join(map(str, self.numbers))}]" if self.named else f"{self.site}{len(self.numbers)}"
+        if not self.named:
+            return f"{self.site}{self.count}"
+        return f"{self.site}[{','.join(str(a) if a == b else f'{a}-{b}' for a, b in self.runs)}]"
 
     def node_names(self) -> list[str]:
         return [f"{self.site}{i}" for i in self.numbers]
@@ -49,10 +61,10 @@ class Placement:
 
     @property
     def node_count(self) -> int:
-        return sum(len(g.numbers) for g in self.groups)
+        return sum(g.count for g in self.groups)
 
     def sites(self) -> list[str]:
-        return [g.site for g in self.groups if g.numbers]
+        return [g.site for g in self.groups if g.count]
 
     def node_names(self) -> list[str]:
         """The nodes by name, in rank order: those a count takes are the site's first."""
@@ -63,7 +75,7 @@ class Placement:
 
 
 def first_nodes(site: str, count: int) -> Group:
-    return Group(site, tuple(range(1, count + 1)), named=False)
+    return Group(site, ((1, count),) if count else (), named=False)
 
 
 def on_nodes(nodes: list[Node]) -> Placement:
@@ -71,9 +83,9 @@ def on_nodes(nodes: list[Node]) -> Placement:
     groups: list[Group] = []
     for n in nodes:
         if groups and groups[-1].site == n.site:
-            groups[-1] = Group(n.site, groups[-1].numbers + (n.index,), named=True)
+            groups[-1] = Group(n.site, groups[-1].runs + ((n.index, n.index),), named=True)
         else:
-            groups.append(Group(n.site, (n.index,), named=True))
+            groups.append(Group(n.site, ((n.index, n.index),), named=True))
     if len({g.site for g in groups}) != len(groups):
         raise ValueError(f"nodes {', '.join(n.name for n in nodes)}: a site's nodes must follow each other")
     return Placement(tuple(groups))
@@ -83,9 +95,9 @@ def every_node(fed: Federation) -> Placement:
     return Placement(tuple(first_nodes(s.code, s.nodes) for s in fed.sites))
 
 
-def _numbers(code: str, site: str, text: str) -> tuple[int, ...]:
-    """`1,3` or `2-4` (within brackets) as node numbers."""
-    numbers: list[int] = []
+def _runs(code: str, site: str, text: str) -> tuple[tuple[int, int], ...]:
+    """`1,3` or `2-4` (within brackets) as runs of node numbers."""
+    runs = []
     for item in text.split(","):
         m = NUMBERS_RE.fullmatch(item.strip())
         if not m:
@@ -93,8 +105,8 @@ def _numbers(code: str, site: str, text: str) -> tuple[int, ...]:
         first, last = int(m[1]), int(m[2] or m[1])
         if last < first:
             raise UserError(f"placement {code!r}: {site}[{text}]: range {item.strip()} runs backwards")
-        numbers += range(first, last + 1)
-    return tuple(numbers)
+        runs.append((first, last))
+    return tuple(runs)
 
 
 def _comma_hint(code: str) -> str:
@@ -119,7 +131,7 @@ def read(code: str) -> Placement:
         if count:
             groups.append(first_nodes(site, int(count)))
         else:
-            groups.append(Group(site, _numbers(code, site, numbers), named=True))
+            groups.append(Group(site, _runs(code, site, numbers), named=True))
     return Placement(tuple(groups))
 
 
@@ -141,16 +153,18 @@ def parse(code: str, fed: Federation) -> Placement:
                 f"placement {code!r}: unknown site letter {g.site} (federation {fed.name} has {', '.join(known)})")
         have = fed.site(g.site).nodes
         if g.named:
-            for i in g.numbers:
-                if not 1 <= i <= have:
-                    raise UserError(f"placement {code!r}: no node {g.site}{i} in federation {fed.name} "
+            for first, last in g.runs:
+                if first < 1 or last > have:
+                    missing = first if first < 1 or first > have else have + 1
+                    raise UserError(f"placement {code!r}: no node {g.site}{missing} in federation {fed.name} "
                                     f"(its nodes: {_node_ranges(fed)})")
-            twice = sorted({i for i in g.numbers if g.numbers.count(i) > 1})
+            numbers = g.numbers
+            twice = sorted({i for i in numbers if numbers.count(i) > 1})
             if twice:
                 raise UserError(f"placement {code!r}: node {g.site}{twice[0]} is named twice")
-        elif len(g.numbers) > have:
+        elif g.count > have:
             raise UserError(
-                f"placement {code!r}: site {g.site} has {have} node{'s' if have != 1 else ''}, {len(g.numbers)} asked")
+                f"placement {code!r}: site {g.site} has {have} node{'s' if have != 1 else ''}, {g.count} asked")
     if p.node_count == 0:
         raise UserError(f"placement {code!r}: asks for no node at all")
     return p

@@ -99,7 +99,7 @@ def derive(rows: list[dict], sites: list[str]) -> None:
     base = min(single.values()) if single else None
     for r in rows:
         r["speedup"] = base / r["compute_s"] if base else None
-        counts = {g.site: len(g.numbers) for g in read(r["placement"]).groups}
+        counts = {g.site: g.count for g in read(r["placement"]).groups}
         if all(s in single for s, c in counts.items() if c):
             rate = sum(c / single[s] for s, c in counts.items() if c)
             r["ideal_s"] = 1.0 / rate
