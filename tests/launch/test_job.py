@@ -41,6 +41,22 @@ def test_hostfile_maps_nth_host_of_a_site_to_node_n(icm, tmp_path):
     assert cmd.env["GEOFED_HOSTMAP"] == "w001=W1,w002=W2,g01=G1"
 
 
+def test_hostfile_named_nodes_are_their_sites_nth_hosts(icm, tmp_path):
+    hf = tmp_path / "hosts"
+    hf.write_text("w001 W\nw002 W\nw003 W\ng01 G\ng02 G\n")
+    cmd = launch.hostfile_command(launch.Job(icm, parse("W[3,1]G[2]", icm), ["a.out"]), hf)
+    assert cmd.argv[1:] == ["-hosts", "w003:1,w001:1,g02:1", "-n", "3", "a.out"]
+    assert cmd.env["GEOFED_HOSTMAP"] == "w003=W3,w001=W1,g02=G2"
+    assert cmd.env["GEOFED_PLACEMENT"] == "W[3,1]G[2]"
+
+
+def test_testbed_runs_named_nodes_in_the_order_written(icm):
+    cmd = launch.testbed_command(launch.Job(icm, parse("W[3]G[2]", icm), ["a.out"]))
+    i = cmd.argv.index("-hosts")
+    assert cmd.argv[i + 1:i + 2] == ["198.18.1.3:1,198.18.2.2:1"]
+    assert cmd.env["GEOFED_HOSTMAP"] == "198.18.1.3=W3,198.18.2.2=G2"
+
+
 def test_slurm_pins_ranks_in_placement_order(icm, tmp_path):
     hf = tmp_path / "hosts"
     hf.write_text("w001 W\nw002 W\ng01 G\n")
@@ -65,8 +81,10 @@ def test_bad_hostfiles(icm, tmp_path, text, message):
 def test_hostfile_with_too_few_hosts(icm, tmp_path):
     hf = tmp_path / "hosts"
     hf.write_text("w001 W\n")
-    with pytest.raises(UserError, match="lists 1 hosts at site W, 2 asked"):
+    with pytest.raises(UserError, match="lists 1 hosts at site W, node W2 asked"):
         launch.hostfile_command(launch.Job(icm, parse("W2", icm), ["a.out"]), hf)
+    with pytest.raises(UserError, match="lists 1 hosts at site W, node W3 asked"):
+        launch.hostfile_command(launch.Job(icm, parse("W[1,3]", icm), ["a.out"]), hf)
 
 
 def test_runtime_reads_node_from_env_or_hostmap(monkeypatch):

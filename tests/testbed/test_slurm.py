@@ -49,11 +49,12 @@ def ours(d) -> list[int]:
         host.pids_with_env(every, "SLURM_CONF", str(d / "slurm.conf"))
 
 
-def test_sinfo_lists_every_node_with_its_site_feature(cluster):
+def test_sinfo_lists_every_node_with_its_site_and_own_feature(cluster):
     res = client(cluster, "sinfo", "-h", "-N", "-o", "%N %f %t")
     assert res.returncode == 0, res.stderr
     rows = {line.split()[0]: line.split()[1:] for line in res.stdout.splitlines()}
-    assert {n: f for n, (f, _) in rows.items()} == {"A1": "site_A", "A2": "site_A", "B1": "site_B"}
+    assert {n: f for n, (f, _) in rows.items()} == {"A1": "site_A,node_A1", "A2": "site_A,node_A2",
+                                                     "B1": "site_B,node_B1"}
     assert all(state == "idle" for _, state in rows.values())
 
 
@@ -100,6 +101,23 @@ def test_submit_keeps_a_job_at_one_site_and_spans_only_when_asked(cluster, tmp_p
         assert time.monotonic() < deadline, "the submitted job did not finish"
         time.sleep(0.2)
     assert sorted(out.read_text().split()) == ["A1", "B1"]
+
+
+def test_submit_of_a_named_node_runs_there(cluster, tmp_path):
+    from conftest import run_geofed
+    # On an idle cluster Slurm hands out A1 first; the node's own feature asks for A2.
+    out = tmp_path / "job.out"
+    res = run_geofed("submit", "-f", str(cluster.path), "-p", "A[2]", "--output", str(out), "--",
+                     os.path.join(os.path.dirname(GEOFED), "python"), "-c",
+                     "from geofed import runtime; print(runtime.node(), runtime.placement())")
+    assert res.returncode == 0, res.stderr
+    assert "(node_A2)" in res.stdout
+    job = res.stdout.split()[2].rstrip(":")
+    deadline = time.monotonic() + 120
+    while client(cluster, "squeue", "-h", "-j", job).stdout.strip():  # poll until the job has left the queue
+        assert time.monotonic() < deadline, "the submitted job did not finish"
+        time.sleep(0.2)
+    assert out.read_text().split() == ["A2", "A[2]"]
 
 
 def small(tmp_path, tag: str):

@@ -24,13 +24,13 @@ def conf_lines(fed, cluster, key):
     return [line for line in text.splitlines() if line.startswith(key)]
 
 
-def test_every_node_carries_its_site_feature_cpus_and_address(icm):
+def test_every_node_carries_its_site_and_own_features_cpus_and_address(icm):
     plan = make_plan(icm)
     nodes = conf_lines(icm, slurm.federated(icm), "NodeName=")
     assert len(nodes) == 7
     for line in nodes:
         kv = dict(w.split("=", 1) for w in line.split())
-        assert kv["Features"] == f"site_{kv['NodeName'][0]}"
+        assert kv["Features"] == f"site_{kv['NodeName'][0]},node_{kv['NodeName']}"
         assert kv["NodeAddr"] == plan.node(kv["NodeName"]).address
         assert kv["CPUs"] == "1"
     # Faster nodes are handed out first: W (speed 1.0) weighs less than G (0.92).
@@ -52,16 +52,21 @@ def test_a_partition_per_site_and_one_spanning_all_by_default(icm):
         assert "Default=YES" in only and f"PartitionName={c.controller}" in only
 
 
-def test_the_submit_rule_confines_jobs_that_name_no_site(icm):
+def test_the_submit_rule_confines_jobs_that_name_no_site_or_node(icm):
     lua = slurm.job_submit_lua(icm, slurm.federated(icm))
     assert 'local sites = "[site_W|site_G]"' in lua  # the faster site's nodes first
-    assert 'string.find(f, "site_", 1, true)' in lua  # a job naming a site keeps its own constraint
+    # A job naming a site, or its nodes, keeps its own constraint.
+    assert 'string.find(f, "site_", 1, true)' in lua and 'string.find(f, "node_", 1, true)' in lua
 
 
 def test_a_placement_becomes_slurms_constraint(icm):
     assert launch.slurm_constraint(parse("G1W2", icm)) == "[site_G*1&site_W*2]"
     assert launch.slurm_constraint(parse("W3", icm)) == "site_W"
     assert launch.slurm_constraint(parse("G0W2", icm)) == "site_W"
+    # Named nodes by their own features, mixed with a site's count.
+    assert launch.slurm_constraint(parse("W[3]", icm)) == "node_W3"
+    assert launch.slurm_constraint(parse("W[1,3]", icm)) == "[node_W1*1&node_W3*1]"
+    assert launch.slurm_constraint(parse("G2W[4]", icm)) == "[site_G*2&node_W4*1]"
 
 
 def test_srun_pins_ranks_to_the_allocated_nodes_of_each_site(icm, tmp_path, monkeypatch):
@@ -82,3 +87,19 @@ def test_an_allocation_without_the_placements_nodes_is_refused(icm, tmp_path, mo
     monkeypatch.setattr(launch, "allocated_nodes", lambda: ["W1", "W2"])
     with pytest.raises(UserError, match=r"needs 1 nodes at site G; the allocation has 0 there .*\[site_W\*1&site_G\*1\]"):
         launch.slurm_command(launch.Job(icm, parse("W1G1", icm), ["a.out"]), None, tmp_path)
+
+
+def test_srun_runs_named_nodes_on_those_slurm_nodes(icm, tmp_path, monkeypatch):
+    monkeypatch.setattr(launch, "allocated_nodes", lambda: ["G1", "G2", "W1", "W3", "W4"])
+    cmd = launch.slurm_command(launch.Job(icm, parse("W[4,3]G1", icm), ["a.out"], ranks_per_node=2), None, tmp_path)
+    assert list(cmd.files.values()) == ["W4\nW4\nW3\nW3\nG1\nG1\n"]
+    # The placement, not Slurm's CPU count per step, says how many ranks a node runs;
+    # parts of one workflow share nodes.
+    assert "--overcommit" in cmd.argv and "--overlap" in cmd.argv
+
+
+def test_an_allocation_without_a_named_node_is_refused(icm, tmp_path, monkeypatch):
+    monkeypatch.setattr(launch, "allocated_nodes", lambda: ["W1", "W2", "W3"])
+    with pytest.raises(UserError, match=r"names node W4; the allocation has W1,W2,W3; allocate with --constraint "
+                                        r"'\[node_W2\*1&node_W4\*1\]'"):
+        launch.slurm_command(launch.Job(icm, parse("W[2,4]", icm), ["a.out"]), None, tmp_path)

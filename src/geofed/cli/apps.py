@@ -105,7 +105,7 @@ def cmd_workflow_grayscott(args) -> int:
     rec = workflow.run(fed, s, Path(args.out), sim_site=args.sim_site, analysis_site=args.analysis_site,
                        pdf_site=args.pdf_site, plot_site=args.plot_site, sim_ranks=args.sim_ranks,
                        pdf_ranks=args.pdf_ranks, connect_timeout=args.connect_timeout, timeout=args.timeout,
-                       delays=delays, checkpoint=args.checkpoint, progress=progress)
+                       delays=delays, checkpoint=args.checkpoint, hostfile=args.hostfile, progress=progress)
     print(workflow.format_table(rec))
     emit(rec, args.out)
     print(f"report: {report.render(records.load_dir(args.out), args.out, title='geofed workflow grayscott')}")
@@ -235,6 +235,7 @@ def workflow_grayscott_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--connect-timeout", type=positive_float, default=60.0,
                    help="seconds the simulation waits for its consumers to connect (default 60)")
     options.timeout(p, 3600.0)
+    options.hostfile(p)
     p.add_argument("--slow-pdf", type=nonnegative_float, default=0.0, help="make the PDF analysis take this many extra seconds per step")
     p.add_argument("--checkpoint", action="store_true",
                    help="the simulation also writes U and V at every output step to gs.bp (BP5) in the run's directory")
@@ -258,7 +259,7 @@ def obstacle_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scheme", choices=[*SCHEMES, "mpi"], default="async",
                    help="sync, async, hybrid (sync inside a site), auto (async across sites), "
                         "or mpi (the synchronous projected Jacobi on MPI); default async")
-    options.placement(p, text="one peer per node: nodes per site like G2W2, or node names")
+    options.placement(p, text="one peer per node: nodes per site like G2W2, or by name like 'W[1,3]G[2]'")
     options.federation(p, what="federation (its testbed must be up)")
     p.add_argument("--tol", type=positive_float, default=1e-6, help="certified fixed-point residual max|u - F(u)| (default 1e-6)")
     p.add_argument("--c", type=nonnegative_float, default=10.0, help="reaction coefficient c >= 0 (default 10)")

@@ -50,13 +50,9 @@ def cmd_compare(args) -> int:
 
 def cmd_matrix(args) -> int:
     from geofed.bench import jobs
-    from geofed.launch.placement import Placement
+    from geofed.launch.placement import every_node
     fed = federation.load(args.federation)
-    if args.placement:
-        placement = _placement(args)[1]
-    else:  # every node of the federation
-        placement = Placement("".join(f"{s.code}{s.nodes}" for s in fed.sites),
-                              tuple((s.code, s.nodes) for s in fed.sites))
+    placement = _placement(args)[1] if args.placement else every_node(fed)
     validate.parse_size(args.latency_size), validate.parse_size(args.bw_size)
     if placement.node_count < 2:
         raise UserError(f"bench matrix: placement {placement.code} has {placement.node_count} node; it needs 2 or more")
@@ -143,7 +139,7 @@ def cmd_bench_btio(args) -> int:
 def mpi_args(p: argparse.ArgumentParser) -> None:
     from geofed.bench import suite  # light: no MPI
     p.add_argument("benchmarks", nargs="+", metavar="BENCHMARK", help=", ".join([*suite.BENCHMARKS, *suite.GROUPS]))
-    options.job(p, placement_text="nodes per site, like W1G1, or node names (ranks 0 and 1 measure p2p)")
+    options.job(p, placement_text="nodes per site like W1G1, or by name like 'W[2]G[1]' (ranks 0 and 1 measure p2p)")
     suite.add_measure_options(p)
     options.out(p, "geofed-out/bench", "the bench.mpi record")
 

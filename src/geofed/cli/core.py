@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -93,8 +94,7 @@ def cmd_run(args) -> int:
     j = launch.Job(fed, parse(args.placement, fed), program, args.ranks_per_node, cpu_limit=not args.no_cpu_limit)
     if args.dry_run:
         cmd = runner.command(j, args.hostfile, check_up=False)
-        env = " ".join(f"{k}={v}" for k, v in cmd.env.items())
-        print((env + " " if env else "") + " ".join(cmd.argv))
+        print(shlex.join([f"{k}={v}" for k, v in cmd.env.items()] + cmd.argv))
         return 0
     with tempfile.TemporaryDirectory(prefix="geofed-job-") as tmp, \
             runner.started(j, Path(tmp) / "job.log", hostfile=args.hostfile, echo=True) as running:

@@ -22,7 +22,7 @@ def federation_positional(p: argparse.ArgumentParser) -> None:
 
 def placement(p: argparse.ArgumentParser, required: bool = True, text: str = "") -> None:
     p.add_argument("--placement", "-p", required=required,
-                   help=text or "nodes per site like G2W3, or node names like W1,W3,G2")
+                   help=text or "nodes per site, like G2W3, or by name, like 'W[1,3]G[2]' (docs/launch.md)")
 
 
 def ranks_per_node(p: argparse.ArgumentParser) -> None:

@@ -25,6 +25,8 @@ from geofed.launch.placement import Placement
 from geofed.native import binary
 from geofed.testbed.host import in_netns_keep_mounts, pids_with_env, terminate
 from geofed.testbed.plan import make_plan
+from geofed.testbed.slurm import feature as site_feature
+from geofed.testbed.slurm import node_feature
 from geofed.validate import read_text
 
 TESTBED_MPI_ENV = {
@@ -138,11 +140,14 @@ def parse_hostfile(path: str | Path, fed: Federation) -> dict[str, list[str]]:
 def _real_hosts(job: Job, hostfile: str | Path) -> dict[str, str]:
     """Node name (W1, W2, ...) -> real host, the n-th host of a site being node n."""
     sites = parse_hostfile(hostfile, job.fed)
-    for site, count in job.placement.groups:
-        if count > len(sites[site]):
-            raise UserError(
-                f"placement {job.placement.code!r}: hostfile {hostfile} lists {len(sites[site])} hosts at site {site}, {count} asked")
-    return {n.name: sites[n.site][n.index - 1] for n in job.nodes()}
+    hosts = {}
+    for n in job.nodes():
+        listed = sites[n.site]
+        if n.index > len(listed):
+            raise UserError(f"placement {job.placement.code!r}: hostfile {hostfile} lists {len(listed)} hosts at "
+                            f"site {n.site}, node {n.name} asked (node n of a site is its n-th host)")
+        hosts[n.name] = listed[n.index - 1]
+    return hosts
 
 
 def _hostmap(hosts: dict[str, str]) -> str:
@@ -167,29 +172,44 @@ def allocated_nodes() -> list[str]:
 
 
 def _allocated_hosts(job: Job) -> dict[str, str]:
-    """On the testbed's Slurm, node names are the federation's: the placement's n-th node
-    of a site is the allocation's n-th node of that site."""
+    """On the testbed's Slurm, node names are the federation's: a node the placement
+    names is that Slurm node; a site's count takes the allocation's first nodes there."""
     site_of = {n.name: n.site for n in job.fed.nodes()}
     nodes = allocated_nodes()
     unknown = [n for n in nodes if n not in site_of]
     if unknown:
         raise UserError(f"allocation node {unknown[0]} is not a node of federation {job.fed.name}; "
                         f"on a real cluster give --hostfile")
+    hint = f"allocate with --constraint '{slurm_constraint(job.placement)}'"
     hosts = {}
-    for site, count in job.placement.groups:
-        mine = [n for n in nodes if site_of[n] == site]
-        if count > len(mine):
-            raise UserError(f"placement {job.placement.code!r} needs {count} nodes at site {site}; the allocation "
-                            f"has {len(mine)} there ({','.join(nodes)}); allocate with --constraint "
-                            f"'{slurm_constraint(job.placement)}'")
-        hosts.update({f"{site}{i + 1}": mine[i] for i in range(count)})
+    for g in job.placement.groups:
+        if g.named:
+            missing = [n for n in g.node_names() if n not in nodes]
+            if missing:
+                raise UserError(f"placement {job.placement.code!r} names node {missing[0]}; the allocation has "
+                                f"{','.join(nodes)}; {hint}")
+            hosts.update({n: n for n in g.node_names()})
+            continue
+        mine = [n for n in nodes if site_of[n] == g.site]
+        if g.count > len(mine):
+            raise UserError(f"placement {job.placement.code!r} needs {g.count} nodes at site {g.site}; the "
+                            f"allocation has {len(mine)} there ({','.join(nodes)}); {hint}")
+        hosts.update(zip(g.node_names(), mine))
     return hosts
 
 
 def slurm_constraint(placement: Placement) -> str:
-    """Slurm's constraint for a placement: so many nodes with each site's feature."""
-    parts = [f"site_{site}*{count}" for site, count in placement.groups if count > 0]
-    return f"[{'&'.join(parts)}]" if len(parts) > 1 else f"site_{placement.sites()[0]}"
+    """Slurm's constraint for a placement: so many nodes with each site's feature, and
+    each node named by its own feature (the testbed's Slurm gives node W3 `node_W3`)."""
+    counts = []
+    for g in placement.groups:
+        if g.named:
+            counts += [(node_feature(n), 1) for n in g.node_names()]
+        elif g.count:
+            counts.append((site_feature(g.site), g.count))
+    if len(counts) == 1:  # one feature needs no count: the job's --nodes is the count
+        return counts[0][0]
+    return "[" + "&".join(f"{f}*{n}" for f, n in counts) + "]"
 
 
 def slurm_command(job: Job, hostfile: str | Path | None, workdir: str | Path) -> Command:
@@ -207,7 +227,12 @@ def slurm_command(job: Job, hostfile: str | Path | None, workdir: str | Path) ->
     ordered = [hosts[n.name] for n in job.nodes() for _ in range(job.ranks_per_node)]
     slurm_hosts = str(Path(workdir) / f"geofed-slurm-hosts-{job.id}")
     env.update(job.env(), SLURM_HOSTFILE=slurm_hosts, GEOFED_HOSTMAP=hostmap)
-    argv = ["srun", "--mpi=pmi2", "--distribution=arbitrary", f"--ntasks={len(ordered)}", "--export=ALL"] + job.argv
+    # The placement, not Slurm's per-step CPU count, says how many ranks a node runs, as
+    # with mpiexec: --overcommit lets a step have more ranks than the node's CPUs, and
+    # --overlap lets steps share a node (the Gray-Scott workflow's parts run side by side;
+    # without it, a step waits for the node while the part holding it waits for the step).
+    argv = ["srun", "--mpi=pmi2", "--distribution=arbitrary", f"--ntasks={len(ordered)}", "--overcommit",
+            "--overlap", "--export=ALL"] + job.argv
     return Command(argv, env, {slurm_hosts: "\n".join(ordered) + "\n"})
 
 

@@ -36,7 +36,7 @@ from importlib import resources
 from pathlib import Path
 
 from geofed.errors import UserError
-from geofed.launch.placement import GROUP_RE
+from geofed.launch.placement import read
 from geofed.records import Record
 
 TCP_WMEM = Path("/proc/sys/net/ipv4/tcp_wmem")
@@ -363,7 +363,7 @@ def _fit_obstacle(cal: Calibration, data) -> bool:
     for row in data.solver or []:
         if row.get("across_link"):
             continue
-        codes = [s for s, n in GROUP_RE.findall(row["placement"]) if int(n)]
+        codes = read(row["placement"]).sites()
         if len(codes) != 1:
             continue
         consts = cal.sites.setdefault(codes[0], {})

@@ -10,10 +10,11 @@ MUNGE key and socket, spool, state, logs) is a service of the testbed under
 `geofed ops slurm down` and `geofed testbed down` both stop it and remove it.
 
 The generated slurm.conf carries what the federation file says (docs/slurm.md):
-a node per emulated node with its CPUs, memory and the feature `site_<code>`; a
-partition per site and one spanning all (the default); node weights from speeds (the
-faster nodes are given out first). Site confinement is policy, enforced by Slurm
-itself through a job_submit Lua rule: a job that names no site constraint gets
+a node per emulated node with its CPUs, memory and the features `site_<code>` and
+`node_<name>` (a placement naming nodes asks for them by it); a partition per site and
+one spanning all (the default); node weights from speeds (the faster nodes are given
+out first). Site confinement is policy, enforced by Slurm itself through a job_submit
+Lua rule: a job that names no site or node in its constraint gets
 `[site_W|site_G|...]`, Slurm's "all nodes share one of these features"; so a job
 never spans sites unless it asks to with its own constraint such as
 `[site_W*2&site_G*1]` (what `geofed submit --span` writes).
@@ -46,17 +47,18 @@ SLURMD_PORT = 6818
 Progress = Callable[[str], None]
 
 JOB_SUBMIT_LUA = """\
--- geofed: site confinement (docs/slurm.md). A job that names no site in its
+-- geofed: site confinement (docs/slurm.md). A job that names no site or node in its
 -- constraint runs on the nodes of one site: Slurm's matching OR, "[a|b]", gives it
 -- nodes that all share one of these features. A job asks to span sites by naming
--- them itself, e.g. --constraint '[site_W*2&site_G*1]'.
+-- them, or its nodes, itself, e.g. --constraint '[site_W*2&site_G*1]' or
+-- '[node_W3*1&node_G2*1]'.
 local sites = "{sites}"
 
 function slurm_job_submit(job_desc, part_list, submit_uid)
    local f = job_desc.features
    if f == nil or f == "" then
       job_desc.features = sites
-   elseif not string.find(f, "site_", 1, true) then
+   elseif not string.find(f, "site_", 1, true) and not string.find(f, "node_", 1, true) then
       job_desc.features = "(" .. f .. ")&" .. sites
    end
    return slurm.SUCCESS
@@ -106,6 +108,11 @@ def feature(site: str) -> str:
     return f"site_{site}"
 
 
+def node_feature(node: str) -> str:
+    """A node's own feature: a placement that names nodes (W[1,3]) asks for them by it."""
+    return f"node_{node}"
+
+
 def slurm_conf(fed: Federation, plan: Plan, cluster: Cluster, d: Path, hostname: str) -> str:
     """slurm.conf of `cluster`: paths under `d`, nodes and partitions from the federation."""
     ctld = plan.node(fed.site(cluster.controller).login_node.name)
@@ -135,7 +142,7 @@ def slurm_conf(fed: Federation, plan: Plan, cluster: Cluster, d: Path, hostname:
         # Weight: Slurm hands out the lowest first; faster nodes first.
         lines.append(f"NodeName={n.name} NodeAddr={plan.node(n.name).address} CPUs={site.cores_per_node} "
                      f"RealMemory={max(1, int(site.memory_gb * 1024 * 0.9))} Weight={round(100 / site.speed)} "
-                     f"Features={feature(n.site)} State=UNKNOWN")
+                     f"Features={feature(n.site)},{node_feature(n.name)} State=UNKNOWN")
     for s in cluster.sites():
         names = ",".join(n.name for n in cluster.nodes if n.site == s)
         lines.append(f"PartitionName={s} Nodes={names} MaxTime=INFINITE State=UP")

@@ -35,7 +35,8 @@ class GrayScott(Workload):
         s = settings.from_dict({"L": params.L, "steps": params.steps, "plotgap": params.plotgap}, "parameters")
         with tempfile.TemporaryDirectory(prefix="geofed-grayscott-") as tmp:
             return workflow.run(ctx.fed, s, ctx.out or Path(tmp), sim_site=params.sim_site,
-                                analysis_site=params.analysis_site, timeout=ctx.timeout, progress=ctx.progress)
+                                analysis_site=params.analysis_site, timeout=ctx.timeout, hostfile=ctx.hostfile,
+                                progress=ctx.progress)
 
     def table(self, rec) -> str:
         from geofed.apps.grayscott import workflow

@@ -28,35 +28,30 @@ from geofed import records
 from geofed.apps.grayscott import outputs, stream
 from geofed.apps.grayscott.settings import Settings
 from geofed.errors import JobFailed, UserError
-from geofed.federation import Federation, Node
+from geofed.federation import Federation
 from geofed.launch import job as launch
 from geofed.launch import runner
-from geofed.launch.placement import Placement
+from geofed.launch.placement import Placement, on_nodes
 from geofed.testbed import host
 
 MODULE = "geofed.apps.grayscott"
 PDF_FILE, CHECKPOINT = "pdf.bp", "gs.bp"  # BP5 files the run leaves in its directory
 
 
-@dataclass(frozen=True)
-class Nodes(Placement):
-    """A placement on named nodes, so that parts at one site do not share a node."""
-    names: tuple[str, ...] = ()
-
-    def nodes(self, fed: Federation) -> list[Node]:
-        return [fed.node(n) for n in self.names]
-
-
 @dataclass
 class Part:
     name: str  # simulation, pdf, gplot, pdfplot
     describe: str
-    nodes: list[str]
+    placement: Placement  # names its nodes, so that parts at one site do not share a node
     ranks_per_node: int
     argv: list[str]
     result: Path
     log: Path
     running: runner.Running | None = None
+
+    @property
+    def nodes(self) -> list[str]:
+        return self.placement.node_names()
 
 
 class WorkflowFailed(JobFailed):
@@ -71,7 +66,7 @@ def check_sites(fed: Federation, **sites: str | None) -> None:
                             f"{', '.join(x.code for x in fed.sites)})")
 
 
-def pick_nodes(fed: Federation, site: str, count: int, taken: dict[str, int], what: str) -> list[str]:
+def pick_nodes(fed: Federation, site: str, count: int, taken: dict[str, int], what: str) -> Placement:
     """The next `count` nodes of a site, wrapping around when parts outnumber nodes."""
     s = fed.site(site)
     if count > s.nodes:
@@ -79,7 +74,7 @@ def pick_nodes(fed: Federation, site: str, count: int, taken: dict[str, int], wh
     nodes = s.node_list()
     first = taken.get(site, 0)
     taken[site] = first + count
-    return [nodes[(first + i) % len(nodes)].name for i in range(count)]
+    return on_nodes([nodes[(first + i) % len(nodes)] for i in range(count)])
 
 
 def sim_layout(fed: Federation, site: str, ranks: int) -> tuple[int, int]:
@@ -128,10 +123,10 @@ def plan_parts(fed: Federation, s: Settings, run_dir: Path, stream_dir: Path, *,
     ]
 
 
-def _start(fed: Federation, p: Part) -> None:
-    job = launch.Job(fed, Nodes("".join(p.nodes), (), tuple(p.nodes)), p.argv, p.ranks_per_node)
+def _start(fed: Federation, p: Part, hostfile: str | None) -> None:
+    job = launch.Job(fed, p.placement, p.argv, p.ranks_per_node)
     with host.interrupt_after():  # held in p.running before Ctrl-C can strike
-        p.running = runner.start(job, p.log)
+        p.running = runner.start(job, p.log, hostfile=hostfile)
 
 
 def _stop_all(parts: list[Part]) -> None:
@@ -147,12 +142,15 @@ def _last_words(p: Part) -> str:
     return (said or lines or ["(no output)"])[-1][:300]
 
 
-def run_parts(fed: Federation, parts: list[Part], timeout: float, progress: Callable[[str], None]) -> float:
-    """Start every part, wait for all; stop everything at the first failure. Returns the wall time."""
+def run_parts(fed: Federation, parts: list[Part], timeout: float, progress: Callable[[str], None],
+              hostfile: str | None = None) -> float:
+    """Start every part, wait for all; stop everything at the first failure. Returns the wall time.
+    Each part runs where any job does (launch.runner): on the testbed, the hosts of
+    `hostfile`, or inside the Slurm allocation this process runs in."""
     t0 = time.monotonic()
     try:
         for p in parts:
-            _start(fed, p)
+            _start(fed, p, hostfile)
             progress(f"started {p.describe} on {','.join(p.nodes)} ({len(p.nodes) * p.ranks_per_node} ranks)")
         while True:
             running = [p for p in parts if p.running.poll() is None]
@@ -258,11 +256,13 @@ def transfer_summary(steps: list[dict], link_gbps: float | None, link_bytes: int
 def run(fed: Federation, s: Settings, out: Path, *, sim_site: str = "G", analysis_site: str = "W",
         pdf_site: str | None = None, plot_site: str | None = None, sim_ranks: int = 4, pdf_ranks: int = 1,
         connect_timeout: float = 60.0, timeout: float = 3600.0, frame_every: int | None = None,
-        delays: dict[str, float] | None = None, checkpoint: bool = False,
+        delays: dict[str, float] | None = None, checkpoint: bool = False, hostfile: str | None = None,
         progress: Callable[[str], None] = lambda m: None) -> dict:
-    """Run the workflow on the (up) testbed of `fed`; returns a `workflow.grayscott` record.
-    The PDF analysis writes pdf.bp into the run's directory; with `checkpoint` the
-    simulation writes gs.bp (U, V at every output step) there too."""
+    """Run the workflow on the (up) testbed of `fed`, inside a Slurm allocation of it, or on
+    the hosts of `hostfile`; returns a `workflow.grayscott` record. The PDF analysis writes
+    pdf.bp into the run's directory; with `checkpoint` the simulation writes gs.bp (U, V
+    at every output step) there too. The bytes the link carried are the testbed's
+    emulator's count, so there are none with a hostfile."""
     import tempfile
 
     from geofed.testbed.core import link_tx_bytes
@@ -283,9 +283,10 @@ def run(fed: Federation, s: Settings, out: Path, *, sim_site: str = "G", analysi
                            pdf_site=pdf_site, plot_site=plot_site, sim_ranks=sim_ranks, pdf_ranks=pdf_ranks,
                            connect_timeout=connect_timeout, frame_every=every, delays=delays or {},
                            checkpoint=checkpoint)
-        before = link_tx_bytes(fed, sim_site, analysis_site)
-        wall = run_parts(fed, parts, timeout, progress)
-        after = link_tx_bytes(fed, sim_site, analysis_site)
+        counted = hostfile is None
+        before = link_tx_bytes(fed, sim_site, analysis_site) if counted else None
+        wall = run_parts(fed, parts, timeout, progress, hostfile)
+        after = link_tx_bytes(fed, sim_site, analysis_site) if counted else None
     res = {p.name: json.loads(p.result.read_text()) for p in parts}
     consumers = {"pdf": res["pdf"], "gplot": res["gplot"]}
     files = {PDF_FILE: outputs.check(run_dir / PDF_FILE, ["U/pdf", "V/pdf"],

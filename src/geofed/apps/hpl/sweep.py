@@ -50,7 +50,7 @@ def site_peaks(fed, progress) -> dict[str, float]:
 def _peer(fed, placement: Placement, params: HplParams, tmp: Path) -> dict:
     """The same rank count on this host: one 'node' holding every rank, through a hostfile."""
     hostfile = tmp / "peer-hosts"
-    site = placement.groups[0][0]
+    site = placement.sites()[0]
     hostfile.write_text(f"{socket.gethostname()} {site}\n")
     one = dataclasses.replace(params, ranks_per_node=placement.node_count).on(1, "the peer's host")
     return run.run(fed, parse(f"{site}1", fed), one, hostfile=str(hostfile), timeout=900)

@@ -10,7 +10,6 @@ speed of its nodes allows, taken from the single-node runs of each site
 from __future__ import annotations
 
 import os
-import re
 import statistics
 import tempfile
 from pathlib import Path
@@ -88,6 +87,7 @@ def sweep(fed, codes: list[str], splits: list[str], repeat: int, params, ds, pro
 
 def derive(rows: list[dict], sites: list[str]) -> None:
     """Speedup over one node of the fastest site, and the combined-speed ideal."""
+    from geofed.launch.placement import read
     single = {}
     for r in rows:
         if r["nodes"] == 1:
@@ -95,7 +95,7 @@ def derive(rows: list[dict], sites: list[str]) -> None:
     base = min(single.values()) if single else None
     for r in rows:
         r["speedup"] = base / r["compute_s"] if base else None
-        counts = {s: int(n) for s, n in re.findall(r"([A-Z])(\d+)", r["placement"])}
+        counts = {g.site: g.count for g in read(r["placement"]).groups}
         if all(s in single for s, c in counts.items() if c):
             rate = sum(c / single[s] for s, c in counts.items() if c)
             r["ideal_s"] = 1.0 / rate
