@@ -113,7 +113,7 @@ def make(kind_name: str, data: dict, **meta) -> Record:
     if cls is None:
         raise RecordError(f"unknown record kind {kind_name!r}")
     return Record(kind_name, cls.VERSION, datetime.now(timezone.utc).isoformat(timespec="seconds"), __version__,
-                  socket.gethostname(), meta, typed(cls, data, kind_name))
+                  socket.gethostname(), meta, typed(cls, data, f"{kind_name} version {cls.VERSION}"))
 
 
 def federation_meta(fed) -> dict:
