@@ -132,6 +132,7 @@ def render(records: list[Record], outdir: str | Path, title: str = "geofed repor
         unknown = sorted(k for k in by_kind if k not in SECTIONS)
         if unknown:
             parts.append("<h2>Other records</h2><p>No section renders: " + esc(", ".join(unknown)) + "</p>")
+            parts += [sanity_lines(by_kind[k]) for k in unknown]
         parts.append("</body></html>")
         (Path(tmp) / "report.html").write_text("\n".join(parts))
         outdir.mkdir(parents=True, exist_ok=True)
