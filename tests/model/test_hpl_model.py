@@ -1,7 +1,6 @@
 """The HPL model on hand-computed cases: compute from one-node runs, messages on the federation's link."""
 
 import dataclasses
-import json
 import math
 
 import pytest

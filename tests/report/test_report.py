@@ -68,3 +68,13 @@ def test_every_kind_renders_and_shows_its_sanity_the_same_way(tmp_path):
     assert page.count("sanity: <b>ok</b>") == len(checked) and page.count("sanity: <b>FAILED</b>") == 1
     assert "a run read back wrong data" in page
     assert sample("bench.hpl")["rows"][0]["n"] == 1000 and "1000" in page
+
+
+def test_content_a_section_cannot_read_is_refused_naming_the_file(tmp_path):
+    import pytest
+
+    from geofed.errors import UserError
+    path = records.save(record("bench.hpl", rows=[[]]), tmp_path)  # rows: a list, of nonsense
+    with pytest.raises(UserError, match=f"{path}: bench.hpl version 2: content this section cannot read"):
+        report.render(records.load_dir(tmp_path), tmp_path / "out")
+    assert not (tmp_path / "out").exists()
