@@ -137,8 +137,8 @@ def dumps(record: Record) -> str:
     return json.dumps(record.to_dict(), indent=1)
 
 
-def from_dict(doc, where: str = "record") -> Record:
-    """A Record from its JSON form; RecordError naming what is wrong."""
+def from_dict(doc, path: str | None = None) -> Record:
+    """A Record from its JSON form (read from `path`, if from a file); RecordError naming what is wrong."""
     if not isinstance(doc, dict):
         raise RecordError("not a geofed record (not a JSON object)")
     missing = [k for k in ENVELOPE if k not in doc]
@@ -168,7 +168,7 @@ def from_dict(doc, where: str = "record") -> Record:
     except RecordError as e:
         raise RecordError(f"{e} (written by geofed {doc.get('geofed_version', '?')})") from None
     return Record(name, cls.VERSION, str(doc["created"]), str(doc["geofed_version"]), str(doc.get("host", "")),
-                  doc["meta"], typed_data, where if where != "record" else None)
+                  doc["meta"], typed_data, path)
 
 
 def read(path: str | Path) -> Record:
