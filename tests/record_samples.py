@@ -198,6 +198,11 @@ SAMPLES = {
                               "error": -0.002}],
                     "summary": {"rows": 1, "within_tolerance": 1, "median_abs_error": 0.002, "max_abs_error": 0.002},
                     "simgrid": "not asked (--simgrid)"},
+    "workload.result": {
+        "workload": "exchange", "placement": "W1G1", "params": {"sizes": "1", "budget": 0.2},
+        "result": {"class": "inter-site", "rows": [{"size": 1, "t_max_us": 4600.0, "wrong_bytes": 0}]},
+        "verdict": {"ok": True, "why": "every byte of 1 sizes checked"}, "figures": {"t_max_us@1": 4600.0},
+    },
 }
 
 

@@ -148,9 +148,7 @@ NAME_CASES = [
 
 def _record_kinds() -> list[str]:
     from geofed import report
-    import importlib
-    for name in report.SECTION_MODULES:
-        importlib.import_module(name)
+    report.load_sections()
     return sorted(report.SECTIONS)
 
 

@@ -17,7 +17,7 @@ SECTIONS = ["Testbed verification", "MPI job across a placement", "Gray-Scott ac
 def test_demo_runs_every_step_and_leaves_nothing(tmp_path):
     res = run_geofed("demo", "--out", str(tmp_path), timeout=900)
     assert res.returncode == 0, res.stderr[-2000:]
-    assert "[11/12] taking the testbed down" in res.stderr
+    assert "[16/18] taking the testbed down" in res.stderr
     page = (tmp_path / "report.html").read_text()
     for title in SECTIONS:
         assert f"<h2>{title}" in page, title

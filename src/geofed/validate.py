@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 
 
 def _number(text, kind):
@@ -65,6 +66,54 @@ def probability(text) -> float:
     if not 0 <= value <= 1:
         raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}")
     return value
+
+
+# One grammar for every size geofed reads: bytes, or a number with K, M, G or T (powers
+# of 1024, as OSU, IOzone and dd count), an optional "iB" or "B" after it: 64K, 1.5G, 4MiB.
+_SIZE_RE = re.compile(r"^([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([KMGT]?)(?:I?B)?$", re.IGNORECASE)
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(text: str, where: str = "size") -> int:
+    """A size in bytes; UserError naming `where` when it is not one (or below 1 byte)."""
+    from geofed.errors import UserError
+    m = _SIZE_RE.match(str(text).strip())
+    value = float(m.group(1)) * _UNITS[m.group(2).upper()] if m else 0.0
+    if not math.isfinite(value) or value < 1:
+        raise UserError(f"{where}: {text!r} is not a size (bytes, or with K, M, G, T: 64K, 1.5G, 4MiB)")
+    return int(value)
+
+
+def parse_sizes(text: str, where: str = "--sizes") -> list[int]:
+    """`MIN:MAX` (powers of two from MIN, as OSU's -m), `MIN:MAX:F` (each F times the
+    last: 64K:1G:4 as IOzone's grid in powers of 4) or a list `1,64,1K`."""
+    from geofed.errors import UserError
+    if ":" in text:
+        lo_text, hi_text, *step = text.split(":", 2)
+        lo, hi = parse_size(lo_text, where), parse_size(hi_text, where)
+        factor = int(step[0]) if step and step[0].strip().isdigit() else 2 if not step else 0
+        if factor < 2:
+            raise UserError(f"{where} {text}: the step after the second ':' must be a whole factor of 2 or more")
+        if lo > hi:
+            raise UserError(f"{where} {text}: the range is inverted ({lo} > {hi} bytes)")
+        out, s = [], lo
+        while s <= hi:
+            out.append(s)
+            s *= factor
+        return out
+    out = sorted({parse_size(t, where) for t in text.split(",") if t.strip()})
+    if not out:
+        raise UserError(f"{where} {text}: no size given")
+    return out
+
+
+def size(text) -> int:
+    """An argparse type for one size."""
+    from geofed.errors import UserError
+    try:
+        return parse_size(text)
+    except UserError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("size: ")) from None
 
 
 def choices(allowed: tuple[str, ...], none: bool = False):

@@ -5,26 +5,35 @@ import math
 import pytest
 from record_samples import sample
 
-from geofed import federation, records
+from geofed import federation, records, validate
 from geofed.bench import check, compare, model, suite
 from geofed.errors import UserError
 from geofed.stats import summary
 
 
 def test_sizes_follow_osu_powers_of_two():
-    assert suite.parse_sizes("1:4M") == [2 ** i for i in range(23)]
-    assert suite.parse_sizes("3:20") == [3, 6, 12]
-    assert suite.parse_sizes("64K,1,1K") == [1, 1024, 65536]
+    assert validate.parse_sizes("1:4M") == [2 ** i for i in range(23)]
+    assert validate.parse_sizes("3:20") == [3, 6, 12]
+    assert validate.parse_sizes("64K,1,1K") == [1, 1024, 65536]
 
 
 @pytest.mark.parametrize("text,message", [
     ("4M:1", "range is inverted"),
     ("1:lots", "'lots' is not a size"),
-    ("0", "at least 1 byte"),
+    ("0", "'0' is not a size"),
+    ("-1K", "'-1K' is not a size"),
+    ("nanG", "is not a size"),
 ])
 def test_bad_sizes(text, message):
     with pytest.raises(UserError, match=message):
-        suite.parse_sizes(text)
+        validate.parse_sizes(text)
+
+
+@pytest.mark.parametrize("text,size", [
+    ("64K", 65536), ("1.5G", 3 << 29), ("4MiB", 4 << 20), ("2GB", 2 << 30), ("512m", 512 << 20), ("1000", 1000),
+])
+def test_one_size_grammar(text, size):
+    assert validate.parse_size(text) == size
 
 
 def test_unknown_benchmark_and_groups():

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from geofed.bench import storage, storage_peers, suite
+from geofed import validate
+from geofed.bench import storage, storage_peers
 from geofed.errors import UserError
 from tests.conftest import GEOFED
 
@@ -44,17 +45,17 @@ def disk(tmp_path) -> Path:
 
 
 def test_grid_sizes_in_powers_of_four_and_records_up_to_each_file():
-    sizes = suite.parse_sizes("64K:16M:4", "--sizes")
+    sizes = validate.parse_sizes("64K:16M:4", "--sizes")
     assert sizes == [64 * K, 256 * K, 1 * M, 4 * M, 16 * M]
-    records = suite.parse_sizes(storage.default_records(max(sizes)), "--records")
+    records = validate.parse_sizes(storage.default_records(max(sizes)), "--records")
     assert records == [4 * K, 16 * K, 64 * K, 256 * K, 1 * M, 4 * M, 16 * M]
     assert storage.records_for(256 * K, records) == [4 * K, 16 * K, 64 * K, 256 * K]
-    assert suite.parse_sizes(storage.default_records(1 * M), "--records")[-1] == 1 * M
+    assert validate.parse_sizes(storage.default_records(1 * M), "--records")[-1] == 1 * M
     storage.check_grid(sizes, records, list(storage.MODES))  # IOzone's own grid is valid
     with pytest.raises(UserError, match=r"--records: 'lots' is not a size"):
-        suite.parse_sizes("4K:lots", "--records")
+        validate.parse_sizes("4K:lots", "--records")
     with pytest.raises(UserError, match="whole factor of 2 or more"):
-        suite.parse_sizes("4K:1M:1", "--records")
+        validate.parse_sizes("4K:1M:1", "--records")
 
 
 @pytest.mark.parametrize("sizes,records,modes,message", [

@@ -9,7 +9,6 @@
 //! random loss -> propagation `delay` + uniform `jitter` -> FIFO clamp.
 
 pub mod gso;
-pub mod sys;
 
 use std::fmt;
 

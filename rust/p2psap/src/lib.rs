@@ -5,7 +5,8 @@
 //! - [`connection`]: the data channel as a state machine without I/O;
 //! - [`rtt`], [`cc`]: RTTEstimation (RFC 6298) and window congestion control (NewReno, CCID2);
 //! - [`control`]: the control channel's frames and authenticated opening;
-//! - [`io`]: the I/O layer (UDP datagrams, or a reliable stream standing for the fabric) and the endpoint;
+//! - [`io`]: the I/O layer (UDP datagrams, or a reliable stream standing for the fabric) and the endpoint,
+//!   its socket calls in `geofed_os`;
 //! - `python` (feature `python`): the `geofed_p2psap` module.
 
 pub mod cc;

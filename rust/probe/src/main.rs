@@ -12,7 +12,10 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use geofed_linkemu::sys::{args_or_exit, mono_ns, setsockopt};
+use geofed_os::args_or_exit;
+use geofed_os::clock::mono_ns;
+use geofed_os::sched::set_realtime;
+use geofed_os::sockopt::{getsockopt, grow_send_buffer, setsockopt};
 
 const PROG: &str = "geofed-probe";
 const USAGE: &str = "usage:
@@ -165,11 +168,7 @@ fn say_ready() {
 /// Best effort: the probe's own wake-up latency would otherwise show up as
 /// link RTT. Silently skipped where not permitted.
 fn try_realtime() {
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
-        let p = libc::sched_param { sched_priority: 40 };
-        libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &p);
-    }
+    let _ = set_realtime(40);
 }
 
 /// Hard stop after the configured life, whatever the threads are doing, so a
@@ -289,11 +288,8 @@ fn tcp_acked(fd: RawFd) -> Option<(u64, u64)> {
     const TOTAL_RETRANS: usize = 100;
     const BYTES_ACKED: usize = 120;
     let mut info = [0u8; 512];
-    let mut len = info.len() as libc::socklen_t;
-    let r = unsafe {
-        libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, info.as_mut_ptr() as *mut libc::c_void, &mut len)
-    };
-    if r != 0 || (len as usize) < BYTES_ACKED + 8 {
+    let len = getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, &mut info).ok()?;
+    if len < BYTES_ACKED + 8 {
         return None;
     }
     let acked = u64::from_ne_bytes(info[BYTES_ACKED..BYTES_ACKED + 8].try_into().unwrap());
@@ -304,14 +300,10 @@ fn tcp_acked(fd: RawFd) -> Option<(u64, u64)> {
 /// Congestion control actually in use, so a silently refused "cubic" shows.
 fn tcp_cc(fd: RawFd) -> String {
     let mut name = [0u8; 16];
-    let mut len = name.len() as libc::socklen_t;
-    let r = unsafe {
-        libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, name.as_mut_ptr() as *mut libc::c_void, &mut len)
-    };
-    if r != 0 {
+    let Ok(len) = getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, &mut name) else {
         return "unknown".into();
-    }
-    let n = name[..len as usize].iter().position(|&b| b == 0).unwrap_or(len as usize);
+    };
+    let n = name[..len].iter().position(|&b| b == 0).unwrap_or(len);
     String::from_utf8_lossy(&name[..n]).into_owned()
 }
 
@@ -371,10 +363,7 @@ fn tcp_connect(to: SocketAddr, streams: usize) -> Vec<TcpStream> {
         let _ = setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, b"cubic");
         // The send buffer must exceed BDP + bottleneck queue or the sender,
         // not the link, caps throughput; FORCE bypasses net.core.wmem_max.
-        let big: libc::c_int = 32 << 20;
-        if setsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &big).is_err() {
-            let _ = setsockopt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &big);
-        }
+        let _ = grow_send_buffer(fd, 32 << 20);
         conns.push(s);
     }
     conns

@@ -251,33 +251,5 @@ def format_table(data: dict) -> str:
     return "\n".join(lines)
 
 
-def cmd_bench_btio(args) -> int:
-    from geofed import federation, records
-    from geofed.launch.placement import parse
-    fed = federation.load(args.federation)
-    placement = parse(args.placement, fed)
-    data = run(fed, placement, args.cls, args.subtype, Path(args.path), ranks_per_node=args.ranks_per_node,
-               steps=args.steps, hostfile=args.hostfile, timeout=args.timeout)
-    print(format_table(data))
-    print(f"record: {records.save(records.make('bench.btio', data, **records.federation_meta(fed)), args.out)}")
-    return 0 if data["verified"] and data["files_identical"] else 1
-
-
-def register(commands, bench) -> None:
-    from geofed.validate import choices, positive_float, positive_int
-    p = bench.add_parser("btio", help="NPB BT-I/O's pattern over MPI-IO on a placement: simple and full subtypes")
-    p.add_argument("--federation", "-f", default="icm-task", help="federation file or shipped name (default icm-task)")
-    p.add_argument("--placement", "-p", required=True, help="nodes per site, like W4 (a square number of ranks)")
-    p.add_argument("--ranks-per-node", "-n", type=positive_int, default=1)
-    p.add_argument("--class", dest="cls", default="S", help="NPB class: S (12^3), W (24^3), A (64^3), B, C (default S)")
-    p.add_argument("--subtype", type=choices(("simple", "full")), default=["simple", "full"], help="simple, full or both (default both)")
-    p.add_argument("--steps", type=positive_int, help="time steps (default the class's; a dump every 5)")
-    p.add_argument("--path", default=".", help="directory the shared file is written in (default .)")
-    p.add_argument("--hostfile", help="real cluster: lines 'HOST SITE'")
-    p.add_argument("--timeout", type=positive_float, help="stop a run after this many seconds")
-    p.add_argument("--out", default="geofed-out/bench", help="directory for the bench.btio record")
-    p.set_defaults(func=cmd_bench_btio)
-
-
 if __name__ == "__main__":
     sys.exit(rank_main())

@@ -23,7 +23,7 @@ import math
 import tomllib
 from pathlib import Path
 
-from geofed import records
+from geofed import records, validate
 from geofed.bench import suite
 from geofed.errors import UserError
 from geofed.validate import read_text
@@ -68,7 +68,7 @@ def load_references(path: str | Path) -> list[dict]:
                     if key == "tolerance":
                         continue
                     here = f"{where}.{key}"
-                    size = suite.parse_size(key)
+                    size = validate.parse_size(key)
                     tol = default
                     if isinstance(entry, dict):
                         if set(entry) - {"value", "tolerance"} or "value" not in entry:

@@ -12,6 +12,7 @@ import statistics
 from pathlib import Path
 from typing import Callable
 
+from geofed import validate
 from geofed.bench import jobs, suite
 from geofed.errors import UserError
 from geofed.launch import job as launch
@@ -62,7 +63,7 @@ def run(fed, placement, names: list[str], sizes: str, osu_root: str, repeat: int
         timeout: float, progress: Callable[[str], None]) -> dict:
     benches = suite.resolve(names)
     suite.check_ranks(benches, placement.node_count * ranks_per_node, f"placement {placement.code}")
-    wanted = suite.parse_sizes(sizes)
+    wanted = validate.parse_sizes(sizes)
     osu_bins = {b.name: find_osu(osu_root, b.name) for b in benches}
     rows, runs = [], []
     for b in benches:

@@ -9,7 +9,6 @@ included, and raised as JobFailed.
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 
 from geofed import records
@@ -27,10 +26,8 @@ def run_program(fed: Federation, placement: Placement, argv: list[str], *, ranks
 
     With `echo` rank 0's table is shown as it is measured. A job that wrote its record
     and then reported wrong data keeps its exit status in the record."""
-    # A real cluster's rank 0 writes where this process can read it: the current
-    # directory, shared as for any MPI job; on the testbed every node sees /tmp.
-    with tempfile.TemporaryDirectory(prefix=".geofed-bench-", dir="." if hostfile else None) as tmp:
-        record = Path(tmp).resolve() / "record.json"
+    with runner.work_directory("bench", hostfile) as tmp:
+        record = tmp / "record.json"
         program = [sys.executable, "-m", *argv, "--record", str(record)]
         job = launch.Job(fed, placement, program, ranks_per_node, cpu_limit=False)
         with runner.started(job, Path(tmp) / "job.log", hostfile=hostfile, echo=echo) as running:

@@ -18,7 +18,7 @@ from itertools import combinations
 
 from mpi4py import MPI
 
-from geofed import records, runtime
+from geofed import records, runtime, validate
 from geofed.bench import model, mpi, suite
 from geofed.errors import UserError
 
@@ -99,8 +99,8 @@ HEADER = (f"{'a':>4} {'b':>4} {'class':<10} {'lat [us]':>10} {'model':>10} {'rat
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m geofed.bench.matrix", description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", help="only these node pairs, like W1-G1,W1-W2 (default: every pair)")
-    ap.add_argument("--latency-size", type=suite.parse_size, default=1, help="latency message size (default 1 B)")
-    ap.add_argument("--bw-size", type=suite.parse_size, default=1024 * 1024, help="bw message size (default 1M)")
+    ap.add_argument("--latency-size", type=validate.size, default=1, help="latency message size (default 1 B)")
+    ap.add_argument("--bw-size", type=validate.size, default=1024 * 1024, help="bw message size (default 1M)")
     ap.add_argument("--budget", type=float, default=0.3, help="seconds per measurement (default 0.3)")
     ap.add_argument("--record", help="rank 0 writes the bench.matrix record here")
     return ap

@@ -28,7 +28,7 @@ import numpy as np
 from numpy._core import multiarray as np_multiarray
 from mpi4py import MPI
 
-from geofed import __version__, records, runtime
+from geofed import __version__, records, runtime, validate
 from geofed.bench import kernels, model, suite
 from geofed.errors import UserError
 from geofed.stats import summary
@@ -194,7 +194,7 @@ def run(args) -> int:
     world = MPI.COMM_WORLD
     benches = suite.resolve(args.benchmarks)
     suite.check_ranks(benches, world.Get_size(), f"this job ({world.Get_size()} rank)")
-    sizes = suite.parse_sizes(args.sizes)
+    sizes = validate.parse_sizes(args.sizes)
     where = runtime.rank_map(world)
     fed = runtime.federation()
     pair = Pair(world)

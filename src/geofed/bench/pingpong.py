@@ -35,19 +35,32 @@ def main(argv: list[str] | None = None) -> int:
     if comm.Get_size() < 2:
         print("geofed.bench.pingpong: needs at least 2 ranks", file=sys.stderr)
         return 2
+    data = measure(comm, args.size, args.warmup, args.iterations, args.seconds)
+    if data is None:
+        return 0
+    fed = runtime.federation()
+    rec = records.make("job.pingpong", data, **(records.federation_meta(fed) if fed else {}))
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(records.dumps(rec))
+    print(table(data))
+    return 0
+
+
+def measure(comm, size: int, warmup: int, iterations: int, seconds: float) -> dict | None:
+    """Rank 0's round trips with every other rank: the job.pingpong data on rank 0, None elsewhere."""
     where = runtime.rank_map(comm)
     fed = runtime.federation()
-    size = max(args.size, 1)
-    opts = mpi.build_parser().parse_args(["latency", "--iterations", str(args.iterations), "--warmup",
-                                          str(args.warmup), "--budget", str(args.seconds)])
+    opts = mpi.build_parser().parse_args(["latency", "--iterations", str(iterations), "--warmup",
+                                          str(warmup), "--budget", str(seconds)])
     pairs = []
     for peer in range(1, comm.Get_size()):
-        rows = mpi.measure_between(comm, 0, peer, [("latency", size)], opts)
+        rows = mpi.measure_between(comm, 0, peer, [("latency", max(size, 1))], opts)
         if comm.Get_rank() == 0:
             row = rows["latency"]
             if row["wrong"]:
                 # abort the job: the other ranks wait for the next pair and would hang until the timeout
-                return runtime.refuse("geofed.bench.pingpong", RuntimeError(f"rank {peer} returned corrupted data"), 1)
+                runtime.refuse("geofed.bench.pingpong", RuntimeError(f"rank {peer} returned corrupted data"), 1)
             st = {k: 2 * row["stats"][k] / 1e3 for k in ("min", "p50", "p99")}  # RTT/2 in us -> RTT in ms
             a, b = where[0], where[peer]
             model = fed.rtt_ms(a["site"], b["site"]) if fed and a["site"] and b["site"] else None
@@ -57,23 +70,15 @@ def main(argv: list[str] | None = None) -> int:
                 "model_rtt_ms": model,
                 "min_ms": st["min"], "median_ms": st["p50"], "p99_ms": st["p99"], "iterations": row["iterations"],
             })
-    if comm.Get_rank() == 0:
-        data = {
-            "placement": runtime.placement(),
-            "mpi_library": MPI.Get_library_version().splitlines()[0].strip(),
-            "message_bytes": args.size,
-            "ranks": where,
-            "pairs": pairs,
-        }
-        rec = records.make("job.pingpong", data, **(records.federation_meta(fed) if fed else {}))
-        text = records.dumps(rec)
-        if args.out:
-            with open(args.out, "w") as f:
-                f.write(text)
-        for p in pairs:
-            print(f"{p['a']:>8} {p['b']:>8} {p['class']:>10} median {p['median_ms']:.4f} ms"
-                  f" (model {p['model_rtt_ms'] or 0:.4f})")
-    return 0
+    if comm.Get_rank() != 0:
+        return None
+    return {"placement": runtime.placement(), "mpi_library": MPI.Get_library_version().splitlines()[0].strip(),
+            "message_bytes": size, "ranks": where, "pairs": pairs}
+
+
+def table(data: dict) -> str:
+    return "\n".join(f"{p['a']:>8} {p['b']:>8} {p['class']:>10} median {p['median_ms']:.4f} ms"
+                     f" (model {p['model_rtt_ms'] or 0:.4f})" for p in data["pairs"])
 
 
 if __name__ == "__main__":

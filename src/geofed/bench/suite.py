@@ -13,7 +13,6 @@ budget per message size, as IMB does, so a 9 ms or 50 ms link ends in bounded ti
 from __future__ import annotations
 
 import argparse
-import re
 from dataclasses import dataclass
 
 from geofed.errors import UserError
@@ -83,39 +82,6 @@ def resolve(names: list[str]) -> list[Benchmark]:
 def check_ranks(benches: list[Benchmark], nranks: int, where: str) -> None:
     if nranks < 2:
         raise UserError(f"{benches[0].name} needs at least 2 ranks; {where} gives {nranks}")
-
-
-_SIZE_RE = re.compile(r"^(\d+)([KMG]?)$", re.IGNORECASE)
-_UNITS = {"": 1, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}
-
-
-def parse_size(text: str, where: str = "--sizes") -> int:
-    m = _SIZE_RE.match(text.strip())
-    if not m:
-        raise UserError(f"{where}: {text!r} is not a size (bytes, or with K, M, G: 64K, 4M)")
-    return int(m.group(1)) * _UNITS[m.group(2).upper()]
-
-
-def parse_sizes(text: str, where: str = "--sizes") -> list[int]:
-    """`MIN:MAX` (powers of two from MIN, as OSU's -m), `MIN:MAX:F` (each F times the
-    last: 64K:1G:4 as IOzone's grid in powers of 4) or a list `1,64,1K`."""
-    if ":" in text:
-        lo_text, hi_text, *step = text.split(":", 2)
-        lo, hi = parse_size(lo_text, where), parse_size(hi_text, where)
-        factor = int(step[0]) if step and step[0].strip().isdigit() else 2 if not step else 0
-        if factor < 2:
-            raise UserError(f"{where} {text}: the step after the second ':' must be a whole factor of 2 or more")
-        if lo > hi:
-            raise UserError(f"{where} {text}: the range is inverted ({lo} > {hi} bytes)")
-        out, s = [], max(lo, 1)
-        while s <= hi:
-            out.append(s)
-            s *= factor
-        return out
-    out = sorted({parse_size(t, where) for t in text.split(",") if t.strip()})
-    if not out or out[0] < 1:
-        raise UserError(f"{where} {text}: sizes must be at least 1 byte")
-    return out
 
 
 def sizes_for(bench: Benchmark, sizes: list[int]) -> list[int]:

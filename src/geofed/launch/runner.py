@@ -32,6 +32,17 @@ from geofed.progress import PREFIX
 LOG_DIR = Path("geofed-out/logs")
 
 
+@contextmanager
+def work_directory(what: str, hostfile: str | None):
+    """A directory this process and every rank of a job read and write, removed afterwards:
+    on a real cluster (a hostfile, or inside Slurm) the current directory, shared as for
+    any MPI job; on the testbed every node sees this host's /tmp."""
+    shared = bool(hostfile or os.environ.get("SLURM_JOB_ID"))
+    with tempfile.TemporaryDirectory(prefix=f".geofed-{what}-" if shared else f"geofed-{what}-",
+                                     dir="." if shared else None) as tmp:
+        yield Path(tmp).resolve()
+
+
 def command(job: launch.Job, hostfile: str | None = None, check_up: bool = True) -> launch.Command:
     """The launch command of `job`: srun inside a Slurm allocation (the testbed's own
     Slurm, or a real one with a hostfile), mpiexec over ssh with a hostfile, else the

@@ -19,14 +19,10 @@ from __future__ import annotations
 
 import random
 import sqlite3
-import time
 from itertools import combinations
 from pathlib import Path
 
-from geofed import federation, records
 from geofed.errors import JobFailed, UserError
-from geofed.records.ops import METRICS
-from geofed.validate import nonnegative_float, nonnegative_int, positive_float, positive_int
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS samples (
@@ -72,56 +68,17 @@ def placement_for(fed, pairs: list[tuple[str, str]]):
     return parse("".join(f"{s}{k}" for s, k in need.items()), fed)
 
 
-def sample_round(fed, pairs, args) -> list[dict]:
+def sample_round(fed, pairs, budget: float, bw_size: str, hostfile: str | None, timeout: float) -> list[dict]:
     from geofed.bench import jobs
     placement = placement_for(fed, pairs)
     argv = ["geofed.bench.matrix", "--pairs", ",".join(f"{a}-{b}" for a, b in pairs),
-            "--budget", str(args.budget), "--bw-size", args.bw_size]
+            "--budget", str(budget), "--bw-size", bw_size]
     try:
-        rec = jobs.run_program(fed, placement, argv, hostfile=args.hostfile, timeout=args.timeout,
+        rec = jobs.run_program(fed, placement, argv, hostfile=hostfile, timeout=timeout,
                                what="monitor sample", echo=False)
     except (JobFailed, UserError) as e:
         return [{"a": a, "b": b, "error": str(e)} for a, b in pairs]
     return rec.data.pairs
-
-
-def cmd_run(args) -> int:
-    fed = federation.load(args.federation)
-    if args.count is None and args.duration is None:
-        raise UserError("monitor run: give --count N or --duration SECONDS (or both): monitoring must end")
-    from geofed.bench import suite
-    suite.parse_size(args.bw_size)
-    rng = random.Random(args.seed)
-    pairs_for(fed, args.pairs, args.random, rng)  # bad pairs fail before the store is touched
-    db = open_db(args.db)
-    start = time.time()
-    rounds = 0
-    try:
-        while True:
-            t = time.time()
-            rows = sample_round(fed, pairs_for(fed, args.pairs, args.random, rng), args)
-            with db:
-                db.executemany(
-                    "INSERT INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    [(t, fed.name, r["a"], r["b"], r.get("class"), r.get("latency_us"), r.get("latency_min_us"),
-                      r.get("bw_MBps"), r.get("model_latency_us"), r.get("model_bw_MBps"), r.get("error"))
-                     for r in rows])
-            rounds += 1
-            for r in rows:
-                print(f"{time.strftime('%H:%M:%S', time.localtime(t))} {r['a']}-{r['b']} "
-                      + (f"error: {r['error']}" if r.get("error") else
-                         f"{r['latency_us']:.2f} us, {r['bw_MBps']:.1f} MB/s"), flush=True)
-            if args.count is not None and rounds >= args.count:
-                break
-            next_t = start + rounds * args.interval
-            if args.duration is not None and next_t - start >= args.duration:
-                break
-            # The schedule, not a synchronisation: rounds start every `interval` seconds.
-            time.sleep(max(0.0, next_t - time.time()))
-    finally:
-        db.close()
-    print(f"{rounds} round(s) stored in {args.db}")
-    return 0
 
 
 def read_series(db: sqlite3.Connection) -> dict[tuple[str, str, str], dict]:
@@ -138,59 +95,3 @@ def read_series(db: sqlite3.Connection) -> dict[tuple[str, str, str], dict]:
         s["latency_us"].append(lat)
         s["bw_MBps"].append(bw)
     return series
-
-
-def cmd_show(args) -> int:
-    from geofed.ops.shifts import level_shifts
-    if not Path(args.db).is_file():
-        raise UserError(f"{args.db}: no such monitoring store")
-    db = open_db(args.db)
-    try:
-        series = read_series(db)
-    finally:
-        db.close()
-    if not series:
-        raise UserError(f"{args.db}: the store has no samples yet")
-    out = []
-    print(f"{'pair':<10} {'metric':<11} {'samples':>7} {'errors':>6}  events")
-    for (fed, a, b), s in sorted(series.items()):
-        events = {}
-        for metric in METRICS:
-            events[metric] = level_shifts(s["t"], s[metric], run=args.run, k=args.k, rel=args.rel)
-            text = "; ".join(f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(e['start']))} "
-                             f"{e['before']:.4g} -> {e['after']:.4g} ({(e['relative'] or 0) * 100:+.1f} %)"
-                             for e in events[metric]) or "none"
-            print(f"{a + '-' + b:<10} {metric:<11} {len(s['t']):>7} {len(s['errors']):>6}  {text}")
-        out.append({"federation": fed, "a": a, "b": b, **s, "events": events})
-    if args.out:
-        rec = records.make("monitor.series", {"db": str(Path(args.db).resolve()), "run": args.run, "k": args.k,
-                                              "rel": args.rel, "series": out})
-        print(f"record: {records.save(rec, args.out)}")
-    return 0
-
-
-def register(commands, bench) -> None:
-    mon = commands.add_parser("monitor", help="long-term link monitoring (SQLite) and level-shift events")
-    sub = mon.add_subparsers(dest="action", required=True)
-    p = sub.add_parser("run", help="sample latency and bandwidth between node pairs periodically")
-    p.add_argument("--federation", "-f", default="icm-task", help="federation file or shipped name (default icm-task)")
-    p.add_argument("--pairs", help="node pairs like W1-G1,W2-G2")
-    p.add_argument("--random", type=positive_int, help="instead: this many random node pairs, drawn anew each round")
-    p.add_argument("--seed", type=nonnegative_int, help="seed for --random (reproducible draws)")
-    p.add_argument("--interval", type=nonnegative_float, default=60.0, help="seconds between rounds (default 60)")
-    p.add_argument("--count", type=positive_int, help="stop after this many rounds")
-    p.add_argument("--duration", type=positive_float, help="stop after this many seconds")
-    p.add_argument("--db", required=True, help="SQLite store (created if missing; rounds are appended)")
-    p.add_argument("--budget", type=positive_float, default=0.2, help="seconds per measurement (default 0.2)")
-    p.add_argument("--bw-size", default="1M", help="bandwidth message size (default 1M)")
-    p.add_argument("--hostfile", help="real cluster: lines 'HOST SITE'")
-    p.add_argument("--timeout", type=positive_float, default=120, help="a round that takes longer is stopped and stored as an error")
-    p.set_defaults(func=cmd_run)
-    p = sub.add_parser("show", help="series and sustained level shifts from a store")
-    p.add_argument("--db", required=True, help="SQLite store written by monitor run")
-    p.add_argument("--run", type=positive_int, default=8, help="samples a shift must last (default 8)")
-    p.add_argument("--k", type=positive_float, default=5.0, help="shift threshold in noise standard deviations (default 5)")
-    p.add_argument("--rel", type=nonnegative_float, default=0.10, help="and at least this fraction of the level (default 0.10)")
-    p.add_argument("--out", help="directory for the monitor.series record (time-series plot in the report)")
-    p.set_defaults(func=cmd_show)
-

@@ -200,26 +200,3 @@ def table(data: dict) -> str:
                      + f" {m['utilisation']:>11.1%} " + " ".join(f"{m['site_utilisation'][s]:>7.1%}" for s in sites)
                      + f" {m['makespan_s']:>10.0f} {m['spilled']:>10}")
     return "\n".join(lines)
-
-
-def cmd_bench_schedule(args) -> int:
-    from geofed import records
-    base = federation.load(args.federation)
-    data = run(base, args.seed, args.window, args.single_load, args.mpi_load)
-    print(table(data))
-    print(f"record: {records.save(records.make('bench.schedule', data, **records.federation_meta(base)), args.out)}")
-    return 0
-
-
-def register(bench) -> None:
-    from geofed.validate import positive_float
-    p = bench.add_parser("schedule", help="seed 001's utilisation: the sites as separate Slurm clusters vs one (root)")
-    p.add_argument("-f", "--federation", default="icm-task", help="federation to copy (default icm-task)")
-    p.add_argument("--seed", type=int, default=1, help="the job stream's random seed (default 1)")
-    p.add_argument("--window", type=positive_float, default=60.0, help="seconds over which jobs arrive (default 60)")
-    p.add_argument("--single-load", type=positive_float, default=0.5,
-                   help="share of the larger site's nodes its single-node jobs ask for (default 0.5)")
-    p.add_argument("--mpi-load", type=positive_float, default=1.3,
-                   help="share of the smaller site's nodes its MPI jobs ask for (default 1.3: overloaded)")
-    p.add_argument("--out", default="geofed-out/bench", help="directory for the bench.schedule record")
-    p.set_defaults(func=cmd_bench_schedule)

@@ -28,11 +28,10 @@ import threading
 import time
 from pathlib import Path
 
-from geofed import federation, records
+from geofed import federation, validate
 from geofed.errors import JobFailed, UserError
 from geofed.ops import xfer_ends
 from geofed.progress import Bar
-from geofed.validate import nonnegative_int, positive_int
 
 # What one stream is given of the BDP when choosing the count: half the 8 MB window Linux
 # autotunes a stream to here (tcp_rmem 16 MB). On icm-task (4.5 MB BDP) that is 2 streams,
@@ -55,23 +54,10 @@ def parse_end(spec: str, fed, what: str) -> tuple[str, str]:
     return node, path
 
 
-def parse_size(text: str, where: str) -> int:
-    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    t = text.strip().upper().removesuffix("B")
-    unit = t[-1] if t and t[-1] in units else ""
-    try:
-        value = float(t[:len(t) - len(unit)]) * units[unit]
-    except ValueError:
-        value = -1
-    if not math.isfinite(value) or value <= 0:
-        raise UserError(f"{where}: expected a size like 512M or 2G, got {text!r}")
-    return int(value)
-
-
 def check_source(path: str) -> tuple[str, int]:
     """The source as the sender takes it, and its size; a missing or empty one is the user's mistake."""
     if path.startswith(xfer_ends.MEM_PREFIX):
-        size = parse_size(path[len(xfer_ends.MEM_PREFIX):], f"source {path}")
+        size = validate.parse_size(path[len(xfer_ends.MEM_PREFIX):], f"source {path}")
         return f"{xfer_ends.MEM_PREFIX}{size}", size
     p = Path(path)
     if not p.exists():
@@ -240,36 +226,3 @@ def _why(end: End) -> str:
         tail = (end.proc.stderr.read() or "").strip().splitlines()
         return tail[-1] if tail else f"exit status {end.proc.returncode}"
     return ""
-
-
-# ---------------------------------------------------------------- CLI
-
-
-def cmd_transfer(args) -> int:
-    fed = federation.load(args.federation)
-    data = run(fed, args.source, args.destination, streams=args.streams, buffer=args.buffer,
-               chunk=args.chunk_mb << 20 if args.chunk_mb else None, show=True)
-    held = f", {data['held_bytes'] / 1e6:.1f} MB already there" if data["held_bytes"] else ""
-    print(f"{data['source']} -> {data['destination']}: {data['moved_bytes'] / 1e6:.1f} MB in {data['seconds']:.2f} s, "
-          f"{data['rate_mbps']:.0f} Mb/s over {data['streams']} streams{held}; "
-          f"CPU {data['sender_cpu_s_per_gb']:.2f} s/GB sending, {data['receiver_cpu_s_per_gb']:.2f} s/GB receiving"
-          + (f"; {data['corrupt_found']} damaged chunk(s) found and sent again" if data["corrupt_found"] else ""))
-    print(f"record: {records.save(records.make('ops.transfer', data, **records.federation_meta(fed)), args.out)}")
-    return 0
-
-
-def register(commands, bench) -> None:
-    p = commands.add_parser("transfer", help="copy a file, a tree or memory between nodes: parallel streams, "
-                                             "checked chunks, resumable (root on the testbed)")
-    p.add_argument("source", help="NODE:PATH, or NODE:mem:SIZE (bytes made in memory)")
-    p.add_argument("destination", help="NODE:PATH, or NODE:/dev/null (checked, not kept)")
-    p.add_argument("-f", "--federation", default="icm-task", help="federation file or shipped name (default icm-task)")
-    p.add_argument("--streams", type=positive_int, help="TCP streams (default: from the link's BDP)")
-    p.add_argument("--buffer", type=nonnegative_int, help="socket buffer bytes per stream (default: from the BDP; 0: "
-                                                          "Linux's autotuning)")
-    p.add_argument("--chunk-mb", type=positive_int, help="chunk size in MiB (default 8, less for a small transfer: "
-                                                           "16 chunks per stream, at least 1/4)")
-    p.add_argument("--out", default="geofed-out/transfer", help="directory for the ops.transfer record")
-    p.set_defaults(func=cmd_transfer)
-    from geofed.ops import transfer_bench
-    transfer_bench.register(bench)

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from geofed import federation, records
+from geofed import federation
 from geofed.progress import progress
 
 
@@ -251,42 +251,3 @@ def table(data: dict) -> str:
                      + "".join(f" {r.get(p + '_sender_cpu_s_per_gb', float('nan')):>7.2f}"
                                for p in data.get("peers", [])))
     return "\n".join(lines)
-
-
-def losses(text: str) -> list[float]:
-    """--loss: frame loss probabilities separated by commas."""
-    import argparse
-    from geofed.validate import probability
-    values = [probability(x) for x in text.split(",") if x.strip()]
-    if not values or any(v >= 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected losses below 1 separated by commas, like 0,0.01, got {text!r}")
-    return values
-
-
-def cmd_bench_transfer(args) -> int:
-    from geofed.errors import UserError
-    from geofed.ops.transfer import parse_size
-    base = federation.load(args.federation)
-    if len(base.sites) < 2:
-        raise UserError(f"{base.path}: one site only; a transfer between sites needs two")
-    data = run(base, args.streams, args.loss, parse_size(args.size, "--size"), args.repeat,
-               parse_size(args.lossy_size, "--lossy-size"), args.peers)
-    print(table(data))
-    print(f"record: {records.save(records.make('bench.transfer', data, **records.federation_meta(base)), args.out)}")
-    return 0
-
-
-def register(bench) -> None:
-    from geofed.validate import choices, positive_int, positive_int_list
-    p = bench.add_parser("transfer", help="geofed transfer beside iperf3: rate and CPU per stream count and loss (root)")
-    p.add_argument("-f", "--federation", default="icm-task", help="federation to copy (default icm-task)")
-    p.add_argument("--streams", type=positive_int_list, default=[1, 2, 4, 8], help="stream counts (default 1,2,4,8)")
-    p.add_argument("--loss", type=losses, default=[0.0, 0.01], help="link losses (default 0,0.01)")
-    p.add_argument("--size", default="1G", help="bytes per run (default 1G)")
-    p.add_argument("--lossy-size", default="64M", help="bytes per run on a lossy link (default 64M)")
-    p.add_argument("--repeat", type=positive_int, default=3, help="runs per cell; medians (default 3)")
-    p.add_argument("--peers", type=choices(PEERS, none=True), default=list(PEERS), help="bulk tools beside iperf3: gridftp,xrootd (default "
-                                                                  "both; 'none' for iperf3 alone)")
-    p.add_argument("--out", default="geofed-out/bench", help="directory for the bench.transfer record")
-    p.set_defaults(func=cmd_bench_transfer)
-

@@ -402,15 +402,13 @@ raise its `VERSION` (with an `upgrade` from the older one where it can be read).
 """
 
 
-# The kinds, family by family: importing them fills KINDS.
-import geofed.records.testbed  # noqa: E402,F401,I001
-import geofed.records.mpi  # noqa: E402,F401
-import geofed.records.hpl  # noqa: E402,F401
-import geofed.records.mdfs  # noqa: E402,F401
-import geofed.records.grayscott  # noqa: E402,F401
-import geofed.records.obstacle  # noqa: E402,F401
-import geofed.records.storage  # noqa: E402,F401
-import geofed.records.transfer  # noqa: E402,F401
-import geofed.records.directory  # noqa: E402,F401
-import geofed.records.ops  # noqa: E402,F401
-import geofed.records.model  # noqa: E402,F401
+# The kinds, family by family: importing every module of this package fills KINDS, so a
+# new family is one new module.
+def _import_kinds() -> None:
+    import importlib
+    import pkgutil
+    for info in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{info.name}")
+
+
+_import_kinds()

@@ -4,14 +4,15 @@ A capability's section module registers a renderer for its record kinds with
 `@section(kind, title, order)`; `render` groups the records by kind and calls it.
 Sections read typed records (geofed.records): a record whose fields do not fit its
 kind was refused when it was loaded; content inside the fields that a section cannot
-read is refused here, naming the files, before anything is written. Every record with a correctness check shows its sanity
-verdict the same way, above its section.
+read is refused here, naming the files, before anything is written. Every record
+with a correctness check shows its sanity verdict the same way, above its section.
 """
 
 from __future__ import annotations
 
 import html
 import importlib
+import pkgutil
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -37,23 +38,6 @@ class Section:
 
 
 SECTIONS: dict[str, Section] = {}
-# Modules that register sections; a new capability adds its own here.
-SECTION_MODULES = [
-    "geofed.report.testbed",
-    "geofed.report.launch",
-    "geofed.report.bench",
-    "geofed.report.monitor",
-    "geofed.report.hpl",
-    "geofed.report.mdfs",
-    "geofed.report.grayscott",
-    "geofed.report.obstacle",
-    "geofed.report.model",
-    "geofed.report.transfer",
-    "geofed.report.schedule",
-    "geofed.report.btio",
-    "geofed.report.directory",
-    "geofed.report.storage",
-]
 
 
 def section(kind: str, title: str, order: int = 50):
@@ -113,12 +97,17 @@ def sanity_lines(records: list[Record]) -> str:
     return "\n".join(out)
 
 
+def load_sections() -> None:
+    """Import every module of this package: each registers its sections, so a new
+    section is one new module."""
+    for info in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{info.name}")
+
+
 def render(records: list[Record], outdir: str | Path, title: str = "geofed report") -> Path:
     """report.html and its PNGs in `outdir`. Rendered in a temporary directory first,
     so a record that cannot be read leaves no half-written report behind."""
-    for name in SECTION_MODULES:
-        importlib.import_module(name)  # registers its sections
-
+    load_sections()
     outdir = Path(outdir)
     by_kind: dict[str, list[Record]] = {}
     for r in records:

@@ -7,7 +7,6 @@ directory holding its input; rank 0 writes the results there, which become a rec
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 from geofed.apps.hpl import output
@@ -28,10 +27,7 @@ def run(fed: Federation, placement: Placement, params: HplParams, *, hostfile: s
     ranks_per_node = params.ranks_per_node
     xhpl = binary("geofed-xhpl")
     what = f"hpl on {placement.code}"
-    # A real cluster's ranks read the input where this process wrote it: the shared
-    # current directory, as for any MPI job; on the testbed every node sees /tmp.
-    with tempfile.TemporaryDirectory(prefix=".geofed-hpl-" if hostfile else "geofed-hpl-",
-                                     dir="." if hostfile else None) as tmp:
+    with runner.work_directory("hpl", hostfile) as tmp:
         Path(tmp, "hpccinf.txt").write_text(text(params))
         job = launch.Job(fed, placement, ["env", "OPENBLAS_NUM_THREADS=1", xhpl], ranks_per_node,
                          cpu_limit=cpu_limit)

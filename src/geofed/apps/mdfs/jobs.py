@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import pickle
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -25,11 +24,8 @@ def run_on_placement(fed, placement: str, data_npz: Path, params, split: str = "
     from geofed.launch import runner
     from geofed.launch.placement import parse
 
-    # On a real cluster the ranks read and write where this process can: the current
-    # directory, shared as for any MPI job; on the testbed every node sees /tmp.
-    with tempfile.TemporaryDirectory(prefix=".geofed-mdfs-" if hostfile else "geofed-mdfs-",
-                                     dir="." if hostfile else None) as tmp:
-        pfile, out = Path(tmp).resolve() / "params.json", Path(tmp).resolve() / "result.pkl"
+    with runner.work_directory("mdfs", hostfile) as tmp:
+        pfile, out = tmp / "params.json", tmp / "result.pkl"
         pfile.write_text(json.dumps(params.as_dict()))
         argv = [sys.executable, "-m", "geofed.apps.mdfs.dist", "--data", str(data_npz), "--params", str(pfile),
                 "--split", split, "--threads", str(threads), "--out", str(out)] + (["--progress"] if progress else [])

@@ -141,7 +141,7 @@ def main(args, progress) -> int:
 
 def format_table(d: dict) -> str:
     out = []
-    if "solver" in d:
+    if d.get("solver"):
         out.append(f"time to a certified residual <= {d['tol']:g}, n = {d['n']} (medians of {d['repeat']}; "
                    f"iterations of the slowest peer)")
         out.append(f"{'placement':<10} {'peers':>5} {'link':>5} {'P2PSAP sync':>16} {'P2PSAP async':>16} "
@@ -150,7 +150,7 @@ def format_table(d: dict) -> str:
             cell = lambda s: f"{r[s + '_s']:7.3f} s {r[s + '_iterations']:>6.0f}"
             out.append(f"{r['placement']:<10} {r['peers']:>5} {'yes' if r['across_link'] else 'no':>5} {cell('sync'):>16} "
                        f"{cell('async'):>16} {cell('mpi'):>16} {r['async_speedup_vs_mpi']:>11.1f}x")
-    if "throughput" in d:
+    if d.get("throughput"):
         t = d["throughput"]
         out.append(f"one session {t['pair'][0]} -> {t['pair'][1]} across the {d['link_rtt_ms']:.3g} ms link "
                    f"(medians of {d['repeat']}; of TCP: of the same measure of one TCP stream)")
@@ -158,7 +158,7 @@ def format_table(d: dict) -> str:
         for r in t["rows"]:
             cell = lambda m: f"{r[m + '_mbps']:6.0f} Mb/s {100 * r[m + '_of_tcp']:6.1f} %"  # noqa: E731
             out.append(f"  {r['what']:<24} {cell('transfer'):>22} {cell('steady'):>22}")
-    if "lossy" in d:
+    if d.get("lossy"):
         l = d["lossy"]
         out.append(f"  at {100 * l['loss']:g} % link loss: P2PSAP sync/inter/Eth {l['transfer_mbps']:.0f} Mb/s, delivered "
                    f"{l['delivered']}/{l['messages']} intact, {l['sender']['retransmissions']} retransmissions, "

@@ -6,7 +6,6 @@ import json
 import os
 import secrets
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,10 +49,8 @@ def run_on_placement(fed, placement: str, spec: Spec, timeout: float | None = No
 
     pl = parse(placement, fed)
     problem = check(spec, pl.node_count)
-    # On a real cluster the peers write where this process reads: the shared current directory.
-    with tempfile.TemporaryDirectory(prefix=".geofed-obstacle-" if hostfile else "geofed-obstacle-",
-                                     dir="." if hostfile else None) as tmp:
-        tmp = str(Path(tmp).resolve())
+    with runner.work_directory("obstacle", hostfile) as work:
+        tmp = str(work)
         secret_file = spec.secret_file
         if secret_file is None and spec.scheme != "mpi":
             secret_file = str(Path(tmp) / "secret")

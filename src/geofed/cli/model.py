@@ -1,4 +1,4 @@
-"""`geofed predict`, `geofed advise`, `geofed model calibrate`, `geofed bench model`."""
+"""`geofed predict`, `geofed advise`, `geofed model calibrate|hpl`, `geofed bench model`."""
 
 from __future__ import annotations
 
@@ -6,12 +6,14 @@ import argparse
 import json
 from pathlib import Path
 
+from geofed import federation, records
+from geofed.cli import options
+from geofed.cli.common import emit
 from geofed.errors import UserError
 from geofed.validate import positive_int, positive_int_list
 
 
 def _federation(args):
-    from geofed import federation
     from geofed.model import whatif
     fed = federation.load(args.federation)
     return fed, whatif.apply(fed, args.what_if or [])
@@ -24,7 +26,7 @@ def _calibration(args, fed):
 
 
 def _common(p) -> None:
-    p.add_argument("-f", "--federation", required=True, help="federation file or shipped name")
+    options.federation(p, default=None)
     p.add_argument("--calibration", help="calibration file (default: next to the federation file)")
     p.add_argument("--what-if", action="append", metavar="KEY=VALUE",
                    help="change the federation first: link.bandwidth=10x, link.rtt_ms=1, link.fibre_km=2000, "
@@ -85,7 +87,6 @@ def cmd_advise(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
-    from geofed import federation, records
     from geofed.model import calibration
     fed = federation.load(args.federation)
     recs = records.load_paths(args.records)
@@ -99,7 +100,6 @@ def cmd_calibrate(args) -> int:
 
 
 def cmd_model_hpl(args) -> int:
-    from geofed import federation, records
     from geofed.model import hpl, whatif
     fed = federation.load(args.federation)
     if len(fed.sites) < 2:
@@ -141,7 +141,7 @@ def cmd_model_hpl(args) -> int:
                                                                           hpl.SEED_001_BANDWIDTH_GAINS.items()},
                                              "calibration": cal.sources},
                        **records.federation_meta(fed))
-    print(f"record: {records.save(rec, args.out)}")
+    emit(rec, args.out)
     return 0
 
 
@@ -150,7 +150,6 @@ def _num(x, width: int) -> str:
 
 
 def cmd_bench_model(args) -> int:
-    from geofed import federation, records
     from geofed.model import calibration, validate
     fed = federation.load(args.federation)
     recs = records.load_paths(args.records)
@@ -159,35 +158,29 @@ def cmd_bench_model(args) -> int:
     data = validate.check(fed, cal, recs, simgrid=args.simgrid)
     print(validate.format_table(data))
     rec = records.make("bench.model", data, **records.federation_meta(fed))
-    print(f"record: {records.save(rec, args.out)}")
+    emit(rec, args.out)
     return 0
 
 
-def register(commands, bench) -> None:
-    from geofed.model import registry
-    for name, func, text in (("predict", cmd_predict, "predict a workload's time on a placement, with its parts"),
-                             ("advise", cmd_advise, "rank the placements of a workload on N nodes, with the reason")):
-        p = commands.add_parser(name, help=text)
-        sub = p.add_subparsers(dest="workload", required=True, metavar="WORKLOAD")
-        for model in registry.MODELS.values():
-            w = sub.add_parser(model.name, help=model.help)
-            _common(w)
-            if name == "predict":
-                w.add_argument("-p", "--placement", required=True, help="placement code such as G2W2")
-            else:
-                w.add_argument("--nodes", type=positive_int, required=True, help="nodes the job needs")
-            model.add_arguments(w)
-            w.set_defaults(func=func)
-    m = commands.add_parser("model", help="performance models: calibration from one-site runs")
-    msub = m.add_subparsers(dest="action", required=True)
-    p = msub.add_parser("calibrate", help="fit per-node constants from one-site records")
-    p.add_argument("-f", "--federation", required=True, help="federation file or shipped name")
+def workload_args(p: argparse.ArgumentParser, model, predict: bool) -> None:
+    """`predict WORKLOAD` and `advise WORKLOAD`: the model's own options after the shared ones."""
+    _common(p)
+    if predict:
+        options.placement(p)
+    else:
+        p.add_argument("--nodes", type=positive_int, required=True, help="nodes the job needs")
+    model.add_arguments(p)
+    p.set_defaults(workload=model.name)
+
+
+def calibrate_args(p: argparse.ArgumentParser) -> None:
+    options.federation(p, default=None)
     p.add_argument("records", nargs="+", help="record files or directories")
     p.add_argument("-o", "--output", help="calibration file to write (default: next to the federation file)")
-    p.set_defaults(func=cmd_calibrate)
-    p = msub.add_parser("hpl", help="HPL's speed-up against p in one site and across the link, "
-                                    "beside changed links (seed 001's question)")
-    p.add_argument("-f", "--federation", required=True, help="federation file or shipped name (e.g. ma-hd-seed)")
+
+
+def model_hpl_args(p: argparse.ArgumentParser) -> None:
+    options.federation(p, default=None, what="federation file or shipped name (e.g. ma-hd-seed)")
     p.add_argument("--calibration", help="calibration file (default: next to the federation file, or shipped)")
     p.add_argument("--n", type=positive_int, default=40000, help="matrix order N (default 40000, seed 001's largest)")
     p.add_argument("--nb", type=positive_int, default=80, help="block size NB (default 80)")
@@ -197,13 +190,13 @@ def register(commands, bench) -> None:
     p.add_argument("--vary", action="append", metavar="KEY=VALUE",
                    help="a changed link to compare, as --what-if takes it (repeatable; default "
                         "link.bandwidth=2x and 10x)")
-    p.add_argument("--out", default="geofed-out/model", help="directory for the model.hpl.scaling record")
-    p.set_defaults(func=cmd_model_hpl)
-    p = bench.add_parser("model", help="predicted against measured for every inter-site run in records")
-    p.add_argument("-f", "--federation", required=True, help="federation file or shipped name")
+    options.out(p, "geofed-out/model", "the model.hpl.scaling record")
+
+
+def bench_model_args(p: argparse.ArgumentParser) -> None:
+    options.federation(p, default=None)
     p.add_argument("records", nargs="+", help="record files or directories")
     p.add_argument("--calibration", help="calibration file (default: fitted from the one-site runs in the records)")
     p.add_argument("--simgrid", action=argparse.BooleanOptionalAction, default=True,
                    help="SimGrid's LV08 and CM02 beside the MPI rows (default on)")
-    p.add_argument("--out", default="geofed-out/model", help="directory for the bench.model record")
-    p.set_defaults(func=cmd_bench_model)
+    options.out(p, "geofed-out/model", "the bench.model record")

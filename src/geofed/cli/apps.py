@@ -1,0 +1,282 @@
+"""`geofed mdfs`, `geofed workflow grayscott`, `geofed obstacle` and their benchmarks."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from geofed import federation, records
+from geofed.cli import options
+from geofed.cli.common import emit
+from geofed.errors import UserError
+from geofed.progress import Bar, progress
+from geofed.validate import nonnegative_float, nonnegative_int, positive_float, positive_int, probability
+
+
+def _mdfs_params(args):
+    from geofed.apps.mdfs.core import Params
+    return Params(dimensions=args.dim, divisions=args.divisions, discretizations=args.discretizations,
+                  seed=args.seed, range_=args.range, pc_xi=args.pc_xi, n_contrast=args.contrast, level=args.level)
+
+
+def mdfs_input(args):
+    from geofed.apps.mdfs import data
+    if args.data in (None, "madelon-like"):
+        return data.madelon_like(seed=args.data_seed)
+    header = {None: None, "yes": True, "no": False}[args.header]
+    return data.load_csv(args.data, decision=args.decision, decision_file=args.decision_file, header=header)
+
+
+def cmd_mdfs_run(args) -> int:
+    from geofed.apps.mdfs import core, jobs, output
+    from geofed.launch import runner
+
+    params = _mdfs_params(args)
+    params.check()
+    ds = mdfs_input(args)
+    if args.hostfile and not args.placement:
+        raise UserError("--hostfile: only with --placement (it names the hosts the placement's nodes run on)")
+    if args.placement:
+        fed = federation.load(args.federation)
+        with runner.work_directory("mdfs", args.hostfile) as tmp:
+            npz = jobs.save_npz(tmp / "data.npz", ds.x, ds.y)
+            result = jobs.run_on_placement(fed, args.placement, npz, params, args.split, args.threads,
+                                           args.timeout, progress=True, hostfile=args.hostfile)
+        meta = records.federation_meta(fed)
+    else:
+        if args.split != "speed":
+            raise UserError("--split: only with --placement (it splits the work among nodes)")
+        result = core.analyse(ds.x, ds.y, params, threads=args.threads or os.cpu_count() or 1, progress=Bar("mdfs: tuples"))
+        meta = {}
+    files = output.write(result, ds.names, args.out)
+    print(output.table(result, ds.names))
+    t = result["timing"]
+    print("time: " + ", ".join(f"{k.removesuffix('_s')} {v:.2f} s" for k, v in t.items()))
+    rec = records.make("mdfs.run", output.record_data(result, ds.names, ds.source, args.placement, files), **meta)
+    print(f"results: {files['ig_csv']}, {files['tuples_csv']}, {files['json']}")
+    emit(rec, args.out)
+    return 0
+
+
+def cmd_mdfs_sweep(args) -> int:
+    from geofed.apps.mdfs import sweep
+    return sweep.main(args, _mdfs_params(args), progress)
+
+
+def cmd_bench_mdfs(args) -> int:
+    from geofed.apps.mdfs import bench
+    return bench.main(args, progress)
+
+
+def mdfs_analysis_args(p: argparse.ArgumentParser, dim: int = 2, discretizations: int = 1) -> None:
+    p.add_argument("--dim", type=positive_int, default=dim, help=f"tuple size k, 1-5 (default {dim})")
+    p.add_argument("--divisions", type=positive_int, default=1, help="thresholds per variable, 1-15 (default 1)")
+    p.add_argument("--discretizations", "-D", type=positive_int, default=discretizations,
+                   help=f"randomised discretizations (default {discretizations})")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of discretizations and contrasts (default 0)")
+    p.add_argument("--range", type=probability, help="threshold randomisation, 0-1 (default: the reference's suggestion)")
+    p.add_argument("--pc-xi", type=positive_float, default=0.25, help="pseudocount (default 0.25)")
+    p.add_argument("--contrast", type=nonnegative_int, help="contrast variables (default max(30, p); 0 in 1D with -D 1)")
+    p.add_argument("--level", type=probability, default=0.05, help="significance level after Holm (default 0.05)")
+    p.add_argument("--data-seed", type=nonnegative_int, default=0, help="seed of the Madelon-like data (default 0)")
+
+
+def _settings(args):
+    from geofed.apps.grayscott import settings
+    base = settings.load(args.settings).to_json() if args.settings else {}
+    over = {k: getattr(args, k) for k in ("L", "steps", "plotgap", "noise") if getattr(args, k, None) is not None}
+    s = settings.from_dict({**base, **over}, args.settings or "command line")
+    for w in s.warnings():
+        progress(f"warning: {w}")
+    return s
+
+
+def cmd_workflow_grayscott(args) -> int:
+    from geofed import report
+    from geofed.apps.grayscott import workflow
+    from geofed.testbed.core import require_up
+    fed = federation.load(args.federation)
+    s = _settings(args)
+    workflow.check_sites(fed, sim_site=args.sim_site, analysis_site=args.analysis_site, pdf_site=args.pdf_site,
+                         plot_site=args.plot_site)
+    require_up(fed)
+    delays = {"pdf": args.slow_pdf} if args.slow_pdf else {}
+    rec = workflow.run(fed, s, Path(args.out), sim_site=args.sim_site, analysis_site=args.analysis_site,
+                       pdf_site=args.pdf_site, plot_site=args.plot_site, sim_ranks=args.sim_ranks,
+                       pdf_ranks=args.pdf_ranks, connect_timeout=args.connect_timeout, timeout=args.timeout,
+                       delays=delays, checkpoint=args.checkpoint, progress=progress)
+    print(workflow.format_table(rec))
+    emit(rec, args.out)
+    print(f"report: {report.render(records.load_dir(args.out), args.out, title='geofed workflow grayscott')}")
+    return 0 if rec.data.verify["ok"] else 1
+
+
+def _sizes(text: str) -> list[tuple[int, int]]:
+    try:
+        pairs = [tuple(int(x) for x in item.split(":")) for item in text.split(",")]
+    except ValueError:
+        pairs = []
+    if not pairs or any(len(p) != 2 or min(p) < 1 for p in pairs):
+        raise UserError(f"--sizes: expected L:STEPS pairs like 64:200,128:60, got {text!r}")
+    return pairs
+
+
+def cmd_bench_grayscott(args) -> int:
+    from geofed.apps.grayscott import bench, workflow
+    from geofed.testbed.core import require_up
+    fed = federation.load(args.federation)
+    s = _settings(args)
+    sizes = _sizes(args.sizes)
+    workflow.check_sites(fed, sim_site=args.sim_site, analysis_site=args.analysis_site)
+    require_up(fed)
+    rec = bench.run(fed, s, sizes, Path(args.out), sim_site=args.sim_site, analysis_site=args.analysis_site,
+                    sim_ranks=args.sim_ranks, timeout=args.timeout, progress=progress)
+    print(bench.format_table(rec))
+    emit(rec, args.out)
+    return 0 if all(c["on"]["intact"] for c in rec.data.cases) else 1
+
+
+def grayscott_settings_args(p) -> None:
+    p.add_argument("--settings", help="settings JSON in the ADIOS2 tutorial's shape (default: the tutorial defaults)")
+    p.add_argument("--L", type=positive_int, help="override the settings' L (cells per side)")
+    p.add_argument("--steps", type=positive_int, help="override the settings' steps")
+    p.add_argument("--plotgap", type=positive_int, help="override the settings' plotgap")
+    p.add_argument("--noise", type=nonnegative_float, help="override the settings' noise")
+
+
+def _obstacle_outputs(result: dict, out: str) -> dict:
+    """solution.npy, residual-history.csv, peers.csv; returns their paths."""
+    from pathlib import Path
+
+    import numpy as np
+    d = Path(out)
+    d.mkdir(parents=True, exist_ok=True)
+    files = {"solution": d / "solution.npy", "history": d / "residual-history.csv", "peers": d / "peers.csv"}
+    np.save(files["solution"], result["u"])
+    files["history"].write_text("seconds,certified_residual\n" + "".join(f"{t:.6f},{r:.6e}\n" for t, r in result["residual_history"]))
+    files["peers"].write_text("rank,node,site,planes,iterations,seconds,halos_received,snapshots\n" + "".join(
+        f"{p['rank']},{p['node']},{p['site']},{p['hi'] - p['lo']},{p['iterations']},{p['seconds']:.6f},"
+        f"{p['halos_received']},{p['snapshots']}\n" for p in result["peers"]))
+    return {k: str(v) for k, v in files.items()}
+
+
+def cmd_obstacle(args) -> int:
+    from geofed.apps.obstacle import job
+
+    fed = federation.load(args.federation)
+    spec = job.Spec(args.n, args.tol, args.scheme, args.c, args.delta, args.network, args.secret_file)
+    res = job.run_on_placement(fed, args.placement, spec, timeout=args.timeout, hostfile=args.hostfile)
+    files = _obstacle_outputs(res, args.out)
+    data = {k: v for k, v in res.items() if k != "u"} | {"files": files}
+    rec = records.make("obstacle.run", data, **records.federation_meta(fed))
+    print(f"{'rank':>4} {'node':>4} {'planes':>6} {'iterations':>10} {'seconds':>8}")
+    for p in res["peers"]:
+        print(f"{p['rank']:>4} {p['node']:>4} {p['hi'] - p['lo']:>6} {p['iterations']:>10} {p['seconds']:>8.3f}")
+    print(f"{args.scheme} on {args.placement}: {res['time_to_solution_s']:.3f} s to a certified residual "
+          f"{res['certified_residual']:.3g} <= {args.tol:g} (recomputed {res['recomputed_residual']:.3g}), "
+          f"max error <= {res['error_bound']:.3g}")
+    print(f"results: {files['solution']}, {files['history']}, {files['peers']}")
+    emit(rec, args.out)
+    return 0
+
+
+def cmd_bench_obstacle(args) -> int:
+    from geofed.apps.obstacle import bench
+    return bench.main(args, progress)
+
+
+def mdfs_run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("data", nargs="?", help="CSV file (objects in rows); default: the Madelon-like generator")
+    p.add_argument("--decision", help="decision column: name or 0-based index (default: the last column)")
+    p.add_argument("--decision-file", help="decisions in a separate file, one per line")
+    p.add_argument("--header", choices=["yes", "no"], help="does the CSV have a header row (default: detect)")
+    mdfs_analysis_args(p)
+    p.add_argument("--threads", type=nonnegative_int, default=0, help="threads (default: all cores; per rank: its node's cores)")
+    options.placement(p, required=False, text="run across testbed nodes, like G1W1 (default: on this machine)")
+    options.federation(p, what="federation for --placement")
+    p.add_argument("--split", choices=["speed", "calibrate", "even"], default="speed",
+                   help="work per node: by declared speed, by a measured calibration, or even (default speed)")
+    options.hostfile(p)
+    options.timeout(p, None)
+    options.out(p, "geofed-out/mdfs", "CSV, JSON and the record")
+
+
+def mdfs_sweep_args(p: argparse.ArgumentParser) -> None:
+    mdfs_analysis_args(p, dim=2, discretizations=30)
+    options.federation(p, what="federation to copy and bring up")
+    p.add_argument("--placements", default="G1W0,G0W1,G2W0,G1W1,G0W2,G2W2,G0W4",
+                   help="comma-separated placement codes (default G1W0,G0W1,G2W0,G1W1,G0W2,G2W2,G0W4)")
+    p.add_argument("--split", default="speed,even", help="splits to compare (default speed,even)")
+    p.add_argument("--repeat", type=positive_int, default=3, help="runs per placement and split; medians (default 3)")
+    options.out(p, "geofed-out/mdfs-sweep", "the record")
+
+
+def bench_mdfs_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cases", default="2d30,3d1", help="cases: 2d30 (2D, 30 discretizations), 3d1, 2d1, 1d1 (default 2d30,3d1)")
+    p.add_argument("--variables", type=positive_int, default=500, help="variables of the Madelon-like data (default 500)")
+    p.add_argument("--repeat", type=positive_int, default=3, help="runs of each side; medians (default 3)")
+    p.add_argument("--threads", type=nonnegative_int, default=0, help="threads for the threaded runs (default: all cores)")
+    options.out(p, "geofed-out/bench", "the JSON record")
+
+
+def grayscott_sites_args(p: argparse.ArgumentParser) -> None:
+    options.federation(p)
+    p.add_argument("--sim-site", default="G", help="site of the simulation (default G, as in seed 000)")
+    p.add_argument("--analysis-site", default="W", help="site of the consumers (default W)")
+    p.add_argument("--sim-ranks", type=positive_int, default=4, help="MPI ranks of the simulation (default 4)")
+
+
+def workflow_grayscott_args(p: argparse.ArgumentParser) -> None:
+    grayscott_sites_args(p)
+    p.add_argument("--pdf-site", help="site of the PDF analysis (default: --analysis-site)")
+    p.add_argument("--plot-site", help="site of the two plotters (default: --analysis-site)")
+    p.add_argument("--pdf-ranks", type=positive_int, default=1, help="MPI ranks of the PDF analysis (default 1)")
+    p.add_argument("--connect-timeout", type=positive_float, default=60.0,
+                   help="seconds the simulation waits for its consumers to connect (default 60)")
+    options.timeout(p, 3600.0)
+    p.add_argument("--slow-pdf", type=nonnegative_float, default=0.0, help="make the PDF analysis take this many extra seconds per step")
+    p.add_argument("--checkpoint", action="store_true",
+                   help="the simulation also writes U and V at every output step to gs.bp (BP5) in the run's directory")
+    options.out(p, "geofed-out/grayscott", "records, frames and the report")
+    grayscott_settings_args(p)
+
+
+def bench_grayscott_args(p: argparse.ArgumentParser) -> None:
+    grayscott_sites_args(p)
+    p.add_argument("--sizes", default="64:200,128:100",
+                   help="L:STEPS pairs to measure (default 64:200,128:100: about 2 minutes on 2 cores)")
+    options.timeout(p, 900.0)
+    options.out(p, "geofed-out/bench", "the JSON record and the runs' logs")
+    p.add_argument("--settings", help="settings JSON (its L and steps are replaced by --sizes)")
+    p.add_argument("--plotgap", type=positive_int, help="override the settings' plotgap")
+
+
+def obstacle_args(p: argparse.ArgumentParser) -> None:
+    from geofed.apps.obstacle.dist import SCHEMES
+    p.add_argument("--n", type=positive_int, default=32, help="interior points per axis (default 32)")
+    p.add_argument("--scheme", choices=[*SCHEMES, "mpi"], default="async",
+                   help="sync, async, hybrid (sync inside a site), auto (async across sites), "
+                        "or mpi (the synchronous projected Jacobi on MPI); default async")
+    options.placement(p, text="one peer per node: nodes per site like G2W2, or node names")
+    options.federation(p, what="federation (its testbed must be up)")
+    p.add_argument("--tol", type=positive_float, default=1e-6, help="certified fixed-point residual max|u - F(u)| (default 1e-6)")
+    p.add_argument("--c", type=nonnegative_float, default=10.0, help="reaction coefficient c >= 0 (default 10)")
+    p.add_argument("--delta", type=positive_float, help="Richardson step (default and maximum h^2/(6 + c h^2))")
+    p.add_argument("--network", choices=["eth", "fabric"], default="eth", help="P2PSAP network context (default eth)")
+    p.add_argument("--secret-file", help="the job secret peers authenticate with (default: a fresh random one per job)")
+    options.hostfile(p)
+    options.timeout(p, 600)
+    options.out(p, "geofed-out/obstacle", "solution, history and the record")
+
+
+def bench_obstacle_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--n", type=positive_int, default=32, help="interior points per axis (default 32)")
+    p.add_argument("--tol", type=positive_float, default=1e-8, help="certified residual (default 1e-8)")
+    p.add_argument("--placements", default="W2,G1W1", help="one site and across the link (default W2,G1W1)")
+    p.add_argument("--repeat", type=positive_int, default=3, help="runs per cell; medians (default 3)")
+    p.add_argument("--mbytes", type=positive_float, default=200, help="bytes per throughput run, in MB (default 200)")
+    p.add_argument("--loss", type=probability, default=0.01, help="link loss of the delivery run (default 0.01)")
+    p.add_argument("--part", choices=["all", "solver", "throughput"], default="all")
+    options.federation(p, what="federation to copy and bring up")
+    options.out(p, "geofed-out/bench", "the JSON record")

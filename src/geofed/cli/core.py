@@ -1,0 +1,185 @@
+"""`geofed federation`, `geofed testbed`, `geofed run`, `geofed bench link`, `geofed report`, `geofed demo`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from geofed import federation, records
+from geofed.cli import options
+from geofed.cli.common import command_argv, emit, fed_or_name
+from geofed.errors import UserError
+from geofed.progress import progress
+from geofed.validate import positive_float, positive_int
+
+
+def cmd_federation_show(args) -> int:
+    fed = federation.load(args.federation)
+    print(f"{fed.name}: {fed.description}")
+    print(f"file {fed.path} (sha256 {fed.sha256[:12]}), storage at site {fed.storage}")
+    print(f"{'site':<4} {'name':<16} {'nodes':>5} {'cores':>5} {'speed':>5} {'local lat [us]':>14} {'local [Gb/s]':>12}")
+    for s in fed.sites:
+        bw = "-" if s.local.bandwidth_gbps is None else f"{s.local.bandwidth_gbps:g}"
+        print(f"{s.code:<4} {s.name:<16} {s.nodes:>5} {s.cores_per_node:>5} {s.speed:>5g} {s.local.latency_us:>14g} {bw:>12}")
+    for l in fed.links:
+        fibre = "-" if l.fibre_km is None else f"{l.fibre_km:g} km"
+        print(f"link {l.name}: fibre {fibre}, one-way {l.one_way_ms * 1e3:.1f} us "
+              f"(propagation {l.propagation_ms * 1e3:.1f} us), RTT {l.rtt_ms:.4g} ms, {l.bandwidth_gbps:g} Gb/s, "
+              f"BDP {l.bdp_bytes / 1e6:.3g} MB, queue {l.queue_bytes / 1e6:.3g} MB"
+              + (f", jitter {l.jitter_us:g} us" if l.jitter_us else "") + (f", loss {l.loss:g}" if l.loss else ""))
+    return 0
+
+
+def cmd_testbed_up(args) -> int:
+    from geofed.testbed import core
+    fed = federation.load(args.federation)
+    plan = core.up(fed, progress)
+    print(f"testbed {fed.name} is up: {len(plan.nodes)} nodes, {len(plan.links)} links")
+    return 0
+
+
+def cmd_testbed_down(args) -> int:
+    from geofed.testbed import core
+    name = fed_or_name(args.federation)
+    removed = core.down(name)
+    print(f"testbed {name} is down" + (f" (removed {', '.join(removed)})" if removed else " (nothing was there)"))
+    return 0
+
+
+def cmd_testbed_status(args) -> int:
+    from geofed.testbed import core
+    fed = federation.load(args.federation)
+    st = core.status(fed)
+    if args.json:
+        print(json.dumps(st, indent=1))
+        return 0 if st["up"] else 1
+    print(f"testbed {fed.name}: {'up' if st['up'] else 'down'}")
+    present = sum(st["namespaces"].values())
+    print(f"  namespaces {present}/{len(st['namespaces'])}, cgroups {sum(st['cgroups'].values())}/{len(st['cgroups'])}")
+    for name, e in st["emulators"].items():
+        print(f"  link {name}: emulator pid {e['pid']} {'running' if e['alive'] else 'DEAD'},"
+              f" holds {', '.join(f'{d:.1f} us from {s}' for s, d in e['delay_us'].items())}"
+              f" (the fibre's propagation); floor: probe RTT "
+              f"{e['floor']['probe_rtt_ms']['median']:.4f} ms median with nothing held")
+    return 0 if st["up"] else 1
+
+
+def cmd_testbed_verify(args) -> int:
+    from geofed.testbed import core, verify
+    fed = federation.load(args.federation)
+    core.require_up(fed)
+    data = verify.verify(fed, rtt_count=args.count, streams=args.streams, seconds=args.seconds, progress=progress)
+    rec = records.make("testbed.verify", data, **records.federation_meta(fed))
+    emit(rec, args.out, verify.format_table(data))
+    return 0 if data["ok"] else 1
+
+
+def cmd_run(args) -> int:
+    """Run the user's program; its output is shown as it comes, its exit status returned."""
+    import tempfile
+
+    from geofed.launch import job as launch
+    from geofed.launch import runner
+    from geofed.launch.placement import parse
+    program = command_argv(args.program, "run", "geofed run --placement G1W1 -- python app.py")
+    fed = federation.load(args.federation)
+    j = launch.Job(fed, parse(args.placement, fed), program, args.ranks_per_node, cpu_limit=not args.no_cpu_limit)
+    if args.dry_run:
+        cmd = runner.command(j, args.hostfile, check_up=False)
+        env = " ".join(f"{k}={v}" for k, v in cmd.env.items())
+        print((env + " " if env else "") + " ".join(cmd.argv))
+        return 0
+    with tempfile.TemporaryDirectory(prefix="geofed-job-") as tmp, \
+            runner.started(j, Path(tmp) / "job.log", hostfile=args.hostfile, echo=True) as running:
+        rc = running.wait(args.timeout)
+    if rc == 124 and args.timeout is not None:
+        print(f"geofed: failed: the job did not finish within --timeout {args.timeout:g} s and was stopped",
+              file=sys.stderr)
+    return rc
+
+
+def _floats(text: str) -> list[float]:
+    """Positive finite numbers separated by commas."""
+    vals = [positive_float(x) for x in text.split(",") if x]
+    if not vals:
+        raise argparse.ArgumentTypeError(f"expected positive numbers separated by commas, got {text!r}")
+    return vals
+
+LINK_PARTS = ("rtt", "throughput", "ways")
+
+
+def _parts(text: str) -> list[str]:
+    parts = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [x for x in parts if x not in LINK_PARTS]
+    if bad or not parts:
+        raise argparse.ArgumentTypeError(f"expected some of {', '.join(LINK_PARTS)} separated by commas, got {text!r}")
+    return parts
+
+
+def cmd_bench_link(args) -> int:
+    from geofed.bench import link
+    parts = set(args.parts)
+    rec = link.run(args.rtt if "rtt" in parts else [], args.rate if "throughput" in parts else [],
+                   [int(s) for s in args.streams], args.throughput_rtt, args.seconds, progress, ways="ways" in parts)
+    emit(rec, args.out, link.format_table(rec))
+    return 0
+
+
+def cmd_report(args) -> int:
+    from geofed import report
+    recs = records.load_dir(args.records)
+    if not recs:
+        raise UserError(f"{args.records}: no geofed records (*.json) there")
+    print(report.render(recs, args.out or args.records))
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from geofed import demo
+    return demo.run(Path(args.out), progress)
+
+
+def testbed_verify_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--count", type=positive_int, default=200, help="RTT samples per pair (default 200)")
+    p.add_argument("--streams", type=positive_int, default=4, help="TCP streams for throughput (default 4)")
+    p.add_argument("--seconds", type=positive_float, default=3.0, help="throughput measurement time (default 3)")
+    options.out(p, None, "the testbed.verify record")
+
+
+def testbed_status_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print the status as JSON")
+
+
+def run_args(p: argparse.ArgumentParser) -> None:
+    options.federation(p)
+    options.placement(p)
+    options.ranks_per_node(p)
+    options.hostfile(p)
+    options.timeout(p, None)
+    p.add_argument("--no-cpu-limit", action="store_true",
+                   help="testbed: run ranks without their node's CPU quota (for network benchmarks: busy-polling ranks would be throttled)")
+    p.add_argument("--dry-run", action="store_true", help="print the launch command instead of running it")
+    options.command_after_dashes(p)
+
+
+def bench_link_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rtt", type=_floats, default=[0.145, 1, 9, 50], help="RTTs in ms (default 0.145,1,9,50)")
+    p.add_argument("--rate", type=_floats, default=[1, 5, 10], help="rates in Gb/s (default 1,5,10)")
+    p.add_argument("--streams", type=_floats, default=[1, 4], help="TCP stream counts (default 1,4)")
+    p.add_argument("--throughput-rtt", type=positive_float, default=9.0, help="RTT of the throughput runs (default 9 ms)")
+    p.add_argument("--seconds", type=positive_float, default=5.0, help="throughput measurement time (default 5)")
+    p.add_argument("--parts", type=_parts, default=list(LINK_PARTS),
+                   help="what to measure, comma-separated: rtt, throughput, ways (each direction of an "
+                        "asymmetric link and the jitter and loss delivered); default all")
+    options.out(p, "geofed-out/bench", "the JSON record")
+
+
+def report_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("records", help="directory holding record JSON files")
+    options.out(p, None, "the page and its plots (default: the records directory)")
+
+
+def demo_args(p: argparse.ArgumentParser) -> None:
+    options.out(p, "geofed-out/demo", "records and the report")

@@ -1,0 +1,480 @@
+"""`geofed ops ...`, `geofed submit`, `geofed transfer`, `geofed monitor` and the benchmarks
+of operations: `geofed bench transfer|schedule|directory`."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import random
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from geofed import federation, records, validate
+from geofed.cli import options
+from geofed.cli.common import command_argv, emit, fed_or_name
+from geofed.errors import UserError
+from geofed.ops import directory, monitor, users
+from geofed.records.ops import METRICS
+from geofed.progress import progress
+from geofed.testbed import slurm, ssh
+from geofed.validate import nonnegative_float, nonnegative_int, positive_float, positive_int
+
+
+def cmd_directory_up(args) -> int:
+    fed = federation.load(args.federation)
+    state = directory.up(fed, progress)
+    for k, s in directory.status(fed)["servers"].items():
+        print(f"{k:<6} {s['kind']:<5} {s['uri']} {s['ldaps']} {s['base']}" + (f" (in {s['netns']})" if s["netns"] else ""))
+    print(f"directory of {fed.name} is up ({state['mode']}); CA {state['ca']}")
+    return 0
+
+
+def cmd_directory_down(args) -> int:
+    return _down("directory", directory.down, args.federation)
+
+
+def cmd_directory_status(args) -> int:
+    fed = federation.load(args.federation)
+    st = directory.status(fed)
+    print(f"directory of {fed.name}: {'up' if st['up'] else 'down'}" + (f" ({st['mode']})" if st["up"] else ""))
+    for k, s in st["servers"].items():
+        print(f"  {k:<6} {s['kind']:<5} pid {s['pid']} {'running' if s['alive'] else 'DEAD'} {s['uri']} {s['base']}")
+    return 0 if st["up"] and all(s["alive"] for s in st["servers"].values()) else 1
+
+
+def cmd_users_sync(args) -> int:
+    fed = federation.load(args.federation)
+    data = users.sync(fed, dry_run=args.dry_run, out=None if args.dry_run else Path(args.out), progress=progress)
+    for c in data["changes"]:
+        print(users.describe(c))
+    for c in data["collisions"]:
+        print(f"! refused {c['entry']} {c['name']} ({c['kind']}): {c['detail']}; {', '.join(c['sources'])}")
+    n = len(data["changes"])
+    print(f"{'would make' if args.dry_run else 'made'} {n} change{'s' * (n != 1)}; {data['merged_users']} users and "
+          f"{data['merged_groups']} groups merged; {len(data['collisions'])} refused; {data['seconds']['total']:.2f} s")
+    if not args.dry_run:
+        rec = records.make("directory.sync", data, **records.federation_meta(fed))
+        print(f"passwd, group and record: {records.save(rec, args.out).parent}")
+    for e in data["errors"]:
+        print(f"geofed: failed: {e}", file=sys.stderr)
+    return 1 if data["collisions"] or data["errors"] else 0
+
+
+def cmd_users_check(args) -> int:
+    fed = federation.load(args.federation)
+    if args.password_file:
+        try:
+            password = Path(args.password_file).read_text().rstrip("\n")
+        except OSError as e:
+            raise UserError(f"--password-file {args.password_file}: {e.strerror}") from None
+    elif sys.stdin.isatty():
+        password = getpass.getpass(f"password of {args.user} at home: ")
+    else:
+        password = sys.stdin.readline().rstrip("\n")
+    r = users.check(fed, args.user, password)
+    if r["ok"]:
+        print(f"{args.user}: authenticated by site {r['site']}'s directory as {r['dn']} (uid {r['uid']})")
+        return 0
+    print(f"{args.user}: rejected" + (f" by site {r['site']}'s directory" if "site" in r else "") + f": {r['reason']}")
+    return 1
+
+
+def cmd_users_show(args) -> int:
+    fed = federation.load(args.federation)
+    r = users.show(fed, args.user)
+    if not r["view"] and not r["merged"]:
+        print(f"{args.user}: in no home directory and not merged")
+        return 1
+    columns = [("read-through " + e["dn"], e) for e in r["view"]] + [("merged " + e["dn"], e) for e in r["merged"]]
+    for title, _ in columns:
+        print(f"# {title}")
+    width = max(len(k) for k in users.SHOWN)
+    for k in users.SHOWN:
+        print(f"{k:<{width}}  " + "  ".join(f"{users.value_text(e.get(k)) or '-'!s:<28}" for _, e in columns))
+    return 0
+
+
+def _fraction(text: str) -> float:
+    v = positive_float(text)
+    if v >= 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction below 1, got {text!r}")
+    return v
+
+
+def cmd_bench_directory(args) -> int:
+    from geofed.ops import dirbench
+    rec = dirbench.run(args.users, args.groups, args.changed, progress)
+    print(dirbench.format_table(rec))
+    emit(rec, args.out)
+    return 0 if rec.data.ok else 1
+
+
+def cmd_slurm_up(args) -> int:
+    fed = federation.load(args.federation)
+    for c in slurm.up(fed, progress=progress):
+        print(f"slurm cluster {c.name} of {fed.name} is up: {len(c.nodes)} nodes at sites {', '.join(c.sites())}; "
+              f"use: geofed ops slurm exec {fed.name} -- sinfo")
+    return 0
+
+
+def _down(what: str, down, spec: str) -> int:
+    name = fed_or_name(spec)
+    removed = down(name)
+    print(f"{what} of {name} is down" + (f" (removed {'; '.join(removed)})" if removed else " (nothing was there)"))
+    return 0
+
+
+def cmd_slurm_down(args) -> int:
+    return _down("slurm", slurm.down, args.federation)
+
+
+def cmd_slurm_status(args) -> int:
+    fed = federation.load(args.federation)
+    st = slurm.status(fed)
+    if not st:
+        print(f"slurm of {fed.name}: down")
+        return 1
+    for c in st:
+        dead = [k for k, alive in c["daemons"].items() if not alive]
+        print(f"slurm cluster {c['cluster']} of {fed.name}: {'up' if c['complete'] and not dead else 'BROKEN'}"
+              f" ({len(c['daemons'])} daemons{'; dead: ' + ', '.join(dead) if dead else ''}); SLURM_CONF={c['slurm_conf']}")
+    return 0 if all(c["complete"] and all(c["daemons"].values()) for c in st) else 1
+
+
+def cmd_slurm_exec(args) -> int:
+    fed = federation.load(args.federation)
+    argv = command_argv(args.command, "ops slurm exec", "geofed ops slurm exec icm-task -- sinfo")
+    plan, cluster = slurm.require_up(fed)
+    full = slurm.client_argv(plan, cluster, argv)
+    os.environ.update(slurm.client_env(plan, cluster))
+    sys.stdout.flush()
+    os.execvp(full[0], full)
+
+
+def advice(fed, placement, comm_gb: float | None) -> str:
+    """What spanning sites costs this job, from the federation's link model."""
+    sites = placement.sites()
+    if len(sites) == 1:
+        return f"advice: {placement.code} stays at site {sites[0]}: no traffic crosses a long-haul link"
+    a, b = sites[0], sites[1]
+    cost = f"every exchange between the sites waits a {fed.rtt_ms(a, b):.3g} ms round trip (within a site: " \
+           f"{fed.rtt_ms(a, a) * 1e3:.3g} us)"
+    gbps = fed.bandwidth_gbps(a, b)
+    if comm_gb and gbps:
+        cost += f"; {comm_gb:g} GB across the {gbps:g} Gb/s link take at least {comm_gb * 8 / gbps:.1f} s"
+    return f"advice: {placement.code} spans sites {' and '.join(sites)}: {cost}; seed 001 kept such jobs at one site"
+
+
+def cmd_submit(args) -> int:
+    from geofed.launch.job import slurm_constraint
+    from geofed.launch.placement import parse
+    fed = federation.load(args.federation)
+    placement = parse(args.placement, fed)
+    program = command_argv(args.program, "submit", "geofed submit -p W2 -- python app.py")
+    spans = len(placement.sites()) > 1
+    note = advice(fed, placement, args.comm_gb)
+    if spans and not args.span:
+        raise UserError(f"submit: placement {placement.code} spans sites {', '.join(placement.sites())}; jobs stay "
+                        f"at one site unless you pass --span ({note.removeprefix('advice: ')})")
+    print(note, file=sys.stderr)
+    geofed = shutil.which("geofed") or os.path.realpath(sys.argv[0])
+    run = [geofed, "run", "-f", str(fed.path), "-p", placement.code, "-n", str(args.ranks_per_node)] + \
+        (["--no-cpu-limit"] if args.no_cpu_limit else []) + ["--"] + program
+    sbatch = ["sbatch", "--parsable", f"--nodes={placement.node_count}", f"--ntasks-per-node={args.ranks_per_node}",
+              f"--constraint={slurm_constraint(placement)}", f"--job-name=geofed-{placement.code}",
+              f"--output={os.path.abspath(args.output)}"]
+    env = dict(os.environ)
+    if "SLURM_CONF" not in os.environ and slurm.status(fed):
+        plan, cluster = slurm.require_up(fed)  # the testbed's own Slurm
+        env.update(slurm.client_env(plan, cluster))
+        wrap = lambda argv: slurm.client_argv(plan, cluster, argv)  # noqa: E731
+    else:
+        wrap = lambda argv: argv  # noqa: E731
+    with tempfile.TemporaryDirectory(prefix="geofed-submit-") as tmp:
+        script = os.path.join(tmp, "job.sh")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\n# written by geofed submit\nexec " + shlex.join(run) + "\n")
+        res = subprocess.run(wrap(sbatch + [script]), env=env, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise UserError(f"submit: sbatch refused the job: {res.stderr.strip().splitlines()[-1] if res.stderr.strip() else res.returncode}")
+    job_id = res.stdout.strip().split(";")[0]
+    print(f"submitted job {job_id}: {placement.code} ({slurm_constraint(placement)}), output {args.output}")
+    return 0
+
+
+def cmd_ssh_up(args) -> int:
+    fed = federation.load(args.federation)
+    state = ssh.up(fed, progress)
+    print(f"ssh on testbed {fed.name} is up: sshd on {', '.join(state['sshd'])}, user {state['user']}; "
+          f"use: geofed ops ssh exec {fed.name} -- geofed run --hostfile FILE ...")
+    return 0
+
+
+def cmd_ssh_down(args) -> int:
+    return _down("ssh", ssh.down, args.federation)
+
+
+def cmd_ssh_exec(args) -> int:
+    fed = federation.load(args.federation)
+    argv = command_argv(args.command, "ops ssh exec", "geofed ops ssh exec icm-task -- ssh G1 hostname")
+    plan, state = ssh.require_up(fed)
+    full = ssh.login_argv(plan, state, argv)
+    sys.stdout.flush()
+    os.execvp(full[0], full)
+
+
+def cmd_storage_up(args) -> int:
+    from geofed.testbed import core, storage
+    fed = federation.load(args.federation)
+    core.require_root("ops storage up")
+    storage.up(core.require_up(fed), progress)
+    for s in fed.sites:
+        for fs in s.filesystems:
+            print(f"{s.code}:{fs.name:<10} {'shared' if fs.shared else 'node-local':<10} "
+                  f"{storage.disk_path(fed, s.code, fs.name, s.login_node.name if not fs.shared else None)}")
+    return 0
+
+
+def cmd_storage_path(args) -> int:
+    from geofed.testbed import core, storage
+    fed = federation.load(args.federation)
+    try:
+        fed.node(args.node)
+    except KeyError:
+        raise UserError(f"node {args.node!r}: federation {fed.name} has {', '.join(n.name for n in fed.nodes())}") from None
+    path, _ = storage.resolve(fed, args.node, args.filesystem)
+    # Local file systems too: the path printed must exist (it is made with the mounts).
+    core.require_root("ops storage path")
+    storage.up(core.require_up(fed), progress)
+    print(path)
+    return 0
+
+
+def cmd_transfer(args) -> int:
+    fed = federation.load(args.federation)
+    from geofed.ops import transfer
+    data = transfer.run(fed, args.source, args.destination, streams=args.streams, buffer=args.buffer,
+               chunk=args.chunk_mb << 20 if args.chunk_mb else None, show=True)
+    held = f", {data['held_bytes'] / 1e6:.1f} MB already there" if data["held_bytes"] else ""
+    print(f"{data['source']} -> {data['destination']}: {data['moved_bytes'] / 1e6:.1f} MB in {data['seconds']:.2f} s, "
+          f"{data['rate_mbps']:.0f} Mb/s over {data['streams']} streams{held}; "
+          f"CPU {data['sender_cpu_s_per_gb']:.2f} s/GB sending, {data['receiver_cpu_s_per_gb']:.2f} s/GB receiving"
+          + (f"; {data['corrupt_found']} damaged chunk(s) found and sent again" if data["corrupt_found"] else ""))
+    emit(records.make('ops.transfer', data, **records.federation_meta(fed)), args.out)
+    return 0
+
+
+def losses(text: str) -> list[float]:
+    """--loss: frame loss probabilities separated by commas."""
+    import argparse
+    from geofed.validate import probability
+    values = [probability(x) for x in text.split(",") if x.strip()]
+    if not values or any(v >= 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected losses below 1 separated by commas, like 0,0.01, got {text!r}")
+    return values
+
+
+def cmd_bench_transfer(args) -> int:
+    from geofed.errors import UserError
+    from geofed.ops import transfer_bench
+    base = federation.load(args.federation)
+    if len(base.sites) < 2:
+        raise UserError(f"{base.path}: one site only; a transfer between sites needs two")
+    data = transfer_bench.run(base, args.streams, args.loss, validate.parse_size(args.size, "--size"), args.repeat,
+               validate.parse_size(args.lossy_size, "--lossy-size"), args.peers)
+    print(transfer_bench.table(data))
+    emit(records.make('bench.transfer', data, **records.federation_meta(base)), args.out)
+    return 0
+
+
+def cmd_bench_schedule(args) -> int:
+    from geofed.ops import schedule
+    base = federation.load(args.federation)
+    data = schedule.run(base, args.seed, args.window, args.single_load, args.mpi_load)
+    print(schedule.table(data))
+    emit(records.make('bench.schedule', data, **records.federation_meta(base)), args.out)
+    return 0
+
+
+def cmd_monitor_run(args) -> int:
+    fed = federation.load(args.federation)
+    if args.count is None and args.duration is None:
+        raise UserError("monitor run: give --count N or --duration SECONDS (or both): monitoring must end")
+    validate.parse_size(args.bw_size)
+    rng = random.Random(args.seed)
+    monitor.pairs_for(fed, args.pairs, args.random, rng)  # bad pairs fail before the store is touched
+    db = monitor.open_db(args.db)
+    start = time.time()
+    rounds = 0
+    try:
+        while True:
+            t = time.time()
+            rows = monitor.sample_round(fed, monitor.pairs_for(fed, args.pairs, args.random, rng), budget=args.budget,
+                                        bw_size=args.bw_size, hostfile=args.hostfile, timeout=args.timeout)
+            with db:
+                db.executemany(
+                    "INSERT INTO samples VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    [(t, fed.name, r["a"], r["b"], r.get("class"), r.get("latency_us"), r.get("latency_min_us"),
+                      r.get("bw_MBps"), r.get("model_latency_us"), r.get("model_bw_MBps"), r.get("error"))
+                     for r in rows])
+            rounds += 1
+            for r in rows:
+                print(f"{time.strftime('%H:%M:%S', time.localtime(t))} {r['a']}-{r['b']} "
+                      + (f"error: {r['error']}" if r.get("error") else
+                         f"{r['latency_us']:.2f} us, {r['bw_MBps']:.1f} MB/s"), flush=True)
+            if args.count is not None and rounds >= args.count:
+                break
+            next_t = start + rounds * args.interval
+            if args.duration is not None and next_t - start >= args.duration:
+                break
+            # The schedule, not a synchronisation: rounds start every `interval` seconds.
+            time.sleep(max(0.0, next_t - time.time()))
+    finally:
+        db.close()
+    print(f"{rounds} round(s) stored in {args.db}")
+    return 0
+
+
+def cmd_monitor_show(args) -> int:
+    from geofed.ops.shifts import level_shifts
+    if not Path(args.db).is_file():
+        raise UserError(f"{args.db}: no such monitoring store")
+    db = monitor.open_db(args.db)
+    try:
+        series = monitor.read_series(db)
+    finally:
+        db.close()
+    if not series:
+        raise UserError(f"{args.db}: the store has no samples yet")
+    out = []
+    print(f"{'pair':<10} {'metric':<11} {'samples':>7} {'errors':>6}  events")
+    for (fed, a, b), s in sorted(series.items()):
+        events = {}
+        for metric in METRICS:
+            events[metric] = level_shifts(s["t"], s[metric], run=args.run, k=args.k, rel=args.rel)
+            text = "; ".join(f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(e['start']))} "
+                             f"{e['before']:.4g} -> {e['after']:.4g} ({(e['relative'] or 0) * 100:+.1f} %)"
+                             for e in events[metric]) or "none"
+            print(f"{a + '-' + b:<10} {metric:<11} {len(s['t']):>7} {len(s['errors']):>6}  {text}")
+        out.append({"federation": fed, "a": a, "b": b, **s, "events": events})
+    if args.out:
+        rec = records.make("monitor.series", {"db": str(Path(args.db).resolve()), "run": args.run, "k": args.k,
+                                              "rel": args.rel, "series": out})
+        emit(rec, args.out)
+    return 0
+
+
+def exec_args(p: argparse.ArgumentParser) -> None:
+    options.federation_positional(p)
+    options.command_after_dashes(p, "command")
+
+
+def users_args(p: argparse.ArgumentParser) -> None:
+    options.federation(p, default="ma-hd")
+
+
+def users_sync_args(p: argparse.ArgumentParser) -> None:
+    users_args(p)
+    p.add_argument("--dry-run", action="store_true", help="print the changes, make none")
+    options.out(p, "geofed-out/directory", "passwd, group and the record")
+
+
+def users_check_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("user")
+    users_args(p)
+    p.add_argument("--password-file", help="read the password from this file instead of stdin")
+
+
+def users_show_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("user")
+    users_args(p)
+
+
+def bench_directory_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--users", type=positive_int, default=20000, help="users per site (default 20000)")
+    p.add_argument("--groups", type=positive_int, default=2000, help="groups per site (default 2000)")
+    p.add_argument("--changed", type=_fraction, default=0.01, help="fraction of users changed before the re-sync (default 0.01)")
+    options.out(p, "geofed-out/bench", "the JSON record")
+
+
+def storage_path_args(p: argparse.ArgumentParser) -> None:
+    options.federation_positional(p)
+    p.add_argument("node", help="node name, like G1")
+    p.add_argument("filesystem", help="SITE:NAME like W:data, or NAME at the node's own site")
+
+
+def submit_args(p: argparse.ArgumentParser) -> None:
+    options.federation(p)
+    options.placement(p)
+    options.ranks_per_node(p)
+    p.add_argument("--span", action="store_true", help="allow a placement across sites")
+    p.add_argument("--comm-gb", type=positive_float, help="data the ranks exchange over the run, for the advice")
+    p.add_argument("--no-cpu-limit", action="store_true", help="passed on to geofed run")
+    p.add_argument("--output", default="geofed-job-%j.out", help="the job's output file (default geofed-job-%%j.out)")
+    options.command_after_dashes(p)
+
+
+def transfer_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("source", help="NODE:PATH, or NODE:mem:SIZE (bytes made in memory)")
+    p.add_argument("destination", help="NODE:PATH, or NODE:/dev/null (checked, not kept)")
+    options.federation(p)
+    p.add_argument("--streams", type=positive_int, help="TCP streams (default: from the link's BDP)")
+    p.add_argument("--buffer", type=nonnegative_int, help="socket buffer bytes per stream (default: from the BDP; 0: "
+                                                          "Linux's autotuning)")
+    p.add_argument("--chunk-mb", type=positive_int, help="chunk size in MiB (default 8, less for a small transfer: "
+                                                           "16 chunks per stream, at least 1/4)")
+    options.out(p, "geofed-out/transfer", "the ops.transfer record")
+
+
+def bench_transfer_args(p: argparse.ArgumentParser) -> None:
+    from geofed.ops.transfer_bench import PEERS
+    from geofed.validate import choices, positive_int_list
+    options.federation(p, what="federation to copy")
+    p.add_argument("--streams", type=positive_int_list, default=[1, 2, 4, 8], help="stream counts (default 1,2,4,8)")
+    p.add_argument("--loss", type=losses, default=[0.0, 0.01], help="link losses (default 0,0.01)")
+    p.add_argument("--size", default="1G", help="bytes per run (default 1G)")
+    p.add_argument("--lossy-size", default="64M", help="bytes per run on a lossy link (default 64M)")
+    p.add_argument("--repeat", type=positive_int, default=3, help="runs per cell; medians (default 3)")
+    p.add_argument("--peers", type=choices(PEERS, none=True), default=list(PEERS),
+                   help="bulk tools beside iperf3: gridftp,xrootd (default both; 'none' for iperf3 alone)")
+    options.out(p, "geofed-out/bench", "the bench.transfer record")
+
+
+def bench_schedule_args(p: argparse.ArgumentParser) -> None:
+    options.federation(p, what="federation to copy")
+    p.add_argument("--seed", type=int, default=1, help="the job stream's random seed (default 1)")
+    p.add_argument("--window", type=positive_float, default=60.0, help="seconds over which jobs arrive (default 60)")
+    p.add_argument("--single-load", type=positive_float, default=0.5,
+                   help="share of the larger site's nodes its single-node jobs ask for (default 0.5)")
+    p.add_argument("--mpi-load", type=positive_float, default=1.3,
+                   help="share of the smaller site's nodes its MPI jobs ask for (default 1.3: overloaded)")
+    options.out(p, "geofed-out/bench", "the bench.schedule record")
+
+
+def monitor_run_args(p: argparse.ArgumentParser) -> None:
+    options.federation(p)
+    p.add_argument("--pairs", help="node pairs like W1-G1,W2-G2")
+    p.add_argument("--random", type=positive_int, help="instead: this many random node pairs, drawn anew each round")
+    p.add_argument("--seed", type=nonnegative_int, help="seed for --random (reproducible draws)")
+    p.add_argument("--interval", type=nonnegative_float, default=60.0, help="seconds between rounds (default 60)")
+    p.add_argument("--count", type=positive_int, help="stop after this many rounds")
+    p.add_argument("--duration", type=positive_float, help="stop after this many seconds")
+    p.add_argument("--db", required=True, help="SQLite store (created if missing; rounds are appended)")
+    p.add_argument("--budget", type=positive_float, default=0.2, help="seconds per measurement (default 0.2)")
+    p.add_argument("--bw-size", default="1M", help="bandwidth message size (default 1M)")
+    options.hostfile(p)
+    p.add_argument("--timeout", type=positive_float, default=120, help="a round that takes longer is stopped and stored as an error")
+
+
+def monitor_show_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", required=True, help="SQLite store written by monitor run")
+    p.add_argument("--run", type=positive_int, default=8, help="samples a shift must last (default 8)")
+    p.add_argument("--k", type=positive_float, default=5.0, help="shift threshold in noise standard deviations (default 5)")
+    p.add_argument("--rel", type=nonnegative_float, default=0.10, help="and at least this fraction of the level (default 0.10)")
+    options.out(p, None, "the monitor.series record (time-series plot in the report)")

@@ -1,0 +1,180 @@
+"""The workload contract and its registry.
+
+A workload is anything that runs on a placement (or on the testbed as a whole) and
+produces a record: an MPI micro-benchmark, HPL, MDFS, a transfer, a storage grid, ...
+Each is one module in this package that defines `WORKLOAD`, an instance of a
+`Workload` subclass; the registry finds the modules itself, so adding a workload
+touches no list. From the registry come `geofed bench NAME` (its options from the
+workload's `Params` dataclass), the demo's steps and the verdicts the demo ANDs.
+
+A workload keeps apart, as ReFrame's checks do:
+- `sanity(record)`: is the result correct (the data it moved arrived intact, the
+  residual is small, the files are identical); a failed sanity check is exit 1;
+- `figures(record)`: how fast it was, named numbers a reference can hold with a
+  tolerance (`geofed bench check`).
+MPI workloads subclass `RankWorkload`: their `rank()` runs in every rank under the one
+entry point `python -m geofed.workloads NAME`, rank 0 returns the result, and a rank
+that fails ends the job with one line (geofed.runtime.refuse).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import json
+import pkgutil
+import sys
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Callable
+
+from geofed import records
+from geofed.records import Sanity
+from geofed.errors import UserError
+from geofed.federation import Federation
+from geofed.launch.placement import Placement
+from geofed.progress import progress as show_progress
+from geofed.validate import positive_float, positive_int
+
+# The record kind of a workload that needs no picture of its own: its parameters, its
+# result as it returned it, its sanity verdict and its figures (docs/records.md).
+RESULT_KIND = "workload.result"
+
+
+@dataclass
+class Context:
+    """Where a workload runs: the federation, the placement (None for workloads of the
+    whole testbed), how its MPI job is launched, and where files beside the record go."""
+    fed: Federation
+    placement: Placement | None = None
+    ranks_per_node: int = 1
+    hostfile: str | None = None
+    timeout: float = 900.0
+    out: Path | None = None
+    progress: Callable[[str], None] = show_progress
+
+
+def param(default: Any, help: str, type: Callable[[str], Any] | None = None, **more) -> Any:
+    """A field of a workload's Params: its default, its help and how a command-line word
+    becomes its value (by default from the default's type: a positive int or number)."""
+    return dataclasses.field(default=default, metadata={"help": help, "type": type, **more})
+
+
+class Workload:
+    """The contract (see the module's doc); subclasses set the class attributes."""
+    name: str = ""          # `geofed bench NAME`
+    help: str = ""
+    kind: str = ""          # the record kind it produces
+    Params: type = type(None)
+    needs_placement: bool = True
+    min_nodes: int = 1
+    command: str | None = None  # its own row of geofed.cli's table; None: `geofed bench NAME` is made
+
+    def check(self, ctx: Context, params) -> None:
+        """Refuse (UserError) what cannot run, before anything starts."""
+        if self.needs_placement:
+            if ctx.placement is None:
+                raise UserError(f"{self.name}: needs a placement (-p)")
+            if ctx.placement.node_count * ctx.ranks_per_node < self.min_nodes:
+                raise UserError(f"{self.name} needs at least {self.min_nodes} ranks; placement "
+                                f"{ctx.placement.code} with {ctx.ranks_per_node} rank per node gives "
+                                f"{ctx.placement.node_count * ctx.ranks_per_node}")
+
+    def run(self, ctx: Context, params) -> records.Record:
+        raise NotImplementedError
+
+    def sanity(self, rec) -> Sanity:
+        """Is the result correct: by default what its record kind checks."""
+        return rec.sanity() or Sanity(True, "nothing to check")
+
+    def figures(self, rec) -> dict[str, float]:
+        return {}
+
+    def table(self, rec) -> str:
+        return ""
+
+    def record(self, ctx: Context, params, result: dict):
+        """The record of a run: of the workload's own kind, or of RESULT_KIND with its
+        sanity verdict and figures in it (the report cannot ask the workload)."""
+        meta = records.federation_meta(ctx.fed)
+        if self.kind != RESULT_KIND:
+            return records.make(self.kind, result, **meta)
+        data = {"workload": self.name, "placement": ctx.placement.code if ctx.placement else None,
+                "params": dataclasses.asdict(params), "result": result, "verdict": {"ok": True, "why": ""}, "figures": {}}
+        rec = records.make(RESULT_KIND, data, **meta)
+        verdict = self.sanity(rec)
+        return records.make(RESULT_KIND, data | {"verdict": {"ok": verdict.ok, "why": verdict.why},
+                                                 "figures": self.figures(rec)}, **meta)
+
+    def params_from_dict(self, given: dict) -> Any:
+        known = {f.name for f in dataclasses.fields(self.Params)}
+        unknown = sorted(set(given) - known)
+        if unknown:
+            raise UserError(f"{self.name}: unknown parameter {unknown[0]!r} (known: {', '.join(sorted(known))})")
+        return self.Params(**given)
+
+
+class RankWorkload(Workload):
+    """An MPI workload: `rank(comm, params)` runs in every rank; rank 0 returns the
+    record's data (a dict), the others None. Network workloads run without the node
+    CPU quota (busy-polling ranks on a long link would be throttled, docs/launch.md)."""
+    cpu_limit: bool = False
+
+    def rank(self, comm, params) -> dict | None:
+        raise NotImplementedError
+
+    def run(self, ctx: Context, params) -> records.Record:
+        from geofed.launch import job as launch
+        from geofed.launch import runner
+        with runner.work_directory(self.name, ctx.hostfile) as tmp:
+            result = tmp / "result.json"
+            argv = [sys.executable, "-m", "geofed.workloads", self.name, json.dumps(dataclasses.asdict(params)),
+                    str(result)]
+            job = launch.Job(ctx.fed, ctx.placement, argv, ctx.ranks_per_node, cpu_limit=self.cpu_limit)
+            what = f"bench {self.name} on {ctx.placement.code}"
+            with runner.started(job, Path(tmp) / "job.log", hostfile=ctx.hostfile, echo=False) as running:
+                rc = running.wait(ctx.timeout)
+            if rc == 2 and not result.exists():
+                raise UserError(f"{what}: the ranks rejected the request{runner.last_error(running.output())}")
+            if rc != 0 or not result.exists():
+                raise running.failure(what, rc, ctx.timeout)
+            return self.record(ctx, params, json.loads(result.read_text()))
+
+
+@cache
+def all_workloads() -> dict[str, Workload]:
+    """Every workload: the `WORKLOAD` of each module in this package, by name."""
+    found = {}
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_"):
+            continue
+        w = getattr(importlib.import_module(f"{__name__}.{info.name}"), "WORKLOAD", None)
+        if w is not None:
+            assert w.name not in found, f"two workloads named {w.name}"
+            found[w.name] = w
+    return found
+
+
+def get(name: str) -> Workload:
+    try:
+        return all_workloads()[name]
+    except KeyError:
+        raise UserError(f"unknown workload {name!r}; known: {', '.join(sorted(all_workloads()))}") from None
+
+
+def add_params(p: argparse.ArgumentParser, params_type: type) -> None:
+    """One option per field of a Params dataclass: --field-name VALUE."""
+    for f in dataclasses.fields(params_type):
+        flag = "--" + f.name.replace("_", "-")
+        if isinstance(f.default, bool):
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=f.metadata["help"])
+            continue
+        kind = f.metadata.get("type") or {int: positive_int, float: positive_float}.get(type(f.default), str)
+        default = "" if f.default is None else f" (default {f.default})"
+        p.add_argument(flag, type=kind, default=f.default, dest=f.name, help=f.metadata["help"] + default)
+
+
+def params_from_args(params_type: type, args: argparse.Namespace):
+    return params_type(**{f.name: getattr(args, f.name) for f in dataclasses.fields(params_type)})

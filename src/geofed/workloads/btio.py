@@ -1,0 +1,43 @@
+"""NPB BT-I/O's pattern over MPI-IO on a placement, into a file system of the testbed (bench.btio, seed 002)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from geofed.workloads import Context, Workload, param
+
+
+@dataclass(frozen=True)
+class BtioParams:
+    cls: str = param("S", "NPB class: S (12^3), W (24^3), A (64^3), B, C")
+    subtypes: str = param("simple,full", "simple, full or both")
+    filesystem: str = param("W:data", "SITE:NAME of the file system the shared file is written in")
+
+
+class Btio(Workload):
+    name = "btio"
+    help = "NPB BT-I/O's pattern over MPI-IO on a placement: simple and full subtypes"
+    kind = "bench.btio"
+    Params = BtioParams
+    command = "bench btio"
+
+    def check(self, ctx: Context, params: BtioParams) -> None:
+        from geofed.testbed import storage
+        super().check(ctx, params)
+        storage.resolve(ctx.fed, ctx.placement.nodes(ctx.fed)[0].name, params.filesystem)
+
+    def run(self, ctx: Context, params: BtioParams):
+        from geofed.bench import btio
+        from geofed.testbed import core, storage
+        storage.up(core.require_up(ctx.fed), ctx.progress)
+        mount, _ = storage.resolve(ctx.fed, ctx.placement.nodes(ctx.fed)[0].name, params.filesystem)
+        data = btio.run(ctx.fed, ctx.placement, params.cls, params.subtypes.split(","), mount,
+                        ranks_per_node=ctx.ranks_per_node, hostfile=ctx.hostfile, timeout=ctx.timeout)
+        return self.record(ctx, params, data)
+
+    def table(self, rec) -> str:
+        from geofed.bench import btio
+        return btio.format_table(rec.to_dict()["data"])
+
+
+WORKLOAD = Btio()
