@@ -314,7 +314,7 @@ def calibrated(fed, tmp_path):
     (["predict", "mdfs", "-f", "{fed}", "-p", "A1", "--calibration", "{tmp}/none.toml"], "no calibration"),
     (["advise", "mdfs", "-f", "{fed}", "--nodes", "0"], "positive integer"),
     (["advise", "mdfs", "-f", "{fed}", "--nodes", "99"], "has 8 nodes in all"),
-    (["predict", "transfer", "-f", "{fed}", "-p", "A1B1", "--bytes", "nan"], "an integer"),
+    (["predict", "transfer", "-f", "{fed}", "-p", "A1B1", "--bytes", "nan"], "is not a size"),
     (["predict", "mdfs", "-f", "{fed}", "-p", "A1B1", "--what-if", "link.bandwidth=infx"], "finite"),
     (["model", "calibrate", "-f", "{fed}", "{tmp}/missing"], "no such file"),
 ])
