@@ -16,7 +16,9 @@ of their kind. Capabilities only write records; they never format reports.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
+import pkgutil
 import socket
 import time
 import types
@@ -351,10 +353,8 @@ def reference() -> str:
 
 def _params() -> set:
     """Every `...Params` dataclass the package's modules declare."""
-    import sys
-    return {v for name, m in list(sys.modules.items()) if name.startswith(f"{__name__}.")
-            for v in vars(m).values() if isinstance(v, type) and dataclasses.is_dataclass(v)
-            and v.__name__.endswith("Params") and v.__module__ == name}
+    return {v for m in _families() for v in vars(m).values() if isinstance(v, type) and dataclasses.is_dataclass(v)
+            and v.__name__.endswith("Params") and v.__module__ == m.__name__}
 
 
 def _type_text(hint) -> str:
@@ -402,13 +402,10 @@ raise its `VERSION` (with an `upgrade` from the older one where it can be read).
 """
 
 
-# The kinds, family by family: importing every module of this package fills KINDS, so a
-# new family is one new module.
-def _import_kinds() -> None:
-    import importlib
-    import pkgutil
-    for info in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{info.name}")
+def _families() -> list:
+    """The modules of this package, one per family of kinds."""
+    return [importlib.import_module(f"{__name__}.{info.name}") for info in pkgutil.iter_modules(__path__)]
 
 
-_import_kinds()
+# Importing every family fills KINDS, so a new family is one new module.
+_families()
