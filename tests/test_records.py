@@ -105,6 +105,13 @@ def test_sanity_is_one_verdict_for_every_kind():
     assert record("bench.link").sanity() is None  # no correctness notion: nothing to AND
 
 
+def test_a_workload_passes_its_records_failed_verdict_on():
+    from geofed.workloads import Workload
+    failed = record("bench.btio", verified=False)
+    assert Workload().sanity(failed) == records.Sanity(False, "a run read back wrong data")
+    assert Workload().sanity(record("bench.link")).ok  # nothing to check
+
+
 def test_docs_records_md_is_generated_from_the_registry():
     assert (ROOT / "docs" / "records.md").read_text() == records.reference(), \
         "regenerate docs/records.md (its head says how)"

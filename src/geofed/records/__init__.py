@@ -65,12 +65,12 @@ def _key(f) -> str:
 
 @dataclass(frozen=True)
 class Sanity:
-    """Is the result correct (data intact, residual passed, steps delivered), apart from how fast it came."""
+    """Is the result correct (data intact, residual passed, steps delivered), apart from how fast it came.
+
+    Read `.ok`: a verdict is an object, never false, so `rec.sanity() or default` replaces
+    only the None of a kind that checks nothing."""
     ok: bool
     why: str  # what was checked, or what failed
-
-    def __bool__(self) -> bool:
-        return self.ok
 
 
 def sanity_of(recs: list[Record]) -> Sanity:
