@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import GEOFED
+from record_samples import sample
 from geofed import records
 from geofed.federation import resolve
 from geofed.testbed.host import netns_list
@@ -154,8 +155,9 @@ def _record_kinds() -> list[str]:
     return sorted(report.SECTIONS)
 
 
-# Records that load (schema, kind, created, meta, data) but whose data a section cannot read.
-MIS_SHAPED = {"empty": {}, "wrong-types": {"rows": "x", "results": 3, "pairs": None, "steps": "x", "cases": 1},
+# Records with the envelope (schema, kind, created, meta, data) whose data does not fit their kind:
+# none at all, or a kind's sample with these fields changed.
+MIS_SHAPED = {"empty": None, "wrong-types": {"rows": "x", "results": 3, "pairs": None, "steps": "x", "cases": 1},
               "nested-nonsense": {"sizes": [{"size": "big"}], "runs": [[]], "series": {"a": 1}}}
 REPORT_CASES = [(kind, shape) for kind in _record_kinds() for shape in MIS_SHAPED]
 
@@ -170,7 +172,7 @@ def _inputs(d: Path) -> None:
     (d / "refs.toml").write_text("")
     (d / "empty").mkdir()
     (d / "truncated").mkdir()
-    text = json.dumps(records.make("bench.mpi", {"results": []}))
+    text = records.dumps(records.make("bench.mpi", sample("bench.mpi")))
     (d / "truncated" / "record-0.json").write_text(text[: len(text) // 2])
     (d / "huge-site.toml").write_text(HUGE_SITE)
     for name, text in BAD_FEDERATIONS.items():
@@ -248,7 +250,8 @@ def test_mis_shaped_record(kind, shape, dirs):
     inp, cwd = dirs
     rdir = inp / f"records-{kind}"
     rdir.mkdir()
-    (rdir / "r.json").write_text(json.dumps(records.make(kind, MIS_SHAPED[shape])))
+    data = {} if MIS_SHAPED[shape] is None else sample(kind, **MIS_SHAPED[shape])
+    (rdir / "r.json").write_text(json.dumps(records.make(kind, sample(kind)).to_dict() | {"data": data}))
     out = inp / "report-out"
     assert_refused(["report", str(rdir), "--out", str(out)], dirs, fragment=kind)
     assert not out.exists() or list(out.iterdir()) == []

@@ -72,3 +72,36 @@ def test_the_checker_sees_an_upward_import(tmp_path):
     assert layer_of("geofed.cli.bench") == len(LAYERS) - 1
     assert layer_of("geofed.apps.mdfs.core") < layer_of("geofed.report.mdfs")
 
+
+def _top_imports(path: Path) -> set[str]:
+    """Every module a file imports, geofed's and others' (absolute imports)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+    return found
+
+
+def _allowed(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def test_the_report_reads_records_only():
+    """The report renders typed records: it imports geofed.records (and errors), the
+    standard library and plotting, never the capabilities that wrote the records."""
+    import sys
+    allowed = ("geofed.report", "geofed.records", "geofed.errors", "matplotlib", "numpy", "__future__")
+    wrong = [f"{module_name(p)} imports {m}" for p in sorted((SRC / "report").rglob("*.py"))
+             for m in sorted(_top_imports(p))
+             if not _allowed(m, allowed) and m.split(".")[0] not in sys.stdlib_module_names]
+    assert wrong == []
+
+
+def test_records_sit_in_the_base_layer():
+    """Record kinds import nothing of geofed above errors, validate and stats."""
+    allowed = ("geofed.records", "geofed.errors", "geofed.validate", "geofed.stats")
+    wrong = [f"{module_name(p)} imports {m}" for p in sorted((SRC / "records").rglob("*.py"))
+             for m in sorted(imports(p)) if m != "geofed" and not _allowed(m, allowed)]
+    assert wrong == []

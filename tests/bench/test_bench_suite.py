@@ -1,9 +1,9 @@
 """The suite's pure parts: sizes, the time budget, statistics, the link model, references."""
 
-import json
 import math
 
 import pytest
+from record_samples import sample
 
 from geofed import federation, records, validate
 from geofed.bench import check, compare, model, suite
@@ -86,10 +86,10 @@ def test_model_reproduces_seed_001_and_the_bdp():
 
 
 def run_record(fed="icm-task", lat=4520.0, bw=480.0):
-    data = {"results": [
+    data = sample("bench.mpi", results=[
         {"benchmark": "latency", "class": "inter-site", "sizes": [{"size": 1, "value": lat}, {"size": 1024, "value": lat + 5}]},
         {"benchmark": "bw", "class": "inter-site", "sizes": [{"size": 4 << 20, "value": bw}]},
-    ]}
+    ])
     return records.make("bench.mpi", data, federation=fed)
 
 
@@ -168,7 +168,7 @@ def test_bad_reference_files(tmp_path, text, message):
 
 def test_records_round_trip_through_json(tmp_path):
     path = records.save(run_record(), tmp_path / "runs")
-    assert check.load_runs([str(path)])[0]["data"] == json.loads(path.read_text())["data"]
+    assert records.dumps(check.load_runs([str(path)])[0]) == path.read_text()
     (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match="no bench.mpi records"):
         check.load_runs([str(tmp_path / "empty")])

@@ -80,8 +80,8 @@ def test_the_report_splits_each_run_into_io_and_the_rest(tmp_path):
     from geofed import records, report
     run = {"subtype": "simple", "ranks": 4, "bytes": 4.2e6, "total_s": 2.0, "io_s": 1.2, "io_fraction": 0.6,
            "mb_per_s": 3.5, "mflops": 120.0, "wrong_doubles": 0, "file_size_ok": True}
-    data = {"class": "S", "n": 12, "steps": 60, "placement": "W4", "path": "/x", "files_identical": True,
-            "verified": True, "runs": [run, dict(run, subtype="full", io_s=0.4, io_fraction=0.2)]}
+    data = {"class": "S", "n": 12, "steps": 60, "placement": "W4", "ranks_per_node": 1, "path": "/x",
+            "files_identical": True, "verified": True, "runs": [run, dict(run, subtype="full", io_s=0.4, io_fraction=0.2)]}
     page = report.render([records.make("bench.btio", data, federation="icm-task")], tmp_path).read_text()
     assert "<td>simple</td><td>4</td><td>4.2</td><td>2.00</td><td>1.20</td><td>60.0%</td>" in page
     assert (tmp_path / "btio.png").stat().st_size > 1000

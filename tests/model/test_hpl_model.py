@@ -1,15 +1,16 @@
 """The HPL model on hand-computed cases: compute from one-node runs, messages on the federation's link."""
 
-import json
+import dataclasses
 import math
-from argparse import Namespace
 
 import pytest
+from record_samples import sample
 
 from geofed import federation, records
 from geofed.errors import UserError
 from geofed.launch.placement import parse
 from geofed.model import calibration, hpl, network
+from geofed.records.hpl import HplParams, parse_grid
 
 FED = """
 name = "hpl-model-test"
@@ -43,8 +44,9 @@ def setup(write_fed, gbps=0.8):
 
 
 def predict(fed, cal, code, n=4000, nb=80, grid=None, depth=1, after=None):
+    p, q = parse_grid(grid) if grid else (0, 0)
     return hpl.Hpl().predict(fed, cal, code, parse(code, fed).nodes(fed),
-                             Namespace(n=n, nb=nb, grid=grid, ranks_per_node=1, depth=depth, after=after))
+                             HplParams((after, n) if after else (n,), nb, p, q, depth=depth))
 
 
 def test_compute_is_hpl_flops_at_the_one_node_rate(write_fed):
@@ -110,14 +112,15 @@ def test_validation_predicts_each_order_of_a_run_after_the_one_before(write_fed)
     from geofed.model import validate
     fed, cal = setup(write_fed)
     rows = [{"n": n, "nb": 80, "p": 1, "q": 2, "time_s": 1.0, "passed": True} for n in (1000, 4000, 4000)]
-    run = {"placement": "A1B1", "ranks_per_node": 1, "ranks_per_site": {"A": 1, "B": 1}, "where": "testbed",
-           "params": {"ns": [1000, 4000, 4000], "depth": 1}, "rows": rows}
+    run = records.make("bench.hpl", sample("bench.hpl", placement="A1B1", ranks_per_node=1,
+                                           ranks_per_site={"A": 1, "B": 1}, where="testbed",
+                                           params={"ns": [1000, 4000, 4000], "depth": 1}, rows=rows)).data
     sites = {"A1": ["A"], "A1B1": ["A", "B"]}
-    sweep = {"ns": [1000, 4000], "rows": [dict(r, placement=code, sites=sites[code])
-                                          for code in sites for r in rows[:2]]}
-    got = [r["params"]["after"] for r in validate._hpl_rows(fed, cal, run, "run.json")]
+    sweep = records.make("bench.hpl.sweep", sample("bench.hpl.sweep", ns=[1000, 4000], rows=[
+        dict(r, placement=code, sites=sites[code]) for code in sites for r in rows[:2]])).data
+    got = [r["params"]["after"] for r in validate._hpl_run_rows(fed, cal, run, "run.json")]
     assert got == [None, 1000, 4000]
-    assert [r["params"]["after"] for r in validate._hpl_rows(fed, cal, sweep, "sweep.json")] == [None, 1000]
+    assert [r["params"]["after"] for r in validate._hpl_sweep_rows(fed, cal, sweep, "sweep.json")] == [None, 1000]
 
 
 def test_a_2x2_grid_split_by_rows_crosses_the_link_along_columns(write_fed):
@@ -162,11 +165,13 @@ def test_kruse_bound():
 
 def test_calibration_takes_one_node_runs_only(write_fed):
     fed, _ = setup(write_fed)
-    run = {"ranks": 1, "ranks_per_site": {"A": 1}, "rows": [
+    run = sample("bench.hpl", ranks=1, ranks_per_site={"A": 1}, rows=[
         {"n": 2000, "time_s": 0.4, "passed": True}, {"n": 1000, "time_s": 0.1, "passed": True},
-        {"n": 3000, "time_s": 9.9, "passed": False}]}
-    across = {"ranks": 2, "ranks_per_site": {"A": 1, "B": 1}, "rows": [{"n": 2000, "time_s": 5.0, "passed": True}]}
-    recs = [("one.json", {"kind": "bench.hpl", "data": run}), ("two.json", {"kind": "bench.hpl", "data": across})]
+        {"n": 3000, "time_s": 9.9, "passed": False}])
+    across = sample("bench.hpl", ranks=2, ranks_per_site={"A": 1, "B": 1},
+                    rows=[{"n": 2000, "time_s": 5.0, "passed": True}])
+    recs = [dataclasses.replace(records.make("bench.hpl", data), path=where)
+            for where, data in (("one.json", run), ("two.json", across))]
     cal = calibration.fit(fed, recs)
     assert cal.sites["A"]["hpl_n"] == [1000, 2000]
     assert cal.sites["A"]["hpl_flop_ns"] == pytest.approx([0.1 / hpl.flops(1000) * 1e9, 0.4 / hpl.flops(2000) * 1e9],
@@ -177,8 +182,7 @@ def test_calibration_takes_one_node_runs_only(write_fed):
 def test_ranks_per_node_puts_several_ranks_on_a_node(write_fed):
     fed, cal = setup(write_fed)
     nodes = parse("A1B1", fed).nodes(fed)
-    four = hpl.Hpl().predict(fed, cal, "A1B1", nodes, Namespace(n=4000, nb=80, grid=None, ranks_per_node=2, depth=1,
-                                                                    after=None))
+    four = hpl.Hpl().predict(fed, cal, "A1B1", nodes, HplParams((4000,), 80, ranks_per_node=2))
     assert four.parts["compute"] == pytest.approx(predict(fed, cal, "A2B2").parts["compute"])
     assert "2x2 grid" in four.notes[0]
 
@@ -232,9 +236,9 @@ def test_model_hpl_prints_the_table_and_writes_a_record(tmp_path):
                       "--vary", "link.fibre_km=2.86", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert "link.fibre_km=2.86" in done.stdout and "seed 001" in done.stdout
-    rec = json.loads(next(tmp_path.glob("model.hpl.scaling-*.json")).read_text())
-    assert [r["ranks"] for r in rec["data"]["rows"]] == [256, 2048]
-    gain = rec["data"]["rows"][1]["variants"]["link.fibre_km=2.86"]["gain"]
+    rec = records.read(next(tmp_path.glob("model.hpl.scaling-*.json")))
+    assert [r["ranks"] for r in rec.data.rows] == [256, 2048]
+    gain = rec.data.rows[1]["variants"]["link.fibre_km=2.86"]["gain"]
     assert gain > 0
     from geofed import report
     page = report.render(records.load_dir(tmp_path), tmp_path / "report").read_text()

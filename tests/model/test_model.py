@@ -1,15 +1,20 @@
 """The performance models on hand-computed cases, calibration, advice and the CLI's edges."""
 
+import dataclasses
 import json
 import math
-from argparse import Namespace
 
 import pytest
+from record_samples import sample
 
 from geofed import federation, records
 from geofed.errors import UserError
 from geofed.launch.placement import parse
 from geofed.model import advise, calibration, mdfs, mpi, network, obstacle, simgrid, whatif
+from geofed.records.grayscott import GrayScottParams
+from geofed.records.mdfs import MdfsSplitParams
+from geofed.records.mpi import MpiAllreduceParams, MpiBandwidthParams, MpiLatencyParams
+from geofed.records.obstacle import ObstacleParams
 from tests.conftest import run_geofed
 
 FED = """
@@ -122,10 +127,10 @@ def test_slow_start_rounds_and_mathis_rate(write_fed):
 def test_pingpong_and_bandwidth_models(fed):
     cal = cal_for(fed)
     nodes = parse("A1B1", fed).nodes(fed)
-    lat = mpi.Latency().predict(fed, cal, "A1B1", nodes, Namespace(size=1))
+    lat = mpi.Latency().predict(fed, cal, "A1B1", nodes, MpiLatencyParams(size=1))
     assert lat.parts["local_comm"] == pytest.approx(20.001e-6)
     assert lat.parts["link_comm"] == pytest.approx(5e-3, rel=1e-5)
-    args = Namespace(size=1 << 20, window=64)
+    args = MpiBandwidthParams(size=1 << 20, window=64)
     bw = mpi.Bandwidth()
     pred = bw.predict(fed, cal, "A1B1", nodes, args)
     # a window of 64 MiB at the link's 100 MB/s dominates: close to 100 MB/s
@@ -135,13 +140,13 @@ def test_pingpong_and_bandwidth_models(fed):
 def test_a_window_of_small_messages_goes_at_the_local_per_message_pace(fed):
     cal = cal_for(fed, mpi_bw_sizes=[1, 1 << 20], mpi_bw_curve_MBps=[0.1, 1000.0])
     nodes = parse("A1B1", fed).nodes(fed)
-    args = Namespace(size=1, window=64)
+    args = MpiBandwidthParams(size=1, window=64)
     pred = mpi.Bandwidth().predict(fed, cal, "A1B1", nodes, args)
     # 1 byte at 0.1 MB/s inside the site: 10 us a message, far slower than the link's pace
     one_way = network.mpi_message_s(fed, cal, "A", "B", 1)
     assert pred.total_s == pytest.approx(2 * one_way + 63 * 10e-6)
     # 1 MiB: the link's 95.6 MB/s sets the pace, as without a curve
-    big = Namespace(size=1 << 20, window=64)
+    big = MpiBandwidthParams(size=1 << 20, window=64)
     without = cal_for(fed)
     assert mpi.Bandwidth().predict(fed, cal, "A1B1", nodes, big).total_s == \
         pytest.approx(mpi.Bandwidth().predict(fed, without, "A1B1", nodes, big).total_s)
@@ -150,11 +155,11 @@ def test_a_window_of_small_messages_goes_at_the_local_per_message_pace(fed):
 def test_allreduce_pays_the_link_once_per_crossing_round(fed):
     cal = cal_for(fed)
     nodes = parse("A2B2", fed).nodes(fed)
-    pred = mpi.Allreduce().predict(fed, cal, "A2B2", nodes, Namespace(size=8))
+    pred = mpi.Allreduce().predict(fed, cal, "A2B2", nodes, MpiAllreduceParams(size=8))
     # recursive doubling on 4 ranks: (0,1) inside A, then (0,2) across: one link crossing
     assert pred.parts["link_comm"] == pytest.approx(5e-3)
     assert pred.parts["local_comm"] == pytest.approx(2 * cal.local_latency_s("A", 8))
-    inside = mpi.Allreduce().predict(fed, cal, "A4", parse("A4", fed).nodes(fed), Namespace(size=8))
+    inside = mpi.Allreduce().predict(fed, cal, "A4", parse("A4", fed).nodes(fed), MpiAllreduceParams(size=8))
     assert inside.parts["link_comm"] == 0
 
 
@@ -162,12 +167,12 @@ def test_mdfs_shares_by_speed_and_stages_across_the_link(fed):
     cal = cal_for(fed, mdfs_tuples=3_000_000, mdfs_tuple_us=1.0, mdfs_overhead_s=0.1,
                   mdfs_staging_nodes=[1, 2], mdfs_staging_s=[0.01, 0.02], mdfs_staging_bytes=1_000_000)
     nodes = parse("A1B1", fed).nodes(fed)
-    pred = mdfs.Mdfs().predict(fed, cal, "A1B1", nodes, Namespace(split="speed"))
+    pred = mdfs.Mdfs().predict(fed, cal, "A1B1", nodes, MdfsSplitParams(split="speed"))
     # speeds 1 : 0.5 -> 2e6 and 1e6 tuples; B (speed 0.5) borrows A's constants at twice the cost:
     # A 2e6 x 1 us + 0.1 s, B 1e6 x 2 us + 0.2 s: B is the slowest
     assert pred.parts["compute"] == pytest.approx(2.2)
     assert pred.link_bytes == 1_000_000
-    even = mdfs.Mdfs().predict(fed, cal, "A1B1", nodes, Namespace(split="even"))
+    even = mdfs.Mdfs().predict(fed, cal, "A1B1", nodes, MdfsSplitParams(split="even"))
     assert even.parts["compute"] == pytest.approx(0.2 + 1.5e6 * 2e-6)
     assert any("taken from site A" in n for n in cal.notes)
 
@@ -176,10 +181,10 @@ def test_synchronous_obstacle_pays_two_link_trips_per_iteration(fed):
     cal = cal_for(fed, obstacle_n=32, obstacle_iter_s=1e-3, obstacle_sync_iterations=400,
                   obstacle_sync_comm_s=2e-4, obstacle_async_iterations=450, obstacle_mpi_iterations=400,
                   obstacle_mpi_comm_s=1e-4)
-    a2 = obstacle.Obstacle().predict(fed, cal, "A2", parse("A2", fed).nodes(fed), Namespace(scheme="sync", n=None))
+    a2 = obstacle.Obstacle().predict(fed, cal, "A2", parse("A2", fed).nodes(fed), ObstacleParams(scheme="sync", n=None))
     assert a2.total_s == pytest.approx(400 * (1e-3 + 2e-4))
     across = obstacle.Obstacle().predict(fed, cal, "A1B1", parse("A1B1", fed).nodes(fed),
-                                         Namespace(scheme="sync", n=None))
+                                         ObstacleParams(scheme="sync", n=None))
     halo = 8 * 32 * 32 / (1e8 * PAYLOAD)
     assert across.parts["link_comm"] == pytest.approx(400 * (2 * 5e-3 + halo))
     assert across.parts["compute"] == pytest.approx(400 * 2e-3)  # B is half as fast
@@ -187,43 +192,41 @@ def test_synchronous_obstacle_pays_two_link_trips_per_iteration(fed):
 
 def synthetic_records(fed, tuple_us=0.25, iter_s=4e-4):
     """One-site records made from known constants, and an inter-site one with absurd values."""
+    def rec(where, kind, **fields):
+        return dataclasses.replace(records.make(kind, sample(kind, **fields), **records.federation_meta(fed)),
+                                   path=where)
     sizes = [1, 1024, 65536]
     lat = {"benchmark": "latency", "class": "intra-site",
            "sizes": [{"size": s, "value": 99.0, "stats": {"p50": 30 + s / 500}} for s in sizes]}
     bw = {"benchmark": "bw", "class": "intra-site", "sizes": [{"size": s, "value": s / 100} for s in sizes]}
-    one_site = records.make("bench.mpi", {"sites": ["A"], "placement": "A2", "results": [lat, bw]},
-                            **records.federation_meta(fed))
+    one_site = rec("mpi", "bench.mpi", sites=["A"], placement="A2", results=[lat, bw])
     far = {"benchmark": "latency", "class": "inter-site", "sizes": [{"size": 1, "value": 1e6}]}
-    across = records.make("bench.mpi", {"sites": ["A", "B"], "placement": "A1B1", "results": [far]},
-                          **records.federation_meta(fed))
+    across = rec("far", "bench.mpi", sites=["A", "B"], placement="A1B1", results=[far])
     row = lambda code, site, n, t: {"placement": code, "split": "speed", "nodes": n, "sites": [site],  # noqa: E731
                                     "compute_s": t + 0.05, "staging_s": 0.01 * n, "staging_bytes": 5000,
                                     "shares": [{"node": f"{site}{i + 1}", "tuples": 1_000_000 // n,
                                                 "count_s": t} for i in range(n)]}
-    sweep = records.make("mdfs.sweep", {"storage": "A", "rows": [
+    sweep = rec("mdfs", "mdfs.sweep", storage="A", rows=[
         row("A1", "A", 1, 1_000_000 * tuple_us / 1e6), row("A2", "A", 2, 500_000 * tuple_us / 1e6),
-        row("B1", "B", 1, 1_000_000 * 2 * tuple_us / 1e6)]}, **records.federation_meta(fed))
-    obst = records.make("bench.obstacle", {"n": 32, "solver": [
+        row("B1", "B", 1, 1_000_000 * 2 * tuple_us / 1e6)])
+    obst = rec("obst", "bench.obstacle", n=32, solver=[
         {"placement": "A2", "across_link": False, "async_s": 500 * iter_s, "async_iterations": 500,
          "sync_s": 400 * (iter_s + 1e-4), "sync_iterations": 400, "mpi_s": 400 * iter_s * 1.1,
          "mpi_iterations": 400},
         {"placement": "A1B1", "across_link": True, "async_s": 9.0, "async_iterations": 9,
-         "sync_s": 9.0, "sync_iterations": 9, "mpi_s": 9.0, "mpi_iterations": 9}]},
-        **records.federation_meta(fed))
+         "sync_s": 9.0, "sync_iterations": 9, "mpi_s": 9.0, "mpi_iterations": 9}])
     case = lambda L, ms, staging: {"L": L, "plotgap": 10, "bytes_per_output": 2 * L ** 3 * 8,  # noqa: E731
                                    "off": {"per_step_ms": ms}, "on": {"staging_ms": staging}}
-    gs = records.make("bench.grayscott", {"sim_site": "B", "analysis_site": "B", "sim_ranks": 4, "cases": [
-        case(64, 8.0, 2 * 4.194304 / 10), case(32, 1.0, 2 * 0.524288 / 10)]}, **records.federation_meta(fed))
-    gs_far = records.make("bench.grayscott", {"sim_site": "B", "analysis_site": "A", "sim_ranks": 4, "cases": [
-        case(64, 99.0, 99.0)]}, **records.federation_meta(fed))
+    gs = rec("gs", "bench.grayscott", sim_site="B", analysis_site="B", sim_ranks=4, cases=[
+        case(64, 8.0, 2 * 4.194304 / 10), case(32, 1.0, 2 * 0.524288 / 10)])
+    gs_far = rec("gs_far", "bench.grayscott", sim_site="B", analysis_site="A", sim_ranks=4, cases=[case(64, 99.0, 99.0)])
     pair = lambda cls, rtt, floor: {"class": cls, "rtt_ms": {"median": rtt},  # noqa: E731
                                     "link": {"floor_rtt_ms": floor} if floor is not None else None}
-    verify = records.make("testbed.verify", {"host_cores": 2, "pairs": [
+    verify = rec("verify", "testbed.verify", host_cores=2, pairs=[
         dict(pair("intra-site", 0.020, None), host_cpu_ms_per_MB=1.2),
         dict(pair("intra-site", 0.024, None), host_cpu_ms_per_MB=1.6),
-        dict(pair("inter-site", 10.1, 0.082), host_cpu_ms_per_MB=4.4)]}, **records.federation_meta(fed))
-    return [("mpi", one_site), ("far", across), ("mdfs", sweep), ("obst", obst), ("gs", gs), ("gs_far", gs_far),
-            ("verify", verify)]
+        dict(pair("inter-site", 10.1, 0.082), host_cpu_ms_per_MB=4.4)])
+    return [one_site, across, sweep, obst, gs, gs_far, verify]
 
 
 def test_calibration_recovers_known_constants_and_ignores_inter_site_runs(fed, tmp_path):
@@ -266,7 +269,7 @@ def test_advice_flips_where_the_computed_threshold_says(fed):
     fed = whatif.apply(fed, ["A.nodes=2"])
     cal = cal_for(fed, mdfs_tuples=20_000_000, mdfs_tuple_us=1.0, mdfs_overhead_s=0.1,
                   mdfs_staging_nodes=[1, 4], mdfs_staging_s=[0.01, 0.04], mdfs_staging_bytes=2_000_000_000)
-    args = Namespace(split="speed")
+    args = MdfsSplitParams(split="speed")
     model = mdfs.Mdfs()
     factor = advise.flip_factor(model, fed, cal, 4, args, "bandwidth")
     assert factor is not None and 1 < factor < 1000
@@ -311,7 +314,7 @@ def calibrated(fed, tmp_path):
     (["predict", "mdfs", "-f", "{fed}", "-p", "A1", "--calibration", "{tmp}/none.toml"], "no calibration"),
     (["advise", "mdfs", "-f", "{fed}", "--nodes", "0"], "positive integer"),
     (["advise", "mdfs", "-f", "{fed}", "--nodes", "99"], "has 8 nodes in all"),
-    (["predict", "transfer", "-f", "{fed}", "-p", "A1B1", "--bytes", "nan"], "an integer"),
+    (["predict", "transfer", "-f", "{fed}", "-p", "A1B1", "--bytes", "nan"], "is not a size"),
     (["predict", "mdfs", "-f", "{fed}", "-p", "A1B1", "--what-if", "link.bandwidth=infx"], "finite"),
     (["model", "calibrate", "-f", "{fed}", "{tmp}/missing"], "no such file"),
 ])
@@ -337,14 +340,14 @@ def test_grayscott_waits_only_when_the_consumers_take_longer_than_plotgap_steps(
                   grayscott_stage_ms_per_mb=1.0)
     nodes = parse("A1B1", fed).nodes(fed)
     model = grayscott.GrayScott()
-    fast = model.predict(fed, cal, "A1B1", nodes, Namespace(L=64, plotgap=10, sim_ranks=4, consumers=2))
+    fast = model.predict(fed, cal, "A1B1", nodes, GrayScottParams(L=64, plotgap=10, sim_ranks=4, consumers=2))
     # 8 ms per step x 10 steps = 80 ms; two consumers pull 4.19 MB each: 2 x (10 ms + 43.9 ms) = 108 ms
     nbytes = grayscott.step_bytes(64)
     delivery = 2 * (10.004e-3 + nbytes / (1e8 * PAYLOAD))
     assert fast.parts["compute"] == pytest.approx(8e-3)
     assert fast.parts["staging"] == pytest.approx(nbytes / 1e6 * 1e-3 / 10)
     assert fast.parts["link_comm"] == pytest.approx((delivery - 80e-3) / 10)
-    slow = model.predict(fed, cal, "A1B1", nodes, Namespace(L=64, plotgap=20, sim_ranks=4, consumers=2))
+    slow = model.predict(fed, cal, "A1B1", nodes, GrayScottParams(L=64, plotgap=20, sim_ranks=4, consumers=2))
     assert slow.parts["link_comm"] == 0  # 160 ms of stencil hides the delivery
-    half = model.predict(fed, cal, "A1B1", nodes, Namespace(L=48, plotgap=20, sim_ranks=8, consumers=2))
+    half = model.predict(fed, cal, "A1B1", nodes, GrayScottParams(L=48, plotgap=20, sim_ranks=8, consumers=2))
     assert half.parts["compute"] == pytest.approx((1 + 7 * (48 ** 3 - 32 ** 3) / (64 ** 3 - 32 ** 3)) / 2 * 1e-3)

@@ -62,7 +62,7 @@ def test_monitor_show_reports_the_event_and_writes_a_record(tmp_path):
     assert "none" in lines[0] and "60      1" in lines[0]  # latency steady; the failed round counted
     assert "-> " in lines[1] and "%" in lines[1]
     (rec,) = records.load_dir(tmp_path / "rec")
-    (s,) = rec["data"]["series"]
+    (s,) = rec.data.series
     assert [e["index"] for e in s["events"]["bw_MBps"]] == [30] and s["events"]["latency_us"] == []
 
 

@@ -1,6 +1,6 @@
 import json
 
-import pytest
+from record_samples import record, sample
 
 from geofed import records, report
 
@@ -10,7 +10,7 @@ def verify_record(ok=True):
             "rtt_ms": {"configured": 9.004, "min": 9.01, "median": 9.03, "p99": 9.2, "samples": 200, "lost": 0, "ok": ok},
             "throughput_mbps": {"configured": 4000.0, "measured": 3812.0, "streams": 4, "ok": True},
             "host_cpu_ms_per_MB": 4.217}
-    return records.make("testbed.verify", {"pairs": [pair], "ok": ok}, federation="icm-task")
+    return records.make("testbed.verify", {"pairs": [pair], "host_cores": 2, "ok": ok}, federation="icm-task")
 
 
 def pingpong_record():
@@ -28,21 +28,17 @@ def test_records_round_trip_through_a_directory(tmp_path):
     assert a != b  # same kind, same second: no record overwrites another
     (tmp_path / "unrelated.json").write_text(json.dumps({"x": 1}))
     loaded = records.load_dir(tmp_path)
-    assert [r["kind"] for r in loaded] == ["testbed.verify", "testbed.verify"]
-
-
-def test_validate_rejects_foreign_json():
-    with pytest.raises(ValueError, match="not a geofed record"):
-        records.validate({"kind": "x"})
+    assert [r.kind for r in loaded] == ["testbed.verify", "testbed.verify"]
 
 
 def test_report_has_a_section_per_kind_with_plots(tmp_path):
-    recs = [verify_record(ok=False), pingpong_record(), records.make("future.thing", {})]
+    recs = [verify_record(ok=False), pingpong_record(), record("job.btio")]
     page = report.render(recs, tmp_path).read_text()
     assert "Testbed verification" in page and "MPI job across a placement" in page
     assert "9.0300" in page and "FAIL" in page  # the measured median and the failed verdict
+    assert "sanity: <b>FAILED</b> (pairs off their configuration: W1-&gt;G1)" in page  # one verdict line per record
     assert "host CPU [ms/MB]" in page and "4.22" in page
-    assert "future.thing" in page  # unknown kinds are listed, not dropped silently
+    assert "No section renders: job.btio" in page  # kinds without a section are listed, not dropped silently
     assert (tmp_path / "pingpong-0.png").stat().st_size > 1000
     assert page.index("Testbed verification") < page.index("MPI job across a placement")
 
@@ -60,3 +56,25 @@ def test_link_section_shows_each_way_against_its_configuration(tmp_path):
                          tmp_path).read_text()
     assert "from B" in page and "1500.0" in page and "0.239 of 0.25" in page
     assert "104.1 (100.0)" in page and "101.5 (100.0)" in page and "88 of 3003" in page
+
+
+def test_every_kind_renders_and_shows_its_sanity_the_same_way(tmp_path):
+    from geofed.report import SECTIONS
+    recs = [record(kind) for kind in sorted(records.KINDS)]
+    bad = record("bench.btio", verified=False)
+    page = report.render(recs + [bad], tmp_path).read_text()
+    assert all(f"<h2>{s.title}</h2>" in page.replace("&#x27;", "'") for s in SECTIONS.values())
+    checked = [r for r in recs if r.sanity() is not None]
+    assert page.count("sanity: <b>ok</b>") == len(checked) and page.count("sanity: <b>FAILED</b>") == 1
+    assert "a run read back wrong data" in page
+    assert sample("bench.hpl")["rows"][0]["n"] == 1000 and "1000" in page
+
+
+def test_content_a_section_cannot_read_is_refused_naming_the_file(tmp_path):
+    import pytest
+
+    from geofed.errors import UserError
+    path = records.save(record("bench.hpl", rows=[[]]), tmp_path)  # rows: a list, of nonsense
+    with pytest.raises(UserError, match=f"{path}: bench.hpl version 2: content this section cannot read"):
+        report.render(records.load_dir(tmp_path), tmp_path / "out")
+    assert not (tmp_path / "out").exists()

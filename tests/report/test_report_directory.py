@@ -4,15 +4,15 @@ from geofed import records, report
 def test_the_directory_sections_show_each_sync_its_refusals_and_the_scale_run(tmp_path):
     counts = {f"{op}_{kind}s": 0 for op in ("add", "modify", "delete") for kind in ("user", "group")}
     sync = records.make("directory.sync", {
-        "sites": {"M": {"activated": 5, "groups": 4}}, "merged_users": 5, "merged_groups": 4,
+        "dry_run": False, "files": [], "sites": {"M": {"activated": 5, "groups": 4}}, "merged_users": 5, "merged_groups": 4,
         "counts": dict(counts, add_users=5), "changes": [], "errors": [], "seconds": {"total": 0.3},
         "collisions": [{"kind": "same-name", "entry": "user", "name": "hau", "detail": "activated at M and H",
                         "sources": ["M:uid=hau", "H:CN=hau"]}]}, federation="ma-hd")
     bench = records.make("directory.bench", {
-        "users_per_site": 20000, "groups_per_site": 2000, "servers_up_s": 1.0, "ok": True,
+        "users_per_site": 20000, "groups_per_site": 2000, "changed_fraction": 0.01, "servers_up_s": 1.0, "ok": True,
         "targets_s": {"first": 60, "resync": 10},
         "runs": [{"run": "first sync", "seconds": {"read": 1, "merge": 2, "write": 3, "total": 6}, "changes": 39600,
-                  "merged_users": 36000, "merged_groups": 4000}]})
+                  "merged_users": 36000, "merged_groups": 4000, "collisions": [], "errors": []}]})
     for rec in (sync, bench):
         records.save(rec, tmp_path)
     report.render(records.load_dir(tmp_path), tmp_path)

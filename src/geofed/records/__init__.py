@@ -16,7 +16,9 @@ of their kind. Capabilities only write records; they never format reports.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
+import pkgutil
 import socket
 import time
 import types
@@ -63,12 +65,12 @@ def _key(f) -> str:
 
 @dataclass(frozen=True)
 class Sanity:
-    """Is the result correct (data intact, residual passed, steps delivered), apart from how fast it came."""
+    """Is the result correct (data intact, residual passed, steps delivered), apart from how fast it came.
+
+    Read `.ok`: a verdict is an object, never false, so `rec.sanity() or default` replaces
+    only the None of a kind that checks nothing."""
     ok: bool
     why: str  # what was checked, or what failed
-
-    def __bool__(self) -> bool:
-        return self.ok
 
 
 def sanity_of(recs: list[Record]) -> Sanity:
@@ -113,7 +115,7 @@ def make(kind_name: str, data: dict, **meta) -> Record:
     if cls is None:
         raise RecordError(f"unknown record kind {kind_name!r}")
     return Record(kind_name, cls.VERSION, datetime.now(timezone.utc).isoformat(timespec="seconds"), __version__,
-                  socket.gethostname(), meta, typed(cls, data, kind_name))
+                  socket.gethostname(), meta, typed(cls, data, f"{kind_name} version {cls.VERSION}"))
 
 
 def federation_meta(fed) -> dict:
@@ -137,8 +139,8 @@ def dumps(record: Record) -> str:
     return json.dumps(record.to_dict(), indent=1)
 
 
-def from_dict(doc, where: str = "record") -> Record:
-    """A Record from its JSON form; RecordError naming what is wrong."""
+def from_dict(doc, path: str | None = None) -> Record:
+    """A Record from its JSON form (read from `path`, if from a file); RecordError naming what is wrong."""
     if not isinstance(doc, dict):
         raise RecordError("not a geofed record (not a JSON object)")
     missing = [k for k in ENVELOPE if k not in doc]
@@ -168,7 +170,7 @@ def from_dict(doc, where: str = "record") -> Record:
     except RecordError as e:
         raise RecordError(f"{e} (written by geofed {doc.get('geofed_version', '?')})") from None
     return Record(name, cls.VERSION, str(doc["created"]), str(doc["geofed_version"]), str(doc.get("host", "")),
-                  doc["meta"], typed_data, where if where != "record" else None)
+                  doc["meta"], typed_data, path)
 
 
 def read(path: str | Path) -> Record:
@@ -351,10 +353,8 @@ def reference() -> str:
 
 def _params() -> set:
     """Every `...Params` dataclass the package's modules declare."""
-    import sys
-    return {v for name, m in list(sys.modules.items()) if name.startswith(f"{__name__}.")
-            for v in vars(m).values() if isinstance(v, type) and dataclasses.is_dataclass(v)
-            and v.__name__.endswith("Params") and v.__module__ == name}
+    return {v for m in _families() for v in vars(m).values() if isinstance(v, type) and dataclasses.is_dataclass(v)
+            and v.__name__.endswith("Params") and v.__module__ == m.__name__}
 
 
 def _type_text(hint) -> str:
@@ -402,13 +402,10 @@ raise its `VERSION` (with an `upgrade` from the older one where it can be read).
 """
 
 
-# The kinds, family by family: importing every module of this package fills KINDS, so a
-# new family is one new module.
-def _import_kinds() -> None:
-    import importlib
-    import pkgutil
-    for info in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{info.name}")
+def _families() -> list:
+    """The modules of this package, one per family of kinds."""
+    return [importlib.import_module(f"{__name__}.{info.name}") for info in pkgutil.iter_modules(__path__)]
 
 
-_import_kinds()
+# Importing every family fills KINDS, so a new family is one new module.
+_families()

@@ -2,9 +2,10 @@
 
 A capability's section module registers a renderer for its record kinds with
 `@section(kind, title, order)`; `render` groups the records by kind and calls it.
-Sections read typed records (geofed.records): a record this geofed cannot read was
-refused when it was loaded. Every record with a correctness check shows its sanity
-verdict the same way, above its section.
+Sections read typed records (geofed.records): a record whose fields do not fit its
+kind was refused when it was loaded; content inside the fields that a section cannot
+read is refused here, naming the files, before anything is written. Every record
+with a correctness check shows its sanity verdict the same way, above its section.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Callable
 
 import matplotlib
 
+from geofed.errors import UserError
 from geofed.records import Record
 
 matplotlib.use("Agg")
@@ -116,11 +118,18 @@ def render(records: list[Record], outdir: str | Path, title: str = "geofed repor
     with tempfile.TemporaryDirectory(prefix="geofed-report-") as tmp:
         for s in known:
             parts.append(f"<h2>{esc(s.title)}</h2>")
-            parts.append(sanity_lines(by_kind[s.kind]))
-            parts.append(s.render(by_kind[s.kind], Path(tmp)))
+            try:
+                parts.append(sanity_lines(by_kind[s.kind]))
+                parts.append(s.render(by_kind[s.kind], Path(tmp)))
+            except (KeyError, IndexError, TypeError, ValueError, AttributeError, ZeroDivisionError) as e:
+                # the top-level fields were checked at load; this is the content inside them
+                where = ", ".join(sorted({r.path or r.created for r in by_kind[s.kind]}))
+                raise UserError(f"{where}: {s.kind} version {by_kind[s.kind][0].version}: content this section "
+                                f"cannot read ({type(e).__name__}: {e})") from None
         unknown = sorted(k for k in by_kind if k not in SECTIONS)
         if unknown:
             parts.append("<h2>Other records</h2><p>No section renders: " + esc(", ".join(unknown)) + "</p>")
+            parts += [sanity_lines(by_kind[k]) for k in unknown]
         parts.append("</body></html>")
         (Path(tmp) / "report.html").write_text("\n".join(parts))
         outdir.mkdir(parents=True, exist_ok=True)

@@ -4,12 +4,13 @@ import pytest
 
 from geofed.apps.hpl import params as P
 from geofed.errors import UserError
+from geofed.records.hpl import HplParams, grid, parse_grid
 
 
-@pytest.mark.parametrize("ranks,grid", [(1, (1, 1)), (2, (1, 2)), (4, (2, 2)), (6, (2, 3)), (7, (1, 7)),
+@pytest.mark.parametrize("ranks,expected", [(1, (1, 1)), (2, (1, 2)), (4, (2, 2)), (6, (2, 3)), (7, (1, 7)),
                                         (8, (2, 4)), (12, (3, 4)), (16, (4, 4))])
-def test_grid_is_as_square_as_the_ranks_allow(ranks, grid):
-    assert P.grid(ranks) == grid
+def test_grid_is_as_square_as_the_ranks_allow(ranks, expected):
+    assert grid(ranks) == expected
 
 
 def test_n_fills_the_share_of_memory_in_whole_blocks():
@@ -19,7 +20,7 @@ def test_n_fills_the_share_of_memory_in_whole_blocks():
 
 
 def test_file_has_hpl_dat_layout():
-    lines = P.text(P.Params((1000, 2000), 64, 2, 3, "LnM", 0)).splitlines()
+    lines = P.text(HplParams((1000, 2000), 64, 2, 3, "LnM", 0)).splitlines()
     values = [l.split()[0] for l in lines[2:]]
     # N count and list, NB count and list, PMAP, grid count, P, Q, threshold
     assert values[2:11] == ["2", "1000", "1", "64", "0", "1", "2", "3", "16.0"]
@@ -28,20 +29,26 @@ def test_file_has_hpl_dat_layout():
     assert len(lines) == 31  # HPCC's HPL reads the first 31 lines
 
 
-@pytest.mark.parametrize("params,ranks,fragment", [
-    (P.Params((40,), 80, 1, 2), 2, "--n 40: smaller than the block size NB = 80"),
-    (P.Params((1000,), 80, 2, 2), 2, "--grid 2x2: 4 processes, but here has 2 ranks"),
-    (P.Params((1000,), 80, 1, 2, "ring"), 2, "--bcast 'ring': unknown variant"),
+@pytest.mark.parametrize("params,nodes,fragment", [
+    (HplParams((40,), 80, 1, 2), 2, "--n 40: smaller than the block size NB = 80"),
+    (HplParams((1000,), 80, 2, 2), 2, "--grid 2x2: 4 processes, but here has 2 ranks"),
+    (HplParams((1000,), 80, 1, 2, "ring"), 2, "--bcast 'ring': unknown variant"),
+    (HplParams((1000,), 80, 2, 2, ranks_per_node=2), 1, "--grid 2x2: 4 processes, but here has 2 ranks"),
 ])
-def test_bad_choices_are_named(params, ranks, fragment):
+def test_bad_choices_are_named(params, nodes, fragment):
     with pytest.raises(UserError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
-        P.check(params, ranks, "here")
+        params.on(nodes, "here")
+
+
+def test_the_grid_is_chosen_for_the_placement_unless_given():
+    assert HplParams((1000,), ranks_per_node=2).on(3, "here") == HplParams((1000,), 80, 2, 3, ranks_per_node=2)
+    assert HplParams((1000,), p=1, q=4).on(4, "here").p == 1
 
 
 @pytest.mark.parametrize("text", ["2", "2x", "0x2", "axb"])
 def test_bad_grid_text(text):
     with pytest.raises(UserError, match="--grid"):
-        P.parse_grid(text)
+        parse_grid(text)
 
 
 def test_memory_share_out_of_range():
