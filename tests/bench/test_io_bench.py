@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from geofed import validate
-from geofed.bench import storage, storage_peers
+from geofed.bench import iolib, storage, storage_peers
 from geofed.errors import UserError
 from tests.conftest import GEOFED
 
@@ -148,12 +148,12 @@ def test_every_mode_opens_its_files_with_its_flags(disk, mode, op):
 def test_a_direct_pass_bypasses_the_page_cache_and_a_buffered_one_does_not(disk):
     path = disk / "f"
     storage.one_pass(path, "buffered", "write", 256 * K, 64 * K, 1)
-    assert storage.resident(path) == 1.0
+    assert iolib.resident(path) == 1.0
     storage.one_pass(path, "direct", "write", 256 * K, 64 * K, 1)
-    assert storage.resident(path) == 0.0
+    assert iolib.resident(path) == 0.0
     storage.one_pass(path, "buffered", "read", 256 * K, 64 * K, 1)
-    storage.drop_cache(path)
-    assert storage.resident(path) == 0.0
+    iolib.drop_cache(path)
+    assert iolib.resident(path) == 0.0
 
 
 def test_direct_on_tmpfs_is_reported_as_not_supported(tmp_path):

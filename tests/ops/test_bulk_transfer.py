@@ -164,7 +164,7 @@ def test_memory_to_dev_null_moves_and_keeps_nothing(fed, tmp_path):
     ("A1:/no/such/file", "B1:/tmp/x", "source /no/such/file: no such file or directory"),
     ("Z9:/etc/hostname", "B1:/tmp/x", "has no node Z9"),
     ("A1:/etc/hostname", "B1", "expected NODE:PATH"),
-    ("A1:mem:lots", "B1:/dev/null", "expected a size like 512M"),
+    ("A1:mem:lots", "B1:/dev/null", "'lots' is not a size"),
     ("A1:/etc/hostname", "B1:/no/such/dir/x", "directory /no/such/dir does not exist"),
 ])
 def test_bad_input_is_one_line_and_exit_2(fed, src, dst, message):

@@ -73,8 +73,7 @@ def test_every_kind_renders_and_shows_its_sanity_the_same_way(tmp_path):
 def test_content_a_section_cannot_read_is_refused_naming_the_file(tmp_path):
     import pytest
 
-    from geofed.errors import UserError
     path = records.save(record("bench.hpl", rows=[[]]), tmp_path)  # rows: a list, of nonsense
-    with pytest.raises(UserError, match=f"{path}: bench.hpl version 2: content this section cannot read"):
+    with pytest.raises(records.RecordError, match=f"{path}: bench.hpl version 2: content this section cannot read"):
         report.render(records.load_dir(tmp_path), tmp_path / "out")
     assert not (tmp_path / "out").exists()

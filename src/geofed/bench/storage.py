@@ -31,16 +31,14 @@ import os
 import statistics
 import tempfile
 import time
-from functools import cache
 from pathlib import Path
 
-from geofed import native
 from geofed.bench import storage_peers
+from geofed.bench.iolib import drop_cache, lib, resident
 from geofed.errors import JobFailed, UserError
 from geofed.progress import Bar
 from geofed.records.storage import fmt_size
 
-SOURCE = Path(__file__).with_name("storage.c")
 MODES = ("buffered", "sync", "direct")
 OPS = ("write", "rewrite", "read", "reread", "randread", "randwrite")  # IOzone's order
 WRITES = ("write", "rewrite", "randwrite")
@@ -55,19 +53,6 @@ CACHE_READ = 0.5  # a read that starts with more of the file in the page cache r
 NEAR, LONG_S = 0.10, 1e-3
 
 
-@cache
-def _lib() -> ctypes.CDLL:
-    lib = ctypes.CDLL(str(native.library("libgeofed_io.so", SOURCE)))
-    long_p = ctypes.POINTER(ctypes.c_long)
-    lib.gf_io_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
-    lib.gf_io_pass.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long,
-                               ctypes.c_long, ctypes.c_long, ctypes.POINTER(ctypes.c_double), long_p]
-    lib.gf_io_verify.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_long, ctypes.c_long, ctypes.c_long, long_p]
-    lib.gf_io_resident.argtypes = [ctypes.c_char_p]
-    lib.gf_io_resident.restype = ctypes.c_double
-    return lib
-
-
 def _check(rc: int, what: str, path: Path) -> None:
     if rc < 0:
         raise OSError(-rc, f"{what}: {os.strerror(-rc)}", str(path))
@@ -75,7 +60,7 @@ def _check(rc: int, what: str, path: Path) -> None:
 
 def open_fd(path: Path, mode: str, op: str) -> int:
     """A descriptor opened exactly as a pass of `op` in `mode` opens its file (the caller closes it)."""
-    fd = _lib().gf_io_open(os.fsencode(path), MODES.index(mode), OPS.index(op))
+    fd = lib().gf_io_open(os.fsencode(path), MODES.index(mode), OPS.index(op))
     _check(fd, "open", path)
     return fd
 
@@ -84,7 +69,7 @@ def one_pass(path: Path, mode: str, op: str, size: int, record: int, generation:
              ) -> tuple[float, int]:
     """(seconds, stamps read back wrong) of one timed pass of `op` over the file."""
     seconds, wrong = ctypes.c_double(), ctypes.c_long()
-    rc = _lib().gf_io_pass(os.fsencode(path), MODES.index(mode), OPS.index(op), size, record, generation, seed,
+    rc = lib().gf_io_pass(os.fsencode(path), MODES.index(mode), OPS.index(op), size, record, generation, seed,
                            ctypes.byref(seconds), ctypes.byref(wrong))
     _check(rc, op, path)
     return seconds.value, wrong.value
@@ -93,24 +78,9 @@ def one_pass(path: Path, mode: str, op: str, size: int, record: int, generation:
 def verify(path: Path, mode: str, size: int, record: int, generation: int) -> int:
     """Bytes of the file that differ from what the last write pass (`generation`) wrote."""
     wrong = ctypes.c_long()
-    _check(_lib().gf_io_verify(os.fsencode(path), MODES.index(mode), size, record, generation, ctypes.byref(wrong)),
+    _check(lib().gf_io_verify(os.fsencode(path), MODES.index(mode), size, record, generation, ctypes.byref(wrong)),
            "verify", path)
     return wrong.value
-
-
-def resident(path: Path) -> float | None:
-    """The share of the file's pages in the page cache now (None if it cannot be told)."""
-    share = _lib().gf_io_resident(os.fsencode(path))
-    return None if share < 0 else share
-
-
-def drop_cache(path: Path) -> None:
-    """Drop the file's clean pages from the page cache (no root needed, unlike drop_caches)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 # ---------------------------------------------------------------- the grid

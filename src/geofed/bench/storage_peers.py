@@ -33,6 +33,7 @@ from functools import cache
 from pathlib import Path
 
 from geofed import native
+from geofed.bench.iolib import drop_cache, resident
 from geofed.errors import JobFailed, UserError
 
 PEERS = ("iozone", "fio")
@@ -92,7 +93,6 @@ def iozone(path: Path, size: int, record: int, mode: str, ops: list[str], drop: 
     """IOzone's -e puts an fsync inside the time of every operation, reads too (tens of
     microseconds, half the time of a cached 1 MiB read): its reads run without it, so
     that only writes hold an fsync, as in geofed."""
-    from geofed.bench.storage import drop_cache, resident
     base = [binary("iozone"), "-w", "-s", f"{size // 1024}k", "-r", f"{record // 1024}k", "-f", str(path)]
     base += {"sync": ["-o"], "direct": ["-I"]}.get(mode, [])
     out = parse_iozone(_call(base + ["-e", "-i", "0"], "iozone"))

@@ -137,7 +137,10 @@ def cmd_report(args) -> int:
     recs = records.load_dir(args.records)
     if not recs:
         raise UserError(f"{args.records}: no geofed records (*.json) there")
-    print(report.render(recs, args.out or args.records))
+    try:
+        print(report.render(recs, args.out or args.records))
+    except records.RecordError as e:  # content a section cannot read: the user's files, one line
+        raise UserError(str(e)) from None
     return 0
 
 

@@ -38,6 +38,7 @@ from pathlib import Path
 from geofed.errors import UserError
 from geofed.launch.placement import read
 from geofed.records import Record
+from geofed.records.hpl import flops
 
 TCP_WMEM = Path("/proc/sys/net/ipv4/tcp_wmem")
 DEFAULT_TCP_WINDOW_BYTES = 4 << 20  # Linux's default net.ipv4.tcp_wmem maximum
@@ -381,7 +382,6 @@ def _fit_obstacle(cal: Calibration, data) -> bool:
 
 def _fit_hpl_run(hpl: dict, data) -> bool:
     """HPL's time per flop by N on one node (one rank), from a single run."""
-    from geofed.model.hpl import flops
     found = False
     if data.ranks == 1:
         (site,) = data.ranks_per_site
@@ -394,7 +394,6 @@ def _fit_hpl_run(hpl: dict, data) -> bool:
 
 def _fit_hpl_sweep(hpl: dict, data) -> bool:
     """HPL's time per flop by N on one node, from a sweep's one-node rows."""
-    from geofed.model.hpl import flops
     found = False
     for r in data.rows:
         if r["nodes"] == 1:

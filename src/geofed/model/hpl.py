@@ -40,15 +40,10 @@ import math
 from geofed.launch.placement import parse as parse_placement
 from geofed.model import Model, Prediction, interpolate, prediction
 from geofed.model.network import mpi_message_s, route, slow_start_rounds
-from geofed.records.hpl import HplParams, parse_grid
+from geofed.records.hpl import HplParams, flops, parse_grid
 from geofed.validate import positive_int
 
 DOUBLE = 8
-
-
-def flops(n: int) -> float:
-    """HPL's operation count, the one its GFLOPS are reported against."""
-    return 2 / 3 * n**3 + 3 / 2 * n**2
 
 
 def kruse_speedup_bound(p: int) -> float:

@@ -31,6 +31,11 @@ def parse_grid(text: str) -> tuple[int, int]:
     return p, q
 
 
+def flops(n: int) -> float:
+    """HPL's operation count, the one its GFLOPS are reported against."""
+    return 2 / 3 * n**3 + 3 / 2 * n**2
+
+
 @dataclass(frozen=True)
 class HplParams:
     """One HPL run: it solves every order of `ns` in turn with one NB, one P x Q grid and one broadcast variant."""

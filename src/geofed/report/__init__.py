@@ -21,8 +21,7 @@ from typing import Callable
 
 import matplotlib
 
-from geofed.errors import UserError
-from geofed.records import Record
+from geofed.records import Record, RecordError
 
 matplotlib.use("Agg")
 
@@ -124,7 +123,7 @@ def render(records: list[Record], outdir: str | Path, title: str = "geofed repor
             except (KeyError, IndexError, TypeError, ValueError, AttributeError, ZeroDivisionError) as e:
                 # the top-level fields were checked at load; this is the content inside them
                 where = ", ".join(sorted({r.path or r.created for r in by_kind[s.kind]}))
-                raise UserError(f"{where}: {s.kind} version {by_kind[s.kind][0].version}: content this section "
+                raise RecordError(f"{where}: {s.kind} version {by_kind[s.kind][0].version}: content this section "
                                 f"cannot read ({type(e).__name__}: {e})") from None
         unknown = sorted(k for k in by_kind if k not in SECTIONS)
         if unknown:

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import GEOFED, needs_root, run_geofed
-from geofed import demo, federation, records, report
+from geofed import demo, federation, records, report, workloads
 from geofed.testbed import core, host
 from geofed.testbed.plan import make_plan
 
@@ -75,10 +75,14 @@ def test_bench_compares_staging_on_and_off_and_stays_below_the_link_rate(fed, tm
     assert x["link_bytes"] >= x["payload_bytes"] > 0
 
 
-def test_the_demo_step_records_a_workflow_with_frames(fed, tmp_path, capsys):
+def test_the_demo_step_records_a_workflow_with_frames(fed, tmp_path):
     # The step `geofed demo` runs on icm-task, here on this module's copy of it.
-    assert demo._grayscott(fed, tmp_path, print)
-    assert "every step reached every consumer intact" in capsys.readouterr().out
+    step = next(s for s in demo.STEPS if s.workload == "grayscott")
+    w = workloads.get(step.workload)
+    rec = w.run(workloads.Context(fed, out=tmp_path), w.params_from_dict(step.params))
+    assert w.sanity(rec).ok
+    records.save(rec, tmp_path)
+    assert "every step reached every consumer intact" in w.table(rec)
     report.render(records.load_dir(tmp_path), tmp_path)
     page = (tmp_path / "report.html").read_text()
     assert "Gray-Scott across sites" in page and page.count("<img") >= 2
