@@ -11,6 +11,7 @@ from geofed import federation, records, validate
 from geofed.cli import options
 from geofed.cli.common import emit
 from geofed.errors import JobFailed, UserError
+from geofed.params import add_options, from_args
 from geofed.progress import progress
 from geofed.validate import choices, positive_float, positive_int
 
@@ -254,7 +255,7 @@ def cmd_workload(args) -> int:
     fed = federation.load(args.federation)
     ctx = workloads.Context(fed, parse(args.placement, fed) if args.placement else None, args.ranks_per_node,
                             args.hostfile, args.timeout, progress=progress)
-    params = workloads.params_from_args(w.Params, args)
+    params = from_args(w.Params, args)
     w.check(ctx, params)
     rec = w.run(ctx, params)
     emit(rec, args.out, w.table(rec))
@@ -265,12 +266,11 @@ def cmd_workload(args) -> int:
 
 
 def workload_args(p: argparse.ArgumentParser, w) -> None:
-    from geofed import workloads
     options.federation(p)
     options.placement(p, required=w.needs_placement)
     options.ranks_per_node(p)
     options.hostfile(p)
     options.timeout(p)
-    workloads.add_params(p, w.Params)
+    add_options(p, w.Params)
     options.out(p, "geofed-out/bench", f"the {w.kind} record")
     p.set_defaults(workload=w.name)

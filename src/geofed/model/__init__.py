@@ -11,8 +11,9 @@ allocation.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 from dataclasses import dataclass, field
+
+from geofed.params import add_options, from_args
 
 PARTS = ("compute", "local_comm", "link_comm", "staging")
 
@@ -40,10 +41,13 @@ class Model:
     records hold)."""
     Params: type
 
+    def add_arguments(self, ap) -> None:
+        """Its options, one per field of its Params."""
+        add_options(ap, self.Params)
+
     def params(self, args) -> object:
-        """The typed parameters from command-line options of the same names."""
-        return self.Params(**{f.name: getattr(args, f.name) for f in dataclasses.fields(self.Params)
-                              if getattr(args, f.name, None) is not None})
+        """The typed parameters from those options."""
+        return from_args(self.Params, args)
 
 
 def prediction(workload: str, placement: str, *, compute=0.0, local_comm=0.0, link_comm=0.0, staging=0.0,

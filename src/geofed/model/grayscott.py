@@ -14,7 +14,6 @@ from __future__ import annotations
 from geofed.model import Model, Prediction, interpolate, prediction
 from geofed.model.network import route, serialisation_s
 from geofed.records.grayscott import GrayScottParams
-from geofed.validate import positive_int
 
 FIELDS = 2  # U and V, float64
 
@@ -29,12 +28,6 @@ class GrayScott(Model):
     measured_unit = "ms/step"
     Params = GrayScottParams
 
-    def add_arguments(self, ap) -> None:
-        ap.add_argument("--L", type=positive_int, default=64, help="grid points per dimension (default 64)")
-        ap.add_argument("--plotgap", type=positive_int, default=10, help="steps between outputs (default 10)")
-        ap.add_argument("--sim-ranks", type=positive_int, default=4, help="simulation ranks (default 4)")
-        ap.add_argument("--consumers", type=positive_int, default=2,
-                        help="consumers reading the whole field each output (default 2: pdf analysis, plot)")
 
     def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         sim, analysis = nodes[0].site, nodes[-1].site

@@ -28,8 +28,6 @@ class Mdfs(Model):
     measured_unit = "s"
     Params = MdfsSplitParams
 
-    def add_arguments(self, ap) -> None:
-        ap.add_argument("--split", choices=("speed", "even"), default="speed", help="how tuples are shared")
 
     def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         sites = [n.site for n in nodes]

@@ -12,7 +12,6 @@ from __future__ import annotations
 from geofed.model import Model, Prediction, prediction
 from geofed.model.network import mpi_message_s, stream_cap_Bps
 from geofed.records.mpi import MpiAllreduceParams, MpiBandwidthParams, MpiLatencyParams
-from geofed.validate import positive_int
 
 SHORT_ALLREDUCE_BYTES = 2048  # MPICH's switch from recursive doubling to Rabenseifner
 ACK_BYTES = 1
@@ -37,8 +36,6 @@ class Latency(Model):
     measured_unit = "us"
     Params = MpiLatencyParams
 
-    def add_arguments(self, ap) -> None:
-        ap.add_argument("--size", type=positive_int, default=1, help="message size in bytes (default 1)")
 
     def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         a, b = pair_sites(fed, nodes)
@@ -53,9 +50,6 @@ class Bandwidth(Model):
     measured_unit = "MB/s"
     Params = MpiBandwidthParams
 
-    def add_arguments(self, ap) -> None:
-        ap.add_argument("--size", type=positive_int, default=4 << 20, help="message size in bytes (default 4 MiB)")
-        ap.add_argument("--window", type=positive_int, default=64, help="messages per window (default 64)")
 
     def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         a, b = pair_sites(fed, nodes)
@@ -81,8 +75,6 @@ class Allreduce(Model):
     measured_unit = "us"
     Params = MpiAllreduceParams
 
-    def add_arguments(self, ap) -> None:
-        ap.add_argument("--size", type=positive_int, default=8, help="vector size in bytes (default 8)")
 
     def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         sites = [n.site for n in nodes]

@@ -20,7 +20,6 @@ import math
 from geofed.model import Model, Prediction, prediction
 from geofed.model.network import route, serialisation_s
 from geofed.records.obstacle import ObstacleParams
-from geofed.validate import positive_int
 
 TERMINATION_TRIPS = 6
 CALIBRATED_PEERS = 2  # the one-site calibration run (`geofed bench obstacle`, W2)
@@ -32,9 +31,6 @@ class Obstacle(Model):
     measured_unit = "s"
     Params = ObstacleParams
 
-    def add_arguments(self, ap) -> None:
-        ap.add_argument("--scheme", choices=("sync", "async", "mpi"), default="async")
-        ap.add_argument("--n", type=positive_int, help="grid points per dimension (default: the calibrated n)")
 
     def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         sites = [n.site for n in nodes]

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from geofed.model import Model, Prediction, prediction
 from geofed.model.network import fresh_stream_s, route
-from geofed import validate
 from geofed.records.transfer import TransferParams
-from geofed.validate import positive_int
 
 
 class Transfer(Model):
@@ -21,9 +19,6 @@ class Transfer(Model):
     measured_unit = "s"
     Params = TransferParams
 
-    def add_arguments(self, ap) -> None:
-        ap.add_argument("--bytes", type=validate.size, default=1 << 30, help="bytes to move: 10G, 1.5T, 512M (default 1G)")
-        ap.add_argument("--streams", type=positive_int, default=4, help="parallel TCP streams (default 4)")
 
     def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         a, b = nodes[0].site, nodes[-1].site

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from geofed.params import param
 from geofed.records import Sanity, doc, kind
 
 
 @dataclass(frozen=True)
 class GrayScottParams:
     """A Gray-Scott simulation streaming its fields to consumers reading whole steps."""
-    L: int = 64  # grid points per dimension
-    plotgap: int = 10  # simulation steps between outputs
-    sim_ranks: int = 4  # simulation ranks
-    consumers: int = 2  # consumers reading the whole field each output (pdf analysis, plot)
+    L: int = param(64, "grid points per dimension")
+    plotgap: int = param(10, "simulation steps between outputs")
+    sim_ranks: int = param(4, "simulation ranks")
+    consumers: int = param(2, "consumers reading the whole field each output (pdf analysis, plot)")
 
 
 @kind

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from geofed.params import param
 from geofed.records import Sanity, doc, kind
 
 
 @dataclass(frozen=True)
 class MdfsSplitParams:
     """How MDFS shares its tuples among the nodes of a placement: what its model's time depends on."""
-    split: str = "speed"  # speed: by cores x site speed; even: equal shares
+    split: str = param("speed", "how tuples are shared: by cores x site speed, or evenly", choices=("speed", "even"))
 
 
 @kind

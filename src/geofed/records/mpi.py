@@ -4,26 +4,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from geofed.params import param
 from geofed.records import Sanity, doc, kind
 
 
 @dataclass(frozen=True)
 class MpiLatencyParams:
     """OSU latency: the one-way time of a ping-pong message."""
-    size: int = 1  # message bytes
+    size: int = param(1, "message size in bytes")
 
 
 @dataclass(frozen=True)
 class MpiBandwidthParams:
     """OSU bw: a window of messages, then an acknowledgement."""
-    size: int = 4 << 20  # message bytes
-    window: int = 64  # messages per window
+    size: int = param(4 << 20, "message size in bytes")
+    window: int = param(64, "messages per window")
 
 
 @dataclass(frozen=True)
 class MpiAllreduceParams:
     """MPI allreduce of a vector over every rank of the placement."""
-    size: int = 8  # vector bytes
+    size: int = param(8, "vector size in bytes")
 
 
 def _job_sanity(wrong: int, exit_status: int | None) -> Sanity:

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from geofed.params import param
 from geofed.records import Sanity, doc, kind
+from geofed.validate import positive_int
 
 
 @dataclass(frozen=True)
 class ObstacleParams:
     """The obstacle problem solved by P2PSAP peers (sync or async) or MPI Jacobi."""
-    scheme: str = "async"  # sync, async or mpi
-    n: int | None = None  # grid points per dimension; None: the calibrated n
+    scheme: str = param("async", "P2PSAP sync or async peers, or MPI Jacobi", choices=("sync", "async", "mpi"))
+    n: int | None = param(None, "grid points per dimension (default: the calibrated n)", type=positive_int)
 
 
 @kind

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from geofed.params import param
 from geofed.records import doc, kind
+from geofed.validate import size
 
 
 @dataclass(frozen=True)
 class TransferParams:
     """A bulk transfer over parallel TCP streams."""
-    bytes: int = 1 << 30  # bytes to move
-    streams: int = 4  # parallel TCP streams
+    bytes: int = param(1 << 30, "bytes to move: 10G, 1.5T, 512M", type=size)
+    streams: int = param(4, "parallel TCP streams")
 
 
 @kind

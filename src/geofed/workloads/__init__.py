@@ -19,7 +19,6 @@ that fails ends the job with one line (geofed.runtime.refuse).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import importlib
 import json
@@ -31,12 +30,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from geofed import records
-from geofed.records import Sanity
 from geofed.errors import UserError
 from geofed.federation import Federation
 from geofed.launch.placement import Placement
 from geofed.progress import progress as show_progress
-from geofed.validate import positive_float, positive_int
+from geofed.records import Sanity
 
 # The record kind of a workload that needs no picture of its own: its parameters, its
 # result as it returned it, its sanity verdict and its figures (docs/records.md).
@@ -54,12 +52,6 @@ class Context:
     timeout: float = 900.0
     out: Path | None = None
     progress: Callable[[str], None] = show_progress
-
-
-def param(default: Any, help: str, type: Callable[[str], Any] | None = None, **more) -> Any:
-    """A field of a workload's Params: its default, its help and how a command-line word
-    becomes its value (by default from the default's type: a positive int or number)."""
-    return dataclasses.field(default=default, metadata={"help": help, "type": type, **more})
 
 
 class Workload:
@@ -162,19 +154,3 @@ def get(name: str) -> Workload:
         return all_workloads()[name]
     except KeyError:
         raise UserError(f"unknown workload {name!r}; known: {', '.join(sorted(all_workloads()))}") from None
-
-
-def add_params(p: argparse.ArgumentParser, params_type: type) -> None:
-    """One option per field of a Params dataclass: --field-name VALUE."""
-    for f in dataclasses.fields(params_type):
-        flag = "--" + f.name.replace("_", "-")
-        if isinstance(f.default, bool):
-            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=f.metadata["help"])
-            continue
-        kind = f.metadata.get("type") or {int: positive_int, float: positive_float}.get(type(f.default), str)
-        default = "" if f.default is None else f" (default {f.default})"
-        p.add_argument(flag, type=kind, default=f.default, dest=f.name, help=f.metadata["help"] + default)
-
-
-def params_from_args(params_type: type, args: argparse.Namespace):
-    return params_type(**{f.name: getattr(args, f.name) for f in dataclasses.fields(params_type)})

@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from geofed import validate
+from geofed.params import param
 from geofed.records import Sanity
-from geofed.workloads import RankWorkload, param
+from geofed.workloads import RankWorkload
 
 TAG_RIGHTWARD, TAG_LEFTWARD = 1, 2
 

@@ -6,7 +6,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from geofed.workloads import Context, Workload, param
+from geofed.params import param
+from geofed.workloads import Context, Workload
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from geofed.workloads import Context, Workload, param
+from geofed.params import param
+from geofed.workloads import Context, Workload
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from geofed import validate
+from geofed.params import param
 from geofed.records import Sanity
-from geofed.workloads import Context, Workload, param
+from geofed.workloads import Context, Workload
 
 
 @dataclass(frozen=True)

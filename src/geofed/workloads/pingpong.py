@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from geofed.workloads import RankWorkload, param
+from geofed.params import param
+from geofed.workloads import RankWorkload
 
 
 @dataclass(frozen=True)

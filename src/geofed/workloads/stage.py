@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from geofed.errors import JobFailed
-from geofed.workloads import Context, Workload, param
+from geofed.params import param
+from geofed.workloads import Context, Workload
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ import shutil
 from dataclasses import dataclass
 
 from geofed import validate
+from geofed.params import param
 from geofed.validate import choices
-from geofed.workloads import Context, Workload, param
+from geofed.workloads import Context, Workload
 
 OPS = ("write", "rewrite", "read", "reread", "randread", "randwrite")
 
