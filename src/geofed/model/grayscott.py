@@ -28,7 +28,6 @@ class GrayScott(Model):
     measured_unit = "ms/step"
     Params = GrayScottParams
 
-
     def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         sim, analysis = nodes[0].site, nodes[-1].site
         xs = cal.value(sim, "grayscott_L", "Gray-Scott stencil time")

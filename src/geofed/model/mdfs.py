@@ -28,7 +28,6 @@ class Mdfs(Model):
     measured_unit = "s"
     Params = MdfsSplitParams
 
-
     def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         sites = [n.site for n in nodes]
         tuples = cal.value(sites[0], "mdfs_tuples", "MDFS tuple count")

@@ -36,7 +36,6 @@ class Latency(Model):
     measured_unit = "us"
     Params = MpiLatencyParams
 
-
     def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         a, b = pair_sites(fed, nodes)
         local, link = _split(fed, cal, a, b, params.size)
@@ -49,7 +48,6 @@ class Bandwidth(Model):
     help = "MPI bandwidth: a window of messages, then an acknowledgement (OSU bw); time per window"
     measured_unit = "MB/s"
     Params = MpiBandwidthParams
-
 
     def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         a, b = pair_sites(fed, nodes)
@@ -74,7 +72,6 @@ class Allreduce(Model):
     help = "MPI allreduce of a vector over every rank of the placement (one rank per node)"
     measured_unit = "us"
     Params = MpiAllreduceParams
-
 
     def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         sites = [n.site for n in nodes]

@@ -31,7 +31,6 @@ class Obstacle(Model):
     measured_unit = "s"
     Params = ObstacleParams
 
-
     def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         sites = [n.site for n in nodes]
         n0 = cal.value(sites[0], "obstacle_n", "obstacle grid size")

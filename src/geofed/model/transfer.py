@@ -19,7 +19,6 @@ class Transfer(Model):
     measured_unit = "s"
     Params = TransferParams
 
-
     def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         a, b = nodes[0].site, nodes[-1].site
         t = fresh_stream_s(fed, cal, a, b, params.bytes, params.streams)
