@@ -1,12 +1,30 @@
-"""Every workload model by name: `geofed predict NAME`, `geofed advise NAME`."""
+"""Every workload model by name: `geofed predict NAME`, `geofed advise NAME`.
+
+The models are the `MODELS` of the modules of this package: a new model is one new
+module, found here without a list to keep."""
 
 from __future__ import annotations
 
-from geofed.errors import UserError
-from geofed.model import grayscott, hpl, mdfs, mpi, obstacle, transfer
+import importlib
+import pkgutil
 
-MODELS = {m.name: m for m in (*mpi.MODELS, *mdfs.MODELS, *obstacle.MODELS, *grayscott.MODELS, *transfer.MODELS,
-                                  *hpl.MODELS)}
+import geofed.model
+from geofed.model import Model
+from geofed.errors import UserError
+
+
+def _find() -> dict:
+    found = {}
+    for info in pkgutil.iter_modules(geofed.model.__path__):
+        for m in getattr(importlib.import_module(f"geofed.model.{info.name}"), "MODELS", ()):
+            if not isinstance(m, Model):
+                continue
+            assert m.name not in found, f"two models named {m.name}"
+            found[m.name] = m
+    return found
+
+
+MODELS = _find()
 
 
 def get(name: str):

@@ -13,8 +13,6 @@ import json
 import os
 import sys
 
-import simgrid
-
 
 def platform_xml(p: dict) -> str:
     links = [("local_a", p["local_latency_s"], p["local_Bps"]), ("local_b", p["local_latency_s"], p["local_Bps"])]
@@ -29,6 +27,9 @@ def platform_xml(p: dict) -> str:
 
 
 def main() -> None:
+    # Here, not at the top: the venv imports this module too (the model registry reads
+    # every module of geofed.model), and only the system Python has simgrid.
+    import simgrid
     p = json.load(sys.stdin)
     out = {}
     plat = os.path.join(p["workdir"], "platform.xml")  # the caller's temporary directory: gone even if we abort
