@@ -11,7 +11,7 @@ import heapq
 import math
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from importlib import resources
 from pathlib import Path
 
@@ -154,19 +154,13 @@ class Way:
 
 
 @dataclass(frozen=True)
-class Link:
-    """A long-haul link between two sites. Its fields describe the way from `a` to `b`,
-    and the way back too unless `back` says otherwise (an asymmetric link)."""
+class Link(Way):
+    """A long-haul link between two sites. It is the way from `a` to `b`, and the way
+    back too unless `back` says otherwise (an asymmetric link)."""
 
     a: str
     b: str
     fibre_km: float | None
-    propagation_ms: float  # one-way, fibre only
-    one_way_ms: float  # node to node: propagation plus the local fabrics' latency
-    bandwidth_gbps: float
-    queue_bytes: int
-    jitter_us: float
-    loss: float
     back: Way | None = None  # from b to a, where it differs
 
     def way(self, src: str) -> Way:
@@ -175,8 +169,7 @@ class Link:
             return self.back
         if src not in (self.a, self.b):
             raise KeyError(src)
-        return Way(self.propagation_ms, self.one_way_ms, self.bandwidth_gbps, self.queue_bytes,
-                   self.jitter_us, self.loss)
+        return Way(**{f.name: getattr(self, f.name) for f in fields(Way)})
 
     @property
     def rtt_ms(self) -> float:
@@ -263,7 +256,7 @@ class Federation:
         if src == dst:
             return self.site(src).local.latency_us / 1e3
         # Crossing a transit site's fabric costs its local latency, which the two
-        # links' halves (see Link.one_way_ms) add up to.
+        # links' halves (see Way.one_way_ms) add up to.
         return sum(way.one_way_ms for way in self.ways(src, dst))
 
     def ways(self, src: str, dst: str) -> list[Way]:
@@ -663,10 +656,7 @@ class _Parser:
             back_propagation = (fibre_one_way_ms(float(self.number(back_doc, "fibre_km", f"{where}.back", positive=True)))
                                 if "fibre_km" in back_doc else propagation)
             back = self.way(back_doc, f"{where}.back", back_propagation, local_one_way_ms, forward)
-        return Link(a=a, b=b, fibre_km=fibre_km, propagation_ms=forward.propagation_ms,
-                    one_way_ms=forward.one_way_ms, bandwidth_gbps=forward.bandwidth_gbps,
-                    queue_bytes=forward.queue_bytes, jitter_us=forward.jitter_us, loss=forward.loss,
-                    back=back)
+        return Link(a=a, b=b, fibre_km=fibre_km, back=back, **asdict(forward))
 
     def way(self, d: dict, where: str, propagation: float, local_one_way_ms: float, forward: Way | None) -> Way:
         """One direction's rate, queue, jitter and loss; the way back takes what it leaves out from `forward`."""

@@ -21,11 +21,21 @@ def _number(text, kind):
     return value
 
 
-def positive_int(text) -> int:
-    value = _number(text, int)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def _bounded(kind, within, expected: str):
+    """An argparse type: a finite number of `kind` for which `within(value)` holds."""
+    def check(text):
+        value = _number(text, kind)
+        if not within(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+    return check
+
+
+positive_int = _bounded(int, lambda v: v > 0, "a positive integer")
+positive_float = _bounded(float, lambda v: v > 0, "a positive number")
+nonnegative_int = _bounded(int, lambda v: v >= 0, "an integer >= 0")
+nonnegative_float = _bounded(float, lambda v: v >= 0, "a number >= 0")
+probability = _bounded(float, lambda v: 0 <= v <= 1, "a number from 0 to 1")
 
 
 def positive_int_list(text) -> list[int]:
@@ -36,36 +46,8 @@ def positive_int_list(text) -> list[int]:
     return values
 
 
-def positive_float(text) -> float:
-    value = _number(text, float)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
 def finite_float(text) -> float:
     return _number(text, float)
-
-
-def nonnegative_int(text) -> int:
-    value = _number(text, int)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
-
-
-def nonnegative_float(text) -> float:
-    value = _number(text, float)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return value
-
-
-def probability(text) -> float:
-    value = _number(text, float)
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}")
-    return value
 
 
 # One grammar for every size geofed reads: bytes, or a number with K, M, G or T (powers

@@ -51,6 +51,11 @@ def num(x, spec: str = ".4g") -> str:
     return "-" if x is None else format(x, spec)
 
 
+def percent_change(x) -> str:
+    """A relative difference (0.05) as a signed percentage (+5.0 %); "-" where there is none."""
+    return "-" if x is None else f"{x * 100:+.1f} %"
+
+
 def esc(x) -> str:
     return html.escape(str(x))
 

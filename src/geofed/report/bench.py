@@ -9,10 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from geofed.records import Record
-from geofed.report import esc, figure, section, table
-
-CLASS_COLOURS = {"intra-node": "tab:green", "intra-site": "tab:blue", "inter-site": "tab:red"}
-
+from geofed.report import esc, figure, num, percent_change, section, table
 
 def _size_axis(ax) -> None:
     # As in seed 002's figures: message size on a log2 axis, time or rate on log10.
@@ -61,7 +58,7 @@ def mpi_runs(recs: list[Record], outdir: Path) -> str:
                            f" + local {m['local_us']:.1f}{esc(bw)}</p>")
             rows = [[row["size"], f"{row['value']:.2f}", f"{row['stats']['min']:.2f}", f"{row['stats']['p50']:.2f}",
                      f"{row['stats']['p90']:.2f}", f"{row['stats']['p99']:.2f}", f"{row['stats']['std']:.2f}",
-                     row["iterations"], "-" if row.get("model") is None else f"{row['model']:.2f}",
+                     row["iterations"], num(row.get("model"), ".2f"),
                      _ratio(row["stats"]["p50"] if res["unit"] == "us" else row["value"], row.get("model")),
                      "ok" if row["wrong"] == 0 else f"{row['wrong']} wrong"] for row in res["sizes"]]
             unit = res["unit"]
@@ -79,7 +76,7 @@ def compare_runs(recs: list[Record], outdir: Path) -> str:
         out.append(f"<p class='meta'>placement {esc(d.placement)}, {d.ranks_per_node} rank(s) per node,"
                    f" median of {d.repeat} alternating runs each · OSU from {esc(d.osu)}</p>")
         rows = [[x["benchmark"], x["size"], f"{x['osu']:.2f}", f"{x['geofed']:.2f}", f"{x['diff']:+.2f}",
-                 "-" if x["ratio"] is None else f"{x['ratio']:.3f}", x["verdict"]] for x in d.rows]
+                 num(x["ratio"], ".3f"), x["verdict"]] for x in d.rows]
         out.append(table(["benchmark", "size [B]", "OSU", "geofed", "diff", "ratio", "verdict"], rows,
                          ["fail" if x["verdict"] == "differs" else "" for x in d.rows]))
         for bench in dict.fromkeys(x["benchmark"] for x in d.rows):
@@ -123,9 +120,9 @@ def matrix_runs(recs: list[Record], outdir: Path) -> str:
             fig.colorbar(im, ax=ax, shrink=0.7)
         out.append(figure(fig, outdir, f"bench-matrix-{i}.png", "pair matrix heat map"))
         rows = [[p["a"], p["b"], p["class"], f"{p['latency_us']:.2f}", f"{p['latency_min_us']:.2f}",
-                 "-" if p["model_latency_us"] is None else f"{p['model_latency_us']:.2f}",
+                 num(p["model_latency_us"], ".2f"),
                  _ratio(p["latency_us"], p["model_latency_us"]), f"{p['bw_MBps']:.1f}",
-                 "-" if p["model_bw_MBps"] is None else f"{p['model_bw_MBps']:.1f}", _ratio(p["bw_MBps"], p["model_bw_MBps"])]
+                 num(p["model_bw_MBps"], ".1f"), _ratio(p["bw_MBps"], p["model_bw_MBps"])]
                 for p in d.pairs]
         out.append(table(["a", "b", "class", "latency p50 [us]", "min [us]", "model [us]", "ratio", "bw [MB/s]",
                           "model [MB/s]", "ratio"], rows))
@@ -142,7 +139,7 @@ def check_runs(recs: list[Record], outdir: Path) -> str:
         out.append(table(["system", "class", "benchmark", "size", "reference", "allowed", "measured", "deviation",
                           "status"],
                          [[x["system"], x["class"], x["benchmark"], x["size"], f"{x['value']:.2f}",
-                           f"{x['low']:.2f} .. {x['high']:.2f}", "-" if x["measured"] is None else f"{x['measured']:.2f}",
-                           "-" if x["deviation"] is None else f"{x['deviation'] * 100:+.1f} %", x["status"]]
+                           f"{x['low']:.2f} .. {x['high']:.2f}", num(x["measured"], ".2f"),
+                           percent_change(x["deviation"]), x["status"]]
                           for x in rows], ["" if x["ok"] else "fail" for x in rows]))
     return "\n".join(out)

@@ -8,7 +8,7 @@ import statistics
 from pathlib import Path
 
 from geofed.records import Record
-from geofed.report import esc, num, section, table
+from geofed.report import esc, num, percent_change, section, table
 
 
 def _frames(paths: list[str], outdir: Path, count: int = 3) -> str:
@@ -84,7 +84,7 @@ def render_bench(recs: list[Record], outdir: Path) -> str:
         for c in d.cases:
             on, x = c["on"], c["on"]["transfer"]
             rows.append([c["L"], c["steps"], f"{c['bytes_per_output'] / 1e6:.1f}", f"{c['off']['per_step_ms']:.1f}",
-                         f"{on['per_step_ms']:.1f}", f"{c['overhead'] * 100:+.1f} %", f"{on['staging_ms']:.2f}",
+                         f"{on['per_step_ms']:.1f}", percent_change(c["overhead"]), f"{on['staging_ms']:.2f}",
                          f"{c['staging_overhead'] * 100:.1f} %", f"{c['off']['compute_ms']:.1f} / {on['compute_ms']:.1f}",
                          f"{on['gather_ms']:.1f}", f"{on['stage_ms']:.1f}", " / ".join(num(v, ".0f") for v in x["median_mbps"].values()),
                          num(x["median_link_mbps"], ".0f"), num(x["configured_mbps"], ".0f"), "yes" if on["intact"] else "NO"])

@@ -7,7 +7,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from geofed.records import Record
-from geofed.report import esc, figure, section, table
+from geofed.report import esc, figure, num, percent_change, section, table
 
 
 @section("mdfs.run", "MDFS feature selection runs", order=60)
@@ -46,13 +46,11 @@ def sweep(records: list[Record], outdir: Path) -> str:
         out.append(f"<p class='meta'>{p['dimensions']}D, {p['discretizations']} discretizations on {esc(d.data)};"
                    f" federation {esc(r.meta.get('federation', ''))}, data at site {esc(d.storage)};"
                    f" medians of {d.repeat} · {esc(r.created)}</p>")
-        pct = lambda v: "-" if v is None else f"{100 * v:+.1f} %"  # noqa: E731
         out.append(table(["placement", "split", "nodes", "analysis [s]", "staging [s]", "speedup", "ideal [s]",
                           "vs ideal", "location effect"],
                          [[x["placement"], x["split"], x["nodes"], f"{x['compute_s']:.2f}", f"{x['staging_s']:.3f}",
-                           "-" if x["speedup"] is None else f"{x['speedup']:.2f}",
-                           "-" if x["ideal_s"] is None else f"{x['ideal_s']:.2f}", pct(x["vs_ideal"]),
-                           pct(x["location_effect"])] for x in d.rows]))
+                           num(x["speedup"], ".2f"), num(x["ideal_s"], ".2f"), percent_change(x["vs_ideal"]),
+                           percent_change(x["location_effect"])] for x in d.rows]))
         fig, ax = plt.subplots(figsize=(7, 3.4))
         for split, colour in (("speed", "tab:blue"), ("even", "tab:orange"), ("calibrate", "tab:green")):
             xs = [x for x in d.rows if x["split"] == split]

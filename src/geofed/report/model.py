@@ -7,11 +7,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from geofed.records import Record
-from geofed.report import esc, figure, num, section, table
-
-
-def _pct(x) -> str:
-    return "-" if x is None else f"{x * 100:+.1f} %"
+from geofed.report import esc, figure, num, percent_change, section, table
 
 
 @section("bench.model", "Prediction: models against measurements", order=90)
@@ -23,12 +19,12 @@ def model(recs: list[Record], outdir: Path) -> str:
         fed = r.meta.get("federation", "?")
         out.append(f"<p class='meta'>federation {esc(fed)} · calibrated from {len(d.calibration['sources'])} "
                    f"one-site record(s) · {s['within_tolerance']}/{s['rows']} rows within 15 % · median |error| "
-                   f"{_pct(s['median_abs_error'])} · SimGrid: {esc(d.simgrid)}</p>")
+                   f"{percent_change(s['median_abs_error'])} · SimGrid: {esc(d.simgrid)}</p>")
         rows, classes = [], []
         for row in d.rows:
             params = ", ".join(f"{k}={v}" for k, v in row["params"].items())
             rows.append([row["workload"], row["placement"], params, num(row["measured"]), num(row["predicted"]),
-                         _pct(row["error"]), num(row.get("simgrid_LV08")), num(row.get("simgrid_CM02")),
+                         percent_change(row["error"]), num(row.get("simgrid_LV08")), num(row.get("simgrid_CM02")),
                          row["unit"]])
             classes.append("fail" if row["error"] is not None and abs(row["error"]) > 0.15 else "")
         out.append(table(["workload", "placement", "parameters", "measured", "geofed", "error", "SimGrid LV08",

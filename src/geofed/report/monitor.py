@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 
 from geofed.records import Record
 from geofed.records.ops import METRICS
-from geofed.report import esc, figure, section, table
+from geofed.report import esc, figure, percent_change, section, table
 
 
 @section("monitor.series", "Link monitoring: series and sustained level shifts", order=45)
@@ -29,7 +29,7 @@ def monitor(recs: list[Record], outdir: Path) -> str:
                     ax.axvline(datetime.fromtimestamp(e["start"]), color="tab:red", ls="--")
                     rows.append([f"{s['a']}-{s['b']}", metric, datetime.fromtimestamp(e["start"]).isoformat(" ", "seconds"),
                                  f"{e['before']:.4g}", f"{e['after']:.4g}",
-                                 "-" if e["relative"] is None else f"{e['relative'] * 100:+.1f} %"])
+                                 percent_change(e["relative"])])
                 ax.set_ylabel(label, fontsize=8)
                 ax.tick_params(axis="x", labelsize=7, rotation=30)
             axes[0].set_title(f"{s['a']}-{s['b']} ({s['class']}), {len(s['errors'])} failed rounds", fontsize=9)

@@ -12,7 +12,7 @@ from matplotlib.colors import LogNorm
 
 from geofed.records import Record
 from geofed.records.storage import fmt_size
-from geofed.report import esc, figure, section, table
+from geofed.report import esc, figure, num, section, table
 
 
 def _grid(cells: list[Record], sizes: list[int], recs: list[int], value) -> np.ndarray:
@@ -83,9 +83,8 @@ def storage(records: list[Record], outdir: Path) -> str:
             rows = []
             for p in d.peers:
                 a = d.agreement[p]
-                rows.append([p, d.peer_versions.get(p, "?"), a["cells"], "-" if a["median_ratio"] is None
-                             else f"{a['median_ratio']:.3f}", a["within"], a["long_cells"],
-                             "-" if a["long_median_ratio"] is None else f"{a['long_median_ratio']:.3f}",
+                rows.append([p, d.peer_versions.get(p, "?"), a["cells"], num(a["median_ratio"], ".3f"), a["within"],
+                             a["long_cells"], num(a["long_median_ratio"], ".3f"),
                              a["long_within"], f"{a['self_within']} of {a['self_cells']}"])
             near = f"within {d.near:.0%}"
             out.append(table(["peer", "version", "cells", "median geofed / peer", near,

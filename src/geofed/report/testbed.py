@@ -7,7 +7,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from geofed.records import Record
-from geofed.report import esc, figure, section, table
+from geofed.report import esc, figure, num, section, table
 
 
 def _meta(r: Record) -> str:
@@ -21,11 +21,10 @@ def verify(records: list[Record], outdir: Path) -> str:
     rows, classes = [], []
     for p in r.data.pairs:
         rtt, tp = p["rtt_ms"], p["throughput_mbps"]
-        conf_tp = "-" if tp["configured"] is None else f"{tp['configured']:.0f}"
         cpu = p.get("host_cpu_ms_per_MB")  # records before 2026-11-26 lack it
         rows.append([f"{p['src']} → {p['dst']}", p["class"], f"{rtt['configured']:.4f}", f"{rtt['min']:.4f}",
-                     f"{rtt['median']:.4f}", f"{rtt['p99']:.4f}", conf_tp, f"{tp['measured']:.0f}",
-                     "-" if cpu is None else f"{cpu:.2f}", "ok" if rtt["ok"] and tp["ok"] else "FAIL"])
+                     f"{rtt['median']:.4f}", f"{rtt['p99']:.4f}", num(tp["configured"], ".0f"), f"{tp['measured']:.0f}",
+                     num(cpu, ".2f"), "ok" if rtt["ok"] and tp["ok"] else "FAIL"])
         classes.append("" if rtt["ok"] and tp["ok"] else "fail")
     head = ["pair", "class", "RTT configured [ms]", "min", "median", "p99",
             "throughput configured [Mb/s]", "measured", "host CPU [ms/MB]", "verdict"]

@@ -7,7 +7,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from geofed.records import Record
-from geofed.report import esc, figure, section, table
+from geofed.report import esc, figure, num, section, table
 
 
 @section("ops.transfer", "Bulk transfers between nodes", order=70)
@@ -22,12 +22,6 @@ def transfers(records: list[Record], outdir: Path) -> str:
                      f"{d.sender_cpu_s_per_gb:.2f} / {d.receiver_cpu_s_per_gb:.2f}"])
     return table(["source", "destination", "moved MB", "already there MB", "s", "Mb/s", "of link", "streams",
                   "damaged chunks resent", "CPU s/GB send / receive"], rows)
-
-
-def _cpu(row: dict, peer: str) -> str:
-    """Records made before the peers' CPU was measured lack it."""
-    v = row.get(f"{peer}_sender_cpu_s_per_gb")
-    return "-" if v is None else f"{v:.2f}"
 
 
 @section("bench.transfer", "geofed transfer beside iperf3, GridFTP and xrootd: streams and loss (seed 004)", order=71)
@@ -47,7 +41,8 @@ def bench(records: list[Record], outdir: Path) -> str:
                            f"{x['iperf3_mbps']:.0f}", f"{x['geofed_mbps'] / x['iperf3_mbps']:.3f}"]
                           + [f"{x[p + '_mbps']:.0f}" for p in peers]
                           + [f"{x['geofed_sender_cpu_s_per_gb']:.2f}", f"{x['iperf3_sender_cpu_s_per_gb']:.2f}"]
-                          + [_cpu(x, p) for p in peers]
+                          # records made before the peers' CPU was measured lack it
+                          + [num(x.get(f"{p}_sender_cpu_s_per_gb"), ".2f") for p in peers]
                           for x in d.rows]))
         losses = sorted({x["loss"] for x in d.rows})
         fig, axes = plt.subplots(1, len(losses), figsize=(3.6 * len(losses), 3.2), squeeze=False)

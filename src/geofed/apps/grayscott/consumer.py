@@ -33,6 +33,23 @@ def arguments(prog: str, doc: str) -> argparse.ArgumentParser:
     return ap
 
 
+def plotter_arguments(prog: str, doc: str) -> argparse.ArgumentParser:
+    """A plotter's options: a consumer's, where its frames go and how often it draws one."""
+    ap = arguments(prog, doc)
+    ap.add_argument("--frames", required=True, help="directory for the PNG frames and the animation")
+    ap.add_argument("--every", type=int, default=1, help="draw every n-th step (all are read and checked)")
+    return ap
+
+
+def u_and_v_figure(height: float):
+    """The figure a plotter draws U and V on, side by side, and its two axes. matplotlib
+    is imported here, without a display: the analysis consumer does not need it."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt.subplots(1, 2, figsize=(8, height))
+
+
 def open_reader(args, describe: str, fields: list[str], extras: tuple[str, ...] = ()) -> stream.Reader:
     try:
         return stream.Reader(args.stream, args.engine, fields, args.connect_timeout, describe, extras)
@@ -78,6 +95,7 @@ class FrameDrawer:
 
     def __init__(self, fig, draw, frames_dir: Path, stem: str):
         self.frames_dir, self.stem = frames_dir, stem
+        frames_dir.mkdir(parents=True, exist_ok=True)
         self.frames: list[Path] = []
         ctx = multiprocessing.get_context("fork")
         self.todo = ctx.SimpleQueue()

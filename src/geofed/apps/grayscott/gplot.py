@@ -23,19 +23,11 @@ def cross_section(f, axis: str, index: int | None):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = consumer.arguments("geofed.apps.grayscott.gplot", __doc__)
-    ap.add_argument("--frames", required=True, help="directory for the PNG frames and the animation")
+    ap = consumer.plotter_arguments("geofed.apps.grayscott.gplot", __doc__)
     ap.add_argument("--axis", choices=list(AXES), default="z")
     ap.add_argument("--index", type=int, help="slice index along --axis (default: the middle)")
-    ap.add_argument("--every", type=int, default=1, help="draw every n-th step (all are read and checked)")
     args = ap.parse_args(argv)
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    frames_dir = Path(args.frames)
-    frames_dir.mkdir(parents=True, exist_ok=True)
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.8))
+    fig, axes = consumer.u_and_v_figure(3.8)
 
     def pick(r):
         return {name: cross_section(r.arrays[name], args.axis, args.index) for name in ("U", "V")}
@@ -48,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
             ax.set_title(f"{name}, {args.axis} = {i}")
         fig.suptitle(f"Gray-Scott step {step}")
 
-    drawer = consumer.FrameDrawer(fig, draw, frames_dir, "cross-section")  # before the stream: it forks
+    drawer = consumer.FrameDrawer(fig, draw, Path(args.frames), "cross-section")  # before the stream: it forks
     reader = consumer.open_reader(args, "cross-section plot", ["U", "V"])
     return consumer.plot_frames(args, reader, "gplot", drawer, pick)
 

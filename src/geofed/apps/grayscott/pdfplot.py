@@ -12,18 +12,10 @@ from geofed.apps.grayscott import consumer
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = consumer.arguments("geofed.apps.grayscott.pdfplot", __doc__)
-    ap.add_argument("--frames", required=True, help="directory for the PNG frames and the animation")
+    ap = consumer.plotter_arguments("geofed.apps.grayscott.pdfplot", __doc__)
     ap.add_argument("--slice", type=int, help="which slice's PDF to draw (default: the middle)")
-    ap.add_argument("--every", type=int, default=1, help="draw every n-th step (all are read and checked)")
     args = ap.parse_args(argv)
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    frames_dir = Path(args.frames)
-    frames_dir.mkdir(parents=True, exist_ok=True)
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.4))
+    fig, axes = consumer.u_and_v_figure(3.4)
 
     def pick(r):
         i = r.arrays["U/pdf"].shape[0] // 2 if args.slice is None else args.slice
@@ -39,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         fig.suptitle(f"PDFs of slice {i}, step {step}")
         fig.tight_layout()
 
-    drawer = consumer.FrameDrawer(fig, draw, frames_dir, "pdf")  # before the stream: it forks
+    drawer = consumer.FrameDrawer(fig, draw, Path(args.frames), "pdf")  # before the stream: it forks
     reader = consumer.open_reader(args, "pdf plot", ["U/pdf", "V/pdf"], extras=("U/bins", "V/bins"))
     return consumer.plot_frames(args, reader, "pdfplot", drawer, pick)
 
