@@ -1,7 +1,8 @@
 """Checks for numbers from flags and files, at the edge, before anything starts.
 
-Each is usable as an argparse `type=`: a bad value becomes argparse's one-line error
-naming the flag; from elsewhere, `check(...)` raises UserError naming `where`.
+Each number check is usable as an argparse `type=`: a bad value becomes argparse's
+one-line error naming the flag. Sizes have one grammar (`parse_size`: 64K, 1.5G, 4MiB);
+`parse_size` and `parse_sizes` raise UserError naming `where`.
 """
 
 from __future__ import annotations
