@@ -34,6 +34,7 @@ import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Callable
 
 from geofed.errors import UserError
 from geofed.launch.placement import read
@@ -219,78 +220,97 @@ def _number(x, path, where):
 # ------------------------------------------------------------ fitting
 
 
+@dataclass
+class Curves:
+    """What the one-site records measured, gathered over all of them before the medians
+    go into the calibration: site -> size -> MPI latencies and rates, site -> N -> HPL's
+    seconds per flop."""
+    latency: dict[str, dict[int, list[float]]] = field(default_factory=dict)
+    bandwidth: dict[str, list[float]] = field(default_factory=dict)
+    bw_curve: dict[str, dict[int, list[float]]] = field(default_factory=dict)
+    hpl: dict[str, dict[int, list[float]]] = field(default_factory=dict)
+
+    def into(self, cal: Calibration) -> None:
+        for site, by_size in self.latency.items():
+            sizes = sorted(by_size)
+            consts = cal.sites.setdefault(site, {})
+            consts["mpi_sizes"] = sizes
+            consts["mpi_latency_us"] = [round(statistics.median(by_size[s]), 3) for s in sizes]
+        for site, values in self.bandwidth.items():
+            cal.sites.setdefault(site, {})["mpi_bw_MBps"] = round(max(values), 1)
+        for site, by_size in self.bw_curve.items():
+            sizes = [s for s in sorted(by_size) if statistics.median(by_size[s]) > 0]
+            consts = cal.sites.setdefault(site, {})
+            consts["mpi_bw_sizes"] = sizes
+            consts["mpi_bw_curve_MBps"] = [round(statistics.median(by_size[s]), 4) for s in sizes]
+        for site, by_n in self.hpl.items():
+            consts = cal.sites.setdefault(site, {})
+            consts["hpl_n"] = sorted(by_n)
+            consts["hpl_flop_ns"] = [round(statistics.median(by_n[n]) * 1e9, 6) for n in sorted(by_n)]
+
+
+# Record kind -> what its one-site runs tell the calibration: fit(cal, data, curves) is
+# True when the record was used. A model whose workload writes a new kind registers here.
+FITS: dict[str, Callable[[Calibration, object, Curves], bool]] = {}
+
+
+def fits(kind: str):
+    def register(fn):
+        FITS[kind] = fn
+        return fn
+    return register
+
+
 def fit(fed, recs: list[Record]) -> Calibration:
     """Constants from records of one-site runs; inter-site records are skipped."""
     cal = Calibration(fed.name, speeds={s.code: s.speed for s in fed.sites}, tcp_window_bytes=host_tcp_window())
-    latency: dict[str, dict[int, list[float]]] = {}
-    bandwidth: dict[str, list[float]] = {}
-    bw_curve: dict[str, dict[int, list[float]]] = {}
-    used = set()
-    hpl: dict[str, dict[int, list[float]]] = {}  # site -> N -> seconds per flop
+    curves, used = Curves(), set()
     for rec in recs:
-        kind, data, where = rec.kind, rec.data, rec.path or rec.created
-        if kind == "bench.mpi":
-            sites = data.sites
-            if len(sites) != 1:
-                continue
-            for res in data.results:
-                if res.get("class") != "intra-site":
-                    continue
-                if res.get("benchmark") == "latency":
-                    for row in res.get("sizes", []):
-                        latency.setdefault(sites[0], {}).setdefault(int(row["size"]), []).append(float(_stat(row)))
-                    used.add(where)
-                elif res.get("benchmark") == "bw":
-                    bandwidth.setdefault(sites[0], []).append(max(float(_stat(r)) for r in res["sizes"]))
-                    for row in res.get("sizes", []):
-                        bw_curve.setdefault(sites[0], {}).setdefault(int(row["size"]), []).append(float(_stat(row)))
-                    used.add(where)
-        elif kind == "mdfs.sweep":
-            if _fit_mdfs(cal, data):
-                used.add(where)
-        elif kind == "bench.obstacle":
-            if _fit_obstacle(cal, data):
-                used.add(where)
-        elif kind == "bench.grayscott":
-            if _fit_grayscott(cal, data):
-                used.add(where)
-        elif kind == "bench.hpl":
-            if _fit_hpl_run(hpl, data):
-                used.add(where)
-        elif kind == "bench.hpl.sweep":
-            if _fit_hpl_sweep(hpl, data):
-                used.add(where)
-        elif kind == "testbed.verify":
-            crossing = _crossing_us(data)
-            if crossing is not None:
-                cal.crossing_us = crossing
-                cal.crossing_frame_bytes = GSO_MAX_BYTES
-                used.add(where)
-            cpu = _crossing_cpu_ns_per_byte(data)
-            if cpu is not None:
-                cal.crossing_cpu_ns_per_byte, cal.host_cores = cpu, data.host_cores
-                used.add(where)
-    for site, by_size in latency.items():
-        sizes = sorted(by_size)
-        consts = cal.sites.setdefault(site, {})
-        consts["mpi_sizes"] = sizes
-        consts["mpi_latency_us"] = [round(statistics.median(by_size[s]), 3) for s in sizes]
-    for site, values in bandwidth.items():
-        cal.sites.setdefault(site, {})["mpi_bw_MBps"] = round(max(values), 1)
-    for site, by_size in bw_curve.items():
-        sizes = [s for s in sorted(by_size) if statistics.median(by_size[s]) > 0]
-        consts = cal.sites.setdefault(site, {})
-        consts["mpi_bw_sizes"] = sizes
-        consts["mpi_bw_curve_MBps"] = [round(statistics.median(by_size[s]), 4) for s in sizes]
-    for site, by_n in hpl.items():
-        consts = cal.sites.setdefault(site, {})
-        consts["hpl_n"] = sorted(by_n)
-        consts["hpl_flop_ns"] = [round(statistics.median(by_n[n]) * 1e9, 6) for n in sorted(by_n)]
+        fit_kind = FITS.get(rec.kind)
+        if fit_kind and fit_kind(cal, rec.data, curves):
+            used.add(rec.path or rec.created)
+    curves.into(cal)
     cal.sources = sorted(used)
     if not cal.sources:
-        raise UserError("no one-site run of a known kind (bench.mpi, mdfs.sweep, bench.obstacle, bench.grayscott, "
-                        "bench.hpl, bench.hpl.sweep, testbed.verify) in the records given")
+        raise UserError(f"no one-site run of a known kind ({', '.join(FITS)}) in the records given")
     return cal
+
+
+@fits("bench.mpi")
+def _fit_mpi(cal: Calibration, data, curves: Curves) -> bool:
+    """Latency and bandwidth per message size inside one site: the MPI models' local path."""
+    if len(data.sites) != 1:
+        return False
+    site, found = data.sites[0], False
+    for res in data.results:
+        if res.get("class") != "intra-site":
+            continue
+        if res.get("benchmark") == "latency":
+            for row in res.get("sizes", []):
+                curves.latency.setdefault(site, {}).setdefault(int(row["size"]), []).append(float(_stat(row)))
+            found = True
+        elif res.get("benchmark") == "bw":
+            curves.bandwidth.setdefault(site, []).append(max(float(_stat(r)) for r in res["sizes"]))
+            for row in res.get("sizes", []):
+                curves.bw_curve.setdefault(site, {}).setdefault(int(row["size"]), []).append(float(_stat(row)))
+            found = True
+    return found
+
+
+@fits("testbed.verify")
+def _fit_testbed(cal: Calibration, data, curves: Curves) -> bool:
+    """The testbed host's own costs of crossing a link: time per frame and CPU per byte."""
+    found = False
+    crossing = _crossing_us(data)
+    if crossing is not None:
+        cal.crossing_us = crossing
+        cal.crossing_frame_bytes = GSO_MAX_BYTES
+        found = True
+    cpu = _crossing_cpu_ns_per_byte(data)
+    if cpu is not None:
+        cal.crossing_cpu_ns_per_byte, cal.host_cores = cpu, data.host_cores
+        found = True
+    return found
 
 
 def host_tcp_window() -> int:
@@ -330,7 +350,8 @@ def _stat(row: dict) -> float:
     return value
 
 
-def _fit_mdfs(cal: Calibration, data) -> bool:
+@fits("mdfs.sweep")
+def _fit_mdfs(cal: Calibration, data, curves: Curves) -> bool:
     """Cost per counted tuple and the per-run overhead, from one-node rows; staging inside the storage site."""
     found = False
     storage = data.storage
@@ -358,7 +379,8 @@ def _fit_mdfs(cal: Calibration, data) -> bool:
     return found
 
 
-def _fit_obstacle(cal: Calibration, data) -> bool:
+@fits("bench.obstacle")
+def _fit_obstacle(cal: Calibration, data, curves: Curves) -> bool:
     """Per-iteration compute (async runs never wait) and communication per scheme, inside one site."""
     found = False
     for row in data.solver or []:
@@ -380,29 +402,32 @@ def _fit_obstacle(cal: Calibration, data) -> bool:
     return found
 
 
-def _fit_hpl_run(hpl: dict, data) -> bool:
+@fits("bench.hpl")
+def _fit_hpl_run(cal: Calibration, data, curves: Curves) -> bool:
     """HPL's time per flop by N on one node (one rank), from a single run."""
     found = False
     if data.ranks == 1:
         (site,) = data.ranks_per_site
         for r in data.rows:
             if r["passed"]:
-                hpl.setdefault(site, {}).setdefault(int(r["n"]), []).append(r["time_s"] / flops(r["n"]))
+                curves.hpl.setdefault(site, {}).setdefault(int(r["n"]), []).append(r["time_s"] / flops(r["n"]))
                 found = True
     return found
 
 
-def _fit_hpl_sweep(hpl: dict, data) -> bool:
+@fits("bench.hpl.sweep")
+def _fit_hpl_sweep(cal: Calibration, data, curves: Curves) -> bool:
     """HPL's time per flop by N on one node, from a sweep's one-node rows."""
     found = False
     for r in data.rows:
         if r["nodes"] == 1:
-            hpl.setdefault(r["sites"][0], {}).setdefault(int(r["n"]), []).append(r["time_s"] / flops(r["n"]))
+            curves.hpl.setdefault(r["sites"][0], {}).setdefault(int(r["n"]), []).append(r["time_s"] / flops(r["n"]))
             found = True
     return found
 
 
-def _fit_grayscott(cal: Calibration, data) -> bool:
+@fits("bench.grayscott")
+def _fit_grayscott(cal: Calibration, data, curves: Curves) -> bool:
     """Stencil time per step by L (staging off) and local staging per MB, from a one-site run."""
     if data.sim_site != data.analysis_site or not data.cases:
         return False

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+from typing import Callable
 
 from geofed.errors import UserError
 from geofed.launch.placement import parse
@@ -29,24 +30,25 @@ def _nodes_of(fed, placement: str):
     return parse(placement, fed).nodes(fed)
 
 
+# Record kind -> the model's rows for its inter-site runs: rows(fed, cal, data, source).
+# A model whose workload writes a new kind registers here.
+PREDICTS: dict[str, list[Callable]] = {}
+
+
+def predicts(kind: str):
+    def register(fn):
+        PREDICTS.setdefault(kind, []).append(fn)
+        return fn
+    return register
+
+
 def rows_from(fed, cal, recs: list[Record]) -> list[dict]:
     rows = []
     for rec in recs:
-        kind, data, where = rec.kind, rec.data, rec.path or rec.created
         if rec.meta.get("federation") not in (fed.name, None):
             continue
-        if kind == "bench.mpi" and len(data.sites) > 1:
-            rows += _mpi_rows(fed, cal, data, where)
-        elif kind == "mdfs.sweep":
-            rows += _mdfs_rows(fed, cal, data, where)
-        elif kind == "bench.obstacle":
-            rows += _obstacle_rows(fed, cal, data, where) + _transfer_rows(fed, cal, data, where)
-        elif kind == "bench.grayscott" and data.sim_site != data.analysis_site:
-            rows += _grayscott_rows(fed, cal, data, where)
-        elif kind == "bench.hpl":
-            rows += _hpl_run_rows(fed, cal, data, where)
-        elif kind == "bench.hpl.sweep":
-            rows += _hpl_sweep_rows(fed, cal, data, where)
+        for rows_of in PREDICTS.get(rec.kind, []):
+            rows += rows_of(fed, cal, rec.data, rec.path or rec.created)
     for r in rows:
         r["error"] = r["predicted"] / r["measured"] - 1 if r["measured"] else None
     return rows
@@ -59,7 +61,10 @@ def _row(workload, placement, params, measured, unit, pred, source, predicted=No
             "predicted": pred.total_s if predicted is None else predicted, "parts": dict(pred.parts), "source": source}
 
 
+@predicts("bench.mpi")
 def _mpi_rows(fed, cal, data, where) -> list[dict]:
+    if len(data.sites) < 2:
+        return []
     placement = data.placement
     if not placement:
         return []
@@ -87,6 +92,7 @@ def _mpi_rows(fed, cal, data, where) -> list[dict]:
     return out
 
 
+@predicts("mdfs.sweep")
 def _mdfs_rows(fed, cal, data, where) -> list[dict]:
     model = registry.get("mdfs")
     out = []
@@ -99,6 +105,7 @@ def _mdfs_rows(fed, cal, data, where) -> list[dict]:
     return out
 
 
+@predicts("bench.obstacle")
 def _obstacle_rows(fed, cal, data, where) -> list[dict]:
     model = registry.get("obstacle")
     out = []
@@ -115,6 +122,7 @@ def _obstacle_rows(fed, cal, data, where) -> list[dict]:
     return out
 
 
+@predicts("bench.hpl")
 def _hpl_run_rows(fed, cal, data, where) -> list[dict]:
     """Every N of an HPL run whose ranks sit at two sites. A run solves its orders in turn
     over the same connections: each order after the first is predicted after the one before."""
@@ -126,6 +134,7 @@ def _hpl_run_rows(fed, cal, data, where) -> list[dict]:
     return _hpl_rows(fed, cal, runs, where)
 
 
+@predicts("bench.hpl.sweep")
 def _hpl_sweep_rows(fed, cal, data, where) -> list[dict]:
     """Every row of an HPL sweep across two sites: one rank per node, HPL.dat's default
     look-ahead, every placement solving `ns` in turn."""
@@ -146,6 +155,7 @@ def _hpl_rows(fed, cal, runs: list[tuple[str, HplParams, dict]], where) -> list[
     return out
 
 
+@predicts("bench.obstacle")
 def _transfer_rows(fed, cal, data, where) -> list[dict]:
     """One TCP stream moving bench obstacle's transfer size across the link (its TCP reference)."""
     tput = data.throughput or {}
@@ -161,7 +171,10 @@ def _transfer_rows(fed, cal, data, where) -> list[dict]:
     return [_row("transfer", placement, params, measured, "s", pred, where)]
 
 
+@predicts("bench.grayscott")
 def _grayscott_rows(fed, cal, data, where) -> list[dict]:
+    if data.sim_site == data.analysis_site:
+        return []
     """Per simulation step: its stencil alone plus its time outside the stencil with staging on.
 
     The measured staging-on step also holds the consumers' CPU use on this host's shared
