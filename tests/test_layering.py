@@ -103,7 +103,7 @@ def test_no_import_cycles():
 
 
 def test_the_checker_sees_a_wrong_import():
-    assert "testbed" in MAY_IMPORT[layer_of("geofed.bench.jobs")]
+    assert "testbed" in MAY_IMPORT[layer_of("geofed.bench.mpi")]
     assert "bench" not in MAY_IMPORT[layer_of("geofed.testbed.core")]
     assert layer_of("geofed.cli.bench") == "top" and layer_of("geofed.workloads.exchange") == "workloads"
     assert MAY_IMPORT[layer_of("geofed.report.mdfs")] == {"records"}

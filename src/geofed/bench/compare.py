@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from geofed import validate
-from geofed.bench import jobs, suite
+from geofed.bench import suite
 from geofed.errors import UserError
 from geofed.launch import job as launch
 from geofed.launch import runner
@@ -76,16 +76,15 @@ def run(fed, placement, names: list[str], sizes: str, osu_root: str, repeat: int
                              ranks_per_node, cpu_limit=False)
             parsed = parse_osu(runner.run(job, what=f"osu_{b.name}", timeout=timeout))
             progress(f"compare {b.name}: geofed, run {r + 1}/{repeat}")
-            rec = jobs.run_program(fed, placement, ["geofed.bench.mpi", b.name, "--sizes", ",".join(map(str, bsizes))],
-                                   ranks_per_node=ranks_per_node, timeout=timeout, what=f"geofed {b.name}",
-                                   echo=False)
-            ours = {row["size"]: row["value"] for row in rec.data.results[0]["sizes"]}
+            data = runner.run_ranks(fed, placement, "mpi", {"benchmarks": b.name, "sizes": ",".join(map(str, bsizes))},
+                                    ranks_per_node=ranks_per_node, timeout=timeout, what=f"geofed {b.name}")
+            ours = {row["size"]: row["value"] for row in data["results"][0]["sizes"]}
             for s in bsizes:
                 if s in parsed and s in ours:
                     osu_vals[s].append(parsed[s])
                     our_vals[s].append(ours[s])
             runs.append({"benchmark": b.name, "repeat": r, "osu": parsed, "geofed": ours,
-                         "class": rec.data.results[0]["class"]})
+                         "class": data["results"][0]["class"]})
         for s in bsizes:
             if not osu_vals[s]:
                 continue

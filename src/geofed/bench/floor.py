@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 
-from geofed.bench import jobs
+from geofed.launch import runner
 from geofed.launch.placement import parse
 from geofed.testbed import core, probe
 from geofed.testbed.plan import make_plan
@@ -23,10 +23,10 @@ BLOCKS = 3
 
 def mpi_latency_us(fed, a: str, b: str, iterations: int) -> dict:
     """Min and median one-way time of 1-byte MPI ping-pongs between the first nodes of sites a and b."""
-    rec = jobs.run_program(fed, parse(f"{a}1{b}1", fed), [
-        "geofed.bench.mpi", "latency", "--sizes", "1", "--iterations", str(iterations), "--budget", "5"],
-        what="MPI latency", echo=False)
-    stats = rec.data.results[0]["sizes"][0]["stats"]
+    data = runner.run_ranks(fed, parse(f"{a}1{b}1", fed), "mpi",
+                            {"benchmarks": "latency", "sizes": "1", "iterations": iterations, "budget": 5},
+                            what="MPI latency")
+    stats = data["results"][0]["sizes"][0]["stats"]
     return {"min": stats["min"], "median": stats["p50"]}
 
 

@@ -3,22 +3,19 @@
 One rank per node. For every pair of nodes (or the pairs named with --pairs), the
 two ranks run the latency and bw kernels of `geofed.bench.mpi` at one size each,
 with the same planning, budget and data check; every other rank waits in a barrier
-that sleeps. Rank 0 writes a `bench.matrix` record: per pair its class, latency
-(min and median, us), bandwidth (MB/s) and the link model.
-
-    geofed run --no-cpu-limit -p W2G2 -- python -m geofed.bench.matrix --record m.json
+that sleeps. Rank 0 returns the data of a `bench.matrix` record: per pair its class,
+latency (min and median, us), bandwidth (MB/s) and the link model. Its ranks run under
+geofed's one entry point as the `matrix` workload.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 from datetime import datetime, timezone
 from itertools import combinations
 
 from mpi4py import MPI
 
-from geofed import records, runtime, validate
+from geofed import runtime
 from geofed.bench import model, mpi, suite
 from geofed.errors import UserError
 
@@ -37,8 +34,11 @@ def pair_indices(nodes: list[str], wanted: str | None) -> list[tuple[int, int]]:
     return out
 
 
-def run(args) -> int:
-    world = MPI.COMM_WORLD
+def measure(world, pairs_wanted: str | None, latency_size: int, bw_size: int, budget: float) -> dict | None:
+    """Every rank takes part; rank 0 prints each pair's row as it is measured and returns
+    the bench.matrix data, the other ranks None."""
+    if world.Get_rank() == 0:
+        print(HEADER, flush=True)
     if world.Get_size() < 2:
         raise UserError(f"the matrix needs at least 2 nodes; this job has {world.Get_size()} rank")
     where = runtime.rank_map(world)
@@ -48,9 +48,9 @@ def run(args) -> int:
     fed = runtime.federation()
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     pairs = []
-    opts = mpi.build_parser().parse_args(["latency", "--budget", str(args.budget)])
-    for i, j in pair_indices(nodes, args.pairs):
-        rows = mpi.measure_between(world, i, j, [("latency", args.latency_size), ("bw", args.bw_size)], opts)
+    opts = suite.Measure(budget=budget)
+    for i, j in pair_indices(nodes, pairs_wanted):
+        rows = mpi.measure_between(world, i, j, [("latency", latency_size), ("bw", bw_size)], opts)
         row = None
         if rows:
             lat, bw = rows["latency"], rows["bw"]
@@ -67,21 +67,16 @@ def run(args) -> int:
             pclass = runtime.pair_class(nodes[i], nodes[j])
             pm = model.pair_model(fed, a["site"], b["site"]) if pclass != "intra-node" else None
             row.update(a=nodes[i], b=nodes[j], **{"class": pclass}, model=pm,
-                       model_latency_us=model.expected("latency", args.latency_size, pm, suite.WINDOW),
-                       model_bw_MBps=model.expected("bw", args.bw_size, pm, suite.WINDOW))
+                       model_latency_us=model.expected("latency", latency_size, pm, suite.WINDOW),
+                       model_bw_MBps=model.expected("bw", bw_size, pm, suite.WINDOW))
             pairs.append(row)
             print(format_row(row), flush=True)
-    if world.Get_rank() == 0:
-        data = {"placement": runtime.placement(), "nodes": nodes, "latency_size": args.latency_size,
-                "bw_size": args.bw_size, "window": suite.WINDOW, "budget_s": args.budget, "started": started,
-                "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "mpi_library": MPI.Get_library_version().splitlines()[0].strip(), "pairs": pairs}
-        rec = records.make("bench.matrix", data, **(records.federation_meta(fed) if fed else {}))
-        if args.record:
-            with open(args.record, "w") as f:
-                f.write(records.dumps(rec))
-        return 1 if any(p["wrong"] for p in pairs) else 0
-    return 0
+    if world.Get_rank() != 0:
+        return None
+    return {"placement": runtime.placement(), "nodes": nodes, "latency_size": latency_size, "bw_size": bw_size,
+            "window": suite.WINDOW, "budget_s": budget, "started": started,
+            "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "mpi_library": MPI.Get_library_version().splitlines()[0].strip(), "pairs": pairs}
 
 
 def format_row(p: dict) -> str:
@@ -94,27 +89,3 @@ def format_row(p: dict) -> str:
 
 HEADER = (f"{'a':>4} {'b':>4} {'class':<10} {'lat [us]':>10} {'model':>10} {'ratio':>6} "
           f"{'bw [MB/s]':>9} {'model':>9} {'ratio':>6}")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m geofed.bench.matrix", description=__doc__.splitlines()[0])
-    ap.add_argument("--pairs", help="only these node pairs, like W1-G1,W1-W2 (default: every pair)")
-    ap.add_argument("--latency-size", type=validate.size, default=1, help="latency message size (default 1 B)")
-    ap.add_argument("--bw-size", type=validate.size, default=1024 * 1024, help="bw message size (default 1M)")
-    ap.add_argument("--budget", type=float, default=0.3, help="seconds per measurement (default 0.3)")
-    ap.add_argument("--record", help="rank 0 writes the bench.matrix record here")
-    return ap
-
-
-def main(argv: list[str] | None = None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-        if MPI.COMM_WORLD.Get_rank() == 0:
-            print(HEADER, flush=True)
-        return run(args)
-    except UserError as e:
-        return runtime.refuse("geofed.bench.matrix", e)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

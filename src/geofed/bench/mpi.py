@@ -1,6 +1,7 @@
-"""The rank side of `geofed bench mpi`: runs the micro-benchmarks, prints OSU's text.
+"""The rank side of `geofed bench mpi` (the `mpi` workload): runs the micro-benchmarks,
+prints OSU's text. Its ranks run under geofed's one entry point:
 
-    geofed run --no-cpu-limit -p W1G1 -- python -m geofed.bench.mpi latency bw --record r.json
+    mpiexec -n 2 python -m geofed.workloads mpi '{"benchmarks": "latency,bw"}' result.json
 
 Point-to-point benchmarks run between ranks 0 and 1 (as OSU's); other ranks wait in
 a barrier that sleeps. Collectives run on every rank. For each message size:
@@ -12,15 +13,13 @@ a barrier that sleeps. Collectives run on every rank. For each message size:
 4. one validated round trip of that size (every byte checked both ways), or with
    --validate every message of steps 1-3 checked.
 
-Rank 0 prints OSU-compatible lines ("size value") as each size finishes and writes a
-`bench.mpi` record with the statistics of every size and the link model beside them.
+Rank 0 prints OSU-compatible lines ("size value") as each size finishes and returns the
+data of a `bench.mpi` record: the statistics of every size and the link model beside them.
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import sys
 import time
 from datetime import datetime, timezone
 
@@ -28,9 +27,8 @@ import numpy as np
 from numpy._core import multiarray as np_multiarray
 from mpi4py import MPI
 
-from geofed import __version__, records, runtime, validate
+from geofed import __version__, runtime, validate
 from geofed.bench import kernels, model, suite
-from geofed.errors import UserError
 from geofed.stats import summary
 
 VALIDATION_ITER = 1 << 30  # the final check's pattern differs from any timed iteration's
@@ -190,9 +188,10 @@ def model_note(bench, rows: list[dict], pmodel: dict | None, window: int) -> str
 # ---------------------------------------------------------------- main
 
 
-def run(args) -> int:
-    world = MPI.COMM_WORLD
-    benches = suite.resolve(args.benchmarks)
+def measure(world, benchmarks: list[str], args: suite.Measure) -> dict | None:
+    """Every rank measures; rank 0 prints OSU's tables as it goes and returns the bench.mpi
+    data, the other ranks None. Data received wrong is counted in the rows (and said)."""
+    benches = suite.resolve(benchmarks)
     suite.check_ranks(benches, world.Get_size(), f"this job ({world.Get_size()} rank)")
     sizes = validate.parse_sizes(args.sizes)
     where = runtime.rank_map(world)
@@ -239,37 +238,13 @@ def run(args) -> int:
                         "label": label, "ranks": nranks, "window": args.window if bench.name in ("bw", "bibw") else None,
                         "rotate_root": args.rotate_root if bench.kind == "coll" else None,
                         "model": pmodel, "sizes": rows})
+    if me != 0:
+        return None
     wrong = sum(r["wrong"] for res in results for r in res["sizes"])
-    if me == 0:
-        data = {"placement": runtime.placement(), "mpi_library": MPI.Get_library_version().splitlines()[0].strip(),
-                "mpi_version": "%d.%d" % MPI.Get_version(), "ranks": where,
-                "sites": sorted({w["site"] for w in where if w["site"]}), "hosts": sorted({w["host"] for w in where}),
-                "budget_s": args.budget, "validate": args.validate, "started": started,
-                "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), "results": results}
-        rec = records.make("bench.mpi", data, **(records.federation_meta(fed) if fed else {}))
-        if args.record:
-            with open(args.record, "w") as f:
-                f.write(records.dumps(rec))
-        if wrong:
-            print(f"# geofed: validation FAILED: {wrong} bytes or elements received wrong", flush=True)
-    return 1 if wrong else 0
-
-
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m geofed.bench.mpi", description=__doc__.splitlines()[0])
-    ap.add_argument("benchmarks", nargs="+", help=f"{', '.join(suite.BENCHMARKS)}; p2p and coll name groups")
-    suite.add_measure_options(ap)
-    ap.add_argument("--record", help="rank 0 writes the bench.mpi record (JSON) here")
-    return ap
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return run(args)
-    except UserError as e:
-        return runtime.refuse("geofed.bench.mpi", e)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    if wrong:
+        print(f"# geofed: validation FAILED: {wrong} bytes or elements received wrong", flush=True)
+    return {"placement": runtime.placement(), "mpi_library": MPI.Get_library_version().splitlines()[0].strip(),
+            "mpi_version": "%d.%d" % MPI.Get_version(), "ranks": where,
+            "sites": sorted({w["site"] for w in where if w["site"]}), "hosts": sorted({w["host"] for w in where}),
+            "budget_s": args.budget, "validate": args.validate, "started": started,
+            "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"), "results": results}

@@ -19,7 +19,7 @@ import sys
 from mpi4py import MPI
 
 from geofed import records, runtime
-from geofed.bench import mpi
+from geofed.bench import mpi, suite
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,8 +51,7 @@ def measure(comm, size: int, warmup: int, iterations: int, seconds: float) -> di
     """Rank 0's round trips with every other rank: the job.pingpong data on rank 0, None elsewhere."""
     where = runtime.rank_map(comm)
     fed = runtime.federation()
-    opts = mpi.build_parser().parse_args(["latency", "--iterations", str(iterations), "--warmup",
-                                          str(warmup), "--budget", str(seconds)])
+    opts = suite.Measure(iterations=iterations, warmup=warmup, budget=seconds)
     pairs = []
     for peer in range(1, comm.Get_size()):
         rows = mpi.measure_between(comm, 0, peer, [("latency", max(size, 1))], opts)

@@ -12,11 +12,11 @@ budget per message size, as IMB does, so a 9 ms or 50 ms link ends in bounded ti
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 
 from geofed.errors import UserError
-from geofed.validate import nonnegative_int, positive_float, positive_int
+from geofed.params import param
+from geofed.validate import nonnegative_int, positive_int
 
 LARGE_MESSAGE_SIZE = 8192  # OSU: above this the "large" counts apply
 WINDOW = 64  # OSU's window of non-blocking messages for bw and bibw
@@ -95,26 +95,16 @@ def plan(per_iteration_s: float, budget_s: float, cap: int, minimum: int) -> int
     return max(min(minimum, cap), min(cap, int(budget_s / per_iteration_s)))
 
 
-def add_measure_options(p: argparse.ArgumentParser) -> None:
-    """How to measure: the same options for `geofed bench mpi` and the ranks' program."""
-    p.add_argument("--sizes", default=DEFAULT_SIZES, help="MIN:MAX in powers of two or a list 1,64,1K (default 1:4M)")
-    p.add_argument("--budget", type=positive_float, default=DEFAULT_BUDGET_S,
-                   help="seconds of timed iterations per size, cutting OSU's counts on slow links (default 0.5)")
-    p.add_argument("--min-iterations", type=positive_int, default=MIN_ITERATIONS, help="timed iterations even over budget (default 3)")
-    p.add_argument("--iterations", type=positive_int, help="instead of OSU's iteration count (still cut by the budget)")
-    p.add_argument("--warmup", type=nonnegative_int, help="instead of OSU's warm-up count (still cut by the budget)")
-    p.add_argument("--window", type=positive_int, default=WINDOW, help="messages per window in bw and bibw (default 64)")
-    p.add_argument("--rotate-root", action="store_true", help="collectives: the root rotates over the ranks")
-    p.add_argument("--validate", action="store_true", help="check every byte of every message (outside timing)")
-    p.add_argument("--full", action="store_true", help="print min, percentiles, std, iterations, model and ratio too")
-
-
-def measure_argv(args) -> list[str]:
-    """The options of add_measure_options as given, to pass on to the ranks' program."""
-    argv = ["--sizes", args.sizes, "--budget", str(args.budget), "--window", str(args.window),
-            "--min-iterations", str(args.min_iterations)]
-    argv += ["--iterations", str(args.iterations)] if args.iterations else []
-    argv += ["--warmup", str(args.warmup)] if args.warmup is not None else []
-    argv += [flag for flag, on in (("--validate", args.validate), ("--rotate-root", args.rotate_root),
-                                   ("--full", args.full)) if on]
-    return argv
+@dataclass(frozen=True)
+class Measure:
+    """How to measure: the same for `geofed bench mpi`, its workload and the ranks."""
+    sizes: str = param(DEFAULT_SIZES, "MIN:MAX in powers of two or a list 1,64,1K")
+    budget: float = param(DEFAULT_BUDGET_S, "seconds of timed iterations per size, cutting OSU's counts on slow links")
+    min_iterations: int = param(MIN_ITERATIONS, "timed iterations even over budget")
+    iterations: int | None = param(None, "instead of OSU's iteration count (still cut by the budget)",
+                                   type=positive_int)
+    warmup: int | None = param(None, "instead of OSU's warm-up count (still cut by the budget)", type=nonnegative_int)
+    window: int = param(WINDOW, "messages per window in bw and bibw")
+    rotate_root: bool = param(False, "collectives: the root rotates over the ranks")
+    validate: bool = param(False, "check every byte of every message (outside timing)")
+    full: bool = param(False, "print min, percentiles, std, iterations, model and ratio too")

@@ -27,17 +27,17 @@ def _placement(args):
 
 
 def cmd_mpi(args) -> int:
-    from geofed.bench import jobs, suite
+    """The `mpi` workload with its benchmarks named as words (`bench mpi latency bw`)."""
+    import dataclasses
+
+    from geofed import workloads
+    from geofed.bench import suite
+    from geofed.workloads.mpi import MpiParams
+    measure = from_args(suite.Measure, args)
+    params = MpiParams(**dataclasses.asdict(measure), benchmarks=",".join(args.benchmarks))
     fed, placement = _placement(args)
-    benches = suite.resolve(args.benchmarks)
-    validate.parse_sizes(args.sizes)
-    suite.check_ranks(benches, placement.node_count * args.ranks_per_node,
-                      f"placement {placement.code} with {args.ranks_per_node} rank per node")
-    argv = ["geofed.bench.mpi", *args.benchmarks, *suite.measure_argv(args)]
-    rec = jobs.run_program(fed, placement, argv, ranks_per_node=args.ranks_per_node, hostfile=args.hostfile,
-                           timeout=args.timeout, what=f"bench mpi {' '.join(args.benchmarks)}")
-    emit(rec, args.out)
-    return rec.data.exit_status
+    ctx = workloads.Context(fed, placement, args.ranks_per_node, args.hostfile, args.timeout, progress=progress)
+    return run_workload(workloads.get("mpi"), ctx, params, args.out)
 
 
 def cmd_compare(args) -> int:
@@ -50,18 +50,14 @@ def cmd_compare(args) -> int:
 
 
 def cmd_matrix(args) -> int:
-    from geofed.bench import jobs
+    """The `matrix` workload on the placement, or on every node of the federation."""
+    from geofed import workloads
     from geofed.launch.placement import every_node
     fed = federation.load(args.federation)
     placement = _placement(args)[1] if args.placement else every_node(fed)
-    validate.parse_size(args.latency_size), validate.parse_size(args.bw_size)
-    if placement.node_count < 2:
-        raise UserError(f"bench matrix: placement {placement.code} has {placement.node_count} node; it needs 2 or more")
-    argv = ["geofed.bench.matrix", "--latency-size", args.latency_size, "--bw-size", args.bw_size,
-            "--budget", str(args.budget)] + (["--pairs", args.pairs] if args.pairs else [])
-    rec = jobs.run_program(fed, placement, argv, hostfile=args.hostfile, timeout=args.timeout, what="bench matrix")
-    emit(rec, args.out)
-    return rec.data.exit_status
+    w = workloads.get("matrix")
+    ctx = workloads.Context(fed, placement, 1, args.hostfile, args.timeout, progress=progress)
+    return run_workload(w, ctx, from_args(w.Params, args), args.out)
 
 
 def cmd_check(args) -> int:
@@ -141,7 +137,7 @@ def mpi_args(p: argparse.ArgumentParser) -> None:
     from geofed.bench import suite  # light: no MPI
     p.add_argument("benchmarks", nargs="+", metavar="BENCHMARK", help=", ".join([*suite.BENCHMARKS, *suite.GROUPS]))
     options.job(p, placement_text="nodes per site like W1G1, or by name like 'W[2]G[1]' (ranks 0 and 1 measure p2p)")
-    suite.add_measure_options(p)
+    add_options(p, suite.Measure)
     options.out(p, "geofed-out/bench", "the bench.mpi record")
 
 
@@ -161,11 +157,9 @@ def compare_args(p: argparse.ArgumentParser) -> None:
 def matrix_args(p: argparse.ArgumentParser) -> None:
     options.federation(p)
     options.placement(p, required=False, text="nodes to include, like W2G2 (default: every node)")
-    p.add_argument("--pairs", help="only these pairs, like W1-G1,W1-W2")
+    from geofed.workloads.matrix import MatrixParams
+    add_options(p, MatrixParams)
     options.hostfile(p)
-    p.add_argument("--latency-size", default="1", help="latency message size (default 1)")
-    p.add_argument("--bw-size", default="1M", help="bandwidth message size (default 1M)")
-    p.add_argument("--budget", type=positive_float, default=0.3, help="seconds per measurement (default 0.3)")
     options.timeout(p)
     options.out(p, "geofed-out/bench", "the bench.matrix record")
 
@@ -255,10 +249,14 @@ def cmd_workload(args) -> int:
     fed = federation.load(args.federation)
     ctx = workloads.Context(fed, parse(args.placement, fed) if args.placement else None, args.ranks_per_node,
                             args.hostfile, args.timeout, progress=progress)
-    params = from_args(w.Params, args)
+    return run_workload(w, ctx, from_args(w.Params, args), args.out)
+
+
+def run_workload(w, ctx, params, out) -> int:
+    """Check, run, show and save a workload's record; 1 when its sanity check fails."""
     w.check(ctx, params)
     rec = w.run(ctx, params)
-    emit(rec, args.out, w.table(rec))
+    emit(rec, out, w.table(rec))
     verdict = w.sanity(rec)
     if not verdict.ok:
         print(f"geofed: failed: {w.name}: {verdict.why}", file=sys.stderr)

@@ -236,7 +236,7 @@ def slurm_command(job: Job, hostfile: str | Path | None, workdir: str | Path) ->
     return Command(argv, env, {slurm_hosts: "\n".join(ordered) + "\n"})
 
 
-def stop(proc: subprocess.Popen, job: Job) -> None:
+def stop(proc: subprocess.Popen, job: Job, since: float) -> None:
     """Stop a launched job: mpiexec's process group, then every process of the job.
 
     Ranks and Hydra proxies live in other namespaces and sessions, out of mpiexec's
@@ -244,7 +244,9 @@ def stop(proc: subprocess.Popen, job: Job) -> None:
     this job survives and no other job is touched. A proxy that its launcher was
     still starting appears after the first sweep, hence the repeats. MPICH leaves
     its shared-memory segments behind when ranks are killed, and Hydra its topology
-    files when proxies are; the ones the job's processes held are removed.
+    files when proxies are; the ones the job's processes held are removed, and so are
+    segments a rank made between the last look at it and its end (it was starting MPI
+    when the job was stopped): made since the job started, by this user, held by no one.
     """
     # Before mpiexec goes: its end takes the ranks with it, and their maps.
     left = _left_files(job_pids(job))
@@ -263,8 +265,36 @@ def stop(proc: subprocess.Popen, job: Job) -> None:
             break
         left |= _left_files(pids)
         terminate(pids)
-    for path in left:
+    for path in left | _orphan_segments(since):
         Path(path).unlink(missing_ok=True)
+
+
+def _orphan_segments(since: float) -> set[str]:
+    """MPICH segments in /dev/shm made since `since` by this user that no process maps or
+    holds open: a live job's are held by its ranks, so only the dead's are found."""
+    made = set()
+    for path in Path("/dev/shm").glob("mpich_shm_*"):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        if st.st_uid == os.getuid() and st.st_ctime >= since:
+            made.add(str(path))
+    if not made:
+        return made
+    for pid in (int(d) for d in os.listdir("/proc") if d.isdigit()):
+        made -= open_files(pid) | _mapped_segments(pid)
+    return made
+
+
+def _mapped_segments(pid: int) -> set[str]:
+    """MPICH's shared-memory segments `pid` maps."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return {line.rstrip("\n").split(maxsplit=5)[-1].removesuffix(" (deleted)") for line in f
+                    if "/dev/shm/mpich" in line}
+    except OSError:
+        return set()
 
 
 def job_pids(job: Job) -> list[int]:
@@ -279,14 +309,7 @@ def _left_files(pids: list[int]) -> set[str]:
     removes it only when it ends cleanly). Other users' files are not ours."""
     files = set()
     for p in pids:
-        try:
-            with open(f"/proc/{p}/maps") as f:
-                for line in f:
-                    path = line.rstrip("\n").split(maxsplit=5)[-1]
-                    if path.startswith("/dev/shm/mpich"):
-                        files.add(path.removesuffix(" (deleted)"))
-        except OSError:
-            pass
+        files |= _mapped_segments(p)
         files |= {path for path in open_files(p) if path.startswith(HYDRA_TOPOLOGY_FILE)}
     return files
 

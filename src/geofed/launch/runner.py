@@ -15,16 +15,18 @@ Exit statuses (docs/launch.md): timeout 124, Ctrl-C 130, a failed job 1.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from geofed.errors import JobFailed
+from geofed.errors import JobFailed, UserError
 from geofed.launch import job as launch
 from geofed.progress import PREFIX
 from geofed.testbed import host
@@ -69,6 +71,7 @@ class Running:
         for path, content in cmd.files.items():
             Path(path).write_text(content)
         self._log = open(log, "wb")
+        self.since = time.time()  # what MPICH leaves in /dev/shm from now on may be this job's
         self.proc = subprocess.Popen(cmd.argv, env=dict(os.environ, **cmd.env), stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
                                      cwd=cwd)
@@ -115,7 +118,7 @@ class Running:
             return
         with host.interrupt_after():
             self.showing = not quiet
-            launch.stop(self.proc, self.job)
+            launch.stop(self.proc, self.job, self.since)
             self._copier.join(timeout=10)
             self.proc.stdout.close()
             self._log.close()
@@ -181,3 +184,25 @@ def run(job: launch.Job, *, what: str, hostfile: str | None = None, timeout: flo
         if rc != 0:
             raise running.failure(what, rc, timeout)
         return running.output()
+
+
+def run_ranks(fed, placement, workload: str, params: dict, *, ranks_per_node: int = 1, hostfile: str | None = None,
+              timeout: float | None = 900, cpu_limit: bool = False, echo: bool = False,
+              what: str | None = None) -> dict:
+    """Run a workload's rank program on the placement: every rank runs
+    `python -m geofed.workloads WORKLOAD PARAMS RESULT` (a process boundary: the workload is
+    named, not imported) and rank 0's result comes home as JSON; the one way results of
+    geofed's own MPI programs come home. With `echo` the ranks' output is shown as it comes.
+    A request the ranks refuse is UserError; a failure or timeout JobFailed (log kept)."""
+    what = what or f"{workload} on {placement.code}"
+    with work_directory(workload, hostfile) as tmp:
+        result = tmp / "result.json"
+        argv = [sys.executable, "-m", "geofed.workloads", workload, json.dumps(params), str(result)]
+        job = launch.Job(fed, placement, argv, ranks_per_node, cpu_limit=cpu_limit)
+        with started(job, tmp / "job.log", hostfile=hostfile, echo=echo) as running:
+            rc = running.wait(timeout)
+        if rc == 2 and not result.exists():
+            raise UserError(f"{what}: the ranks rejected the request{last_error(running.output())}")
+        if rc != 0 or not result.exists():
+            raise running.failure(what, rc, timeout)
+        return json.loads(result.read_text())

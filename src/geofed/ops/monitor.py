@@ -69,16 +69,14 @@ def placement_for(fed, pairs: list[tuple[str, str]]):
 
 
 def sample_round(fed, pairs, budget: float, bw_size: str, hostfile: str | None, timeout: float) -> list[dict]:
-    from geofed.bench import jobs
-    placement = placement_for(fed, pairs)
-    argv = ["geofed.bench.matrix", "--pairs", ",".join(f"{a}-{b}" for a, b in pairs),
-            "--budget", str(budget), "--bw-size", bw_size]
+    from geofed.launch import runner
+    params = {"pairs": ",".join(f"{a}-{b}" for a, b in pairs), "budget": budget, "bw_size": bw_size}
     try:
-        rec = jobs.run_program(fed, placement, argv, hostfile=hostfile, timeout=timeout,
-                               what="monitor sample", echo=False)
+        data = runner.run_ranks(fed, placement_for(fed, pairs), "matrix", params, hostfile=hostfile,
+                                timeout=timeout, what="monitor sample")
     except (JobFailed, UserError) as e:
         return [{"a": a, "b": b, "error": str(e)} for a, b in pairs]
-    return rec.data.pairs
+    return data["pairs"]
 
 
 def read_series(db: sqlite3.Connection) -> dict[tuple[str, str, str], dict]:

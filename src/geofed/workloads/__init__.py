@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import json
 import pkgutil
-import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -113,26 +111,17 @@ class RankWorkload(Workload):
     record's data (a dict), the others None. Network workloads run without the node
     CPU quota (busy-polling ranks on a long link would be throttled, docs/launch.md)."""
     cpu_limit: bool = False
+    echo: bool = False  # show the ranks' output as it comes (a benchmark's table, measured size by size)
 
     def rank(self, comm, params) -> dict | None:
         raise NotImplementedError
 
     def run(self, ctx: Context, params) -> records.Record:
-        from geofed.launch import job as launch
         from geofed.launch import runner
-        with runner.work_directory(self.name, ctx.hostfile) as tmp:
-            result = tmp / "result.json"
-            argv = [sys.executable, "-m", "geofed.workloads", self.name, json.dumps(dataclasses.asdict(params)),
-                    str(result)]
-            job = launch.Job(ctx.fed, ctx.placement, argv, ctx.ranks_per_node, cpu_limit=self.cpu_limit)
-            what = f"bench {self.name} on {ctx.placement.code}"
-            with runner.started(job, Path(tmp) / "job.log", hostfile=ctx.hostfile, echo=False) as running:
-                rc = running.wait(ctx.timeout)
-            if rc == 2 and not result.exists():
-                raise UserError(f"{what}: the ranks rejected the request{runner.last_error(running.output())}")
-            if rc != 0 or not result.exists():
-                raise running.failure(what, rc, ctx.timeout)
-            return self.record(ctx, params, json.loads(result.read_text()))
+        return self.record(ctx, params, runner.run_ranks(
+            ctx.fed, ctx.placement, self.name, dataclasses.asdict(params), ranks_per_node=ctx.ranks_per_node,
+            hostfile=ctx.hostfile, timeout=ctx.timeout, cpu_limit=self.cpu_limit, echo=self.echo,
+            what=f"bench {self.name} on {ctx.placement.code}"))
 
 
 @cache
