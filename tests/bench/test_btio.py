@@ -63,10 +63,11 @@ def test_simple_and_full_write_the_same_file_and_it_reads_back_in_place(tmp_path
     digests = {}
     for sub in ("simple", "full"):
         target, out = tmp_path / f"{sub}.dat", tmp_path / f"{sub}.json"
-        res = run_group([mpiexec, "-n", "4", sys.executable, "-m", "geofed.bench.btio", "--n", "13", "--steps", "10",
-                         "--subtype", sub, "--file", str(target), "--out", str(out)], 300)
+        run = {"n": 13, "steps": 10, "subtype": sub, "file": str(target)}
+        res = run_group([mpiexec, "-n", "4", sys.executable, "-m", "geofed.workloads", "btio", json.dumps(run),
+                         str(out)], 300)
         assert res.returncode == 0, res.stdout + res.stderr
-        data = json.loads(out.read_text())["data"]
+        data = json.loads(out.read_text())
         assert data["wrong_doubles"] == 0 and data["file_size_ok"] and data["dumps"] == 2
         assert target.stat().st_size == 2 * 13 ** 3 * 5 * 8
         digests[sub] = btio.file_digest(target)

@@ -22,11 +22,9 @@ function of (dump, point, component), so the read-back checks every byte exactly
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import math
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -101,34 +99,28 @@ def full_view(MPI, n: int, mine):
     return joined
 
 
-def rank_main(argv: list[str] | None = None) -> int:
+def measure(comm, n: int, steps: int, subtype: str, file: str) -> dict | None:
+    """One BT-I/O run of every rank into `file`, read back; rank 0 returns the job.btio data,
+    the other ranks None."""
     import numpy as np
     from mpi4py import MPI
 
-    from geofed import records, runtime
-    ap = argparse.ArgumentParser(prog="geofed.bench.btio")
-    ap.add_argument("--n", type=int, required=True)
-    ap.add_argument("--steps", type=int, required=True)
-    ap.add_argument("--subtype", choices=("simple", "full"), required=True)
-    ap.add_argument("--file", required=True)
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args(argv)
-    comm = MPI.COMM_WORLD
+    from geofed import runtime
+    from geofed.errors import UserError
     rank, ranks = comm.Get_rank(), comm.Get_size()
     if isqrt_exact(ranks) is None:
-        return runtime.refuse("geofed.bench.btio", ValueError(f"{ranks} ranks: BT needs a square number"))
-    n = a.n
+        raise UserError(f"{ranks} ranks: BT needs a square number")
     mine = [(cell, values(n, 0, *cell)) for cell in cells(rank, ranks, n)]
     fields = [np.ascontiguousarray(np.moveaxis(d, 3, 0)) for _, d in mine]  # the compute phase's own arrays
-    dumps = a.steps // IO_EVERY
+    dumps = steps // IO_EVERY
     amode = MPI.MODE_CREATE | MPI.MODE_RDWR
     comm.Barrier()
     t0 = time.perf_counter()
-    fh = MPI.File.Open(comm, a.file, amode)
-    view = full_view(MPI, n, mine) if a.subtype == "full" else None
+    fh = MPI.File.Open(comm, file, amode)
+    view = full_view(MPI, n, mine) if subtype == "full" else None
     io_s = compute_s = 0.0
     flops = 0
-    for step in range(1, a.steps + 1):
+    for step in range(1, steps + 1):
         c0 = time.perf_counter()
         for f in fields:
             compute_step(f)
@@ -152,7 +144,7 @@ def rank_main(argv: list[str] | None = None) -> int:
     total_s = time.perf_counter() - t0
     # Read back: every double of every cell of every dump where it belongs.
     wrong = 0
-    fh = MPI.File.Open(comm, a.file, MPI.MODE_RDONLY)
+    fh = MPI.File.Open(comm, file, MPI.MODE_RDONLY)
     size_ok = fh.Get_size() == dumps * dump_bytes(n)
     for dump in range(dumps):
         for (low, size), _ in mine:
@@ -168,17 +160,16 @@ def rank_main(argv: list[str] | None = None) -> int:
         view.Free()
     stats = comm.gather({"io_s": io_s, "compute_s": compute_s, "flops": flops, "wrong": wrong,
                          "node": runtime.node(), "site": runtime.site()}, root=0)
-    if rank == 0:
-        io = max(s["io_s"] for s in stats)
-        data = {"n": n, "steps": a.steps, "dumps": dumps, "ranks": ranks, "subtype": a.subtype, "file": a.file,
-                "bytes": dumps * dump_bytes(n), "total_s": total_s, "io_s": io,
-                "compute_s": max(s["compute_s"] for s in stats), "io_fraction": io / total_s,
-                "mb_per_s": dumps * dump_bytes(n) / io / 1e6 if io else 0.0,
-                "mflops": sum(s["flops"] for s in stats) / total_s / 1e6,
-                "wrong_doubles": sum(s["wrong"] for s in stats), "file_size_ok": bool(size_ok),
-                "sites": sorted({s["site"] for s in stats if s["site"]}), "placement": runtime.placement()}
-        Path(a.out).write_text(records.dumps(records.make("job.btio", data)))
-    return 0
+    if rank != 0:
+        return None
+    io = max(s["io_s"] for s in stats)
+    return {"n": n, "steps": steps, "dumps": dumps, "ranks": ranks, "subtype": subtype, "file": file,
+            "bytes": dumps * dump_bytes(n), "total_s": total_s, "io_s": io,
+            "compute_s": max(s["compute_s"] for s in stats), "io_fraction": io / total_s,
+            "mb_per_s": dumps * dump_bytes(n) / io / 1e6 if io else 0.0,
+            "mflops": sum(s["flops"] for s in stats) / total_s / 1e6,
+            "wrong_doubles": sum(s["wrong"] for s in stats), "file_size_ok": bool(size_ok),
+            "sites": sorted({s["site"] for s in stats if s["site"]}), "placement": runtime.placement()}
 
 
 # ---------------------------------------------------------------- driver
@@ -211,7 +202,6 @@ def run(fed, placement, cls: str, subtypes: list[str], directory: Path, *, ranks
     are compared, then removed."""
     from geofed import records
     from geofed.errors import UserError
-    from geofed.launch import job as launch
     from geofed.launch import runner
     from geofed.progress import progress
     n, class_steps = check_request(cls, placement.node_count * ranks_per_node)
@@ -223,14 +213,13 @@ def run(fed, placement, cls: str, subtypes: list[str], directory: Path, *, ranks
     with tempfile.TemporaryDirectory(prefix="geofed-btio-", dir=directory) as tmp:
         os.chmod(tmp, 0o755)  # ranks run as this user; the directory may be reached through another mount
         for sub in subtypes:
-            out = Path(tmp) / f"{sub}.json"
             target = Path(tmp) / f"btio-{cls}-{sub}.dat"
             progress(f"bench btio: class {cls} ({n}^3, {steps} steps), {sub}, {placement.code}")
-            j = launch.Job(fed, placement, [sys.executable, "-m", "geofed.bench.btio", "--n", str(n), "--steps",
-                                            str(steps), "--subtype", sub, "--file", str(target), "--out", str(out)],
-                           ranks_per_node)
-            runner.run(j, what=f"bench btio {sub}", hostfile=hostfile, timeout=timeout)
-            row = records.read(out).to_dict()["data"] | {"class": cls}
+            data = runner.run_ranks(fed, placement, "btio", {"n": n, "steps": steps, "subtype": sub,
+                                                             "file": str(target)},
+                                    ranks_per_node=ranks_per_node, hostfile=hostfile, timeout=timeout,
+                                    cpu_limit=True, what=f"bench btio {sub}")
+            row = records.make("job.btio", data).to_dict()["data"] | {"class": cls}  # its shape checked
             digests[sub] = file_digest(target)
             target.unlink()
             rows.append(row)
@@ -249,7 +238,3 @@ def format_table(data: dict) -> str:
                      f"{r['io_fraction']:>6.1%} {r['mb_per_s']:>8.1f} {r['mflops']:>8.0f} "
                      f"{'ok' if r['wrong_doubles'] == 0 and r['file_size_ok'] else 'WRONG':>8}")
     return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    sys.exit(rank_main())

@@ -45,7 +45,7 @@ class BenchIo:
 
 @kind
 class JobBtio:
-    """`python -m geofed.bench.btio` (rank 0 for `geofed bench btio`): one BT-I/O run."""
+    """What rank 0 of one BT-I/O job (the btio workload, one subtype) sends home: one run."""
     KIND = "job.btio"
     VERSION = 1
     n: int = doc("grid points per dimension")

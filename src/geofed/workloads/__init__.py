@@ -98,12 +98,13 @@ class Workload:
         return records.make(RESULT_KIND, data | {"verdict": {"ok": verdict.ok, "why": verdict.why},
                                                  "figures": self.figures(rec)}, **meta)
 
-    def params_from_dict(self, given: dict) -> Any:
-        known = {f.name for f in dataclasses.fields(self.Params)}
+    def params_from_dict(self, given: dict, params_type: type | None = None) -> Any:
+        params_type = params_type or self.Params
+        known = {f.name for f in dataclasses.fields(params_type)}
         unknown = sorted(set(given) - known)
         if unknown:
             raise UserError(f"{self.name}: unknown parameter {unknown[0]!r} (known: {', '.join(sorted(known))})")
-        return self.Params(**given)
+        return params_type(**given)
 
 
 class RankWorkload(Workload):
@@ -112,6 +113,9 @@ class RankWorkload(Workload):
     CPU quota (busy-polling ranks on a long link would be throttled, docs/launch.md)."""
     cpu_limit: bool = False
     echo: bool = False  # show the ranks' output as it comes (a benchmark's table, measured size by size)
+    # What one job of its ranks is given, when a driver runs several jobs for one request
+    # (BT-I/O: one per subtype) and the ranks' parameters differ from the user's.
+    RankParams: type | None = None
 
     def rank(self, comm, params) -> dict | None:
         raise NotImplementedError

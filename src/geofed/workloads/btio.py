@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from geofed.params import param
-from geofed.workloads import Context, Workload
+from geofed.workloads import Context, RankWorkload
 
 
 @dataclass(frozen=True)
@@ -15,11 +15,21 @@ class BtioParams:
     filesystem: str = param("W:data", "SITE:NAME of the file system the shared file is written in")
 
 
-class Btio(Workload):
+@dataclass(frozen=True)
+class BtioRun:
+    """One job of the ranks: one subtype into one file."""
+    n: int
+    steps: int
+    subtype: str
+    file: str
+
+
+class Btio(RankWorkload):
     name = "btio"
     help = "NPB BT-I/O's pattern over MPI-IO on a placement: simple and full subtypes"
     kind = "bench.btio"
     Params = BtioParams
+    RankParams = BtioRun
     command = "bench btio"
 
     def check(self, ctx: Context, params: BtioParams) -> None:
@@ -28,6 +38,7 @@ class Btio(Workload):
         storage.resolve(ctx.fed, ctx.placement.nodes(ctx.fed)[0].name, params.filesystem)
 
     def run(self, ctx: Context, params: BtioParams):
+        """A run per subtype (bench.btio.run), into the file system as the placement's first node reaches it."""
         from geofed.bench import btio
         from geofed.testbed import core, storage
         storage.up(core.require_up(ctx.fed), ctx.progress)
@@ -35,6 +46,10 @@ class Btio(Workload):
         data = btio.run(ctx.fed, ctx.placement, params.cls, params.subtypes.split(","), mount,
                         ranks_per_node=ctx.ranks_per_node, hostfile=ctx.hostfile, timeout=ctx.timeout)
         return self.record(ctx, params, data)
+
+    def rank(self, comm, run: BtioRun) -> dict | None:
+        from geofed.bench import btio
+        return btio.measure(comm, run.n, run.steps, run.subtype, run.file)
 
     def table(self, rec) -> str:
         from geofed.bench import btio
