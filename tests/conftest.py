@@ -3,6 +3,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,48 @@ def two_site_federation(name: str, rtt_ms: float, gbps: float = 1.0) -> str:
     """A small test federation: site A with 2 nodes, site B with 1, one link."""
     from geofed.bench.link import two_site_toml
     return two_site_toml(rtt_ms, gbps, name=name, a_nodes=2, local_latency_us=2.0)
+
+
+# Two sites, each with its own directory (OpenLDAP at M, Samba AD at H), one node each.
+TWO_DIRECTORY_SITES = """
+name = "{name}"
+[[site]]
+code = "M"
+nodes = 1
+[site.directory]
+kind = "ldap"
+base = "dc=uni-mannheim,dc=de"
+prefix = "ma"
+offset = 100000
+activation = "employeeType=bwgrid"
+[[site]]
+code = "H"
+nodes = 1
+[site.directory]
+kind = "ad"
+realm = "ad.uni-heidelberg.de"
+prefix = "hd"
+offset = 200000
+activation = "employeeType=bwgrid"
+[[link]]
+sites = ["M", "H"]
+fibre_km = 28.6
+bandwidth_gbps = 1.0
+"""
+
+
+@contextmanager
+def testbed_up(path: Path, name: str):
+    """A test's own testbed of the federation file `path` (named `name`): up for the
+    block, then down, and nothing of it left."""
+    from geofed.testbed import core
+    try:
+        res = run_geofed("testbed", "up", str(path))
+        assert res.returncode == 0, res.stderr
+        yield str(path)
+    finally:
+        core.down(name)
+        assert core.leftovers(name) == []
 
 
 def have_testbed() -> bool:

@@ -7,8 +7,8 @@ import sqlite3
 
 import pytest
 
-from conftest import needs_root, run_geofed, two_site_federation
-from geofed.testbed import core, host
+from conftest import needs_root, run_geofed, testbed_up, two_site_federation
+from geofed.testbed import host
 
 pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow]
 
@@ -20,13 +20,8 @@ TWO_SITES = two_site_federation(NAME, rtt_ms=2)
 def fed(tmp_path_factory):
     path = tmp_path_factory.mktemp("fed") / "two.toml"
     path.write_text(TWO_SITES)
-    try:
-        res = run_geofed("testbed", "up", str(path))
-        assert res.returncode == 0, res.stderr
-        yield str(path)
-    finally:
-        core.down(NAME)
-        assert core.leftovers(NAME) == []
+    with testbed_up(path, NAME) as fed_path:
+        yield fed_path
 
 
 def job_processes() -> list[int]:

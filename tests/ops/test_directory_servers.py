@@ -11,44 +11,18 @@ import time
 
 import pytest
 
-from conftest import GEOFED, needs_root, no_leftovers, run_geofed
+from conftest import GEOFED, TWO_DIRECTORY_SITES, needs_root, no_leftovers, run_geofed
 from geofed import federation
 from geofed.ops import directory, userbase
 from geofed.testbed import host
 
 pytestmark = [needs_root, pytest.mark.slow]
 
-TWO_SITES = """
-name = "{name}"
-[[site]]
-code = "M"
-nodes = 1
-[site.directory]
-kind = "ldap"
-base = "dc=uni-mannheim,dc=de"
-prefix = "ma"
-offset = 100000
-activation = "employeeType=bwgrid"
-[[site]]
-code = "H"
-nodes = 1
-[site.directory]
-kind = "ad"
-realm = "ad.uni-heidelberg.de"
-prefix = "hd"
-offset = 200000
-activation = "employeeType=bwgrid"
-[[link]]
-sites = ["M", "H"]
-fibre_km = 28.6
-bandwidth_gbps = 1.0
-"""
-
 
 @pytest.fixture
 def fed(write_fed):
     name = f"dirsrv{os.getpid() % 10000}"
-    path = write_fed(TWO_SITES.format(name=name))
+    path = write_fed(TWO_DIRECTORY_SITES.format(name=name))
     yield federation.load(path)
     run_geofed("ops", "directory", "down", str(path))
     run_geofed("testbed", "down", str(path))

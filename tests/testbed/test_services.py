@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GEOFED, needs_root, no_leftovers, run_geofed
+from conftest import GEOFED, TWO_DIRECTORY_SITES, needs_root, no_leftovers, run_geofed
 from geofed import federation
 from geofed.errors import UserError
 from geofed.testbed import core, host, services, ssh, storage
@@ -22,32 +22,6 @@ pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(shutil.which("slurmctld") is None or shutil.which("samba") is None
                                  or not os.path.exists(ssh.SSHD), reason="Slurm, Samba or OpenSSH missing (./setup.sh)")]
 
-# Two sites, each with its own directory (OpenLDAP at M, Samba AD at H), one node each.
-FED = """
-name = "{name}"
-[[site]]
-code = "M"
-nodes = 1
-[site.directory]
-kind = "ldap"
-base = "dc=uni-mannheim,dc=de"
-prefix = "ma"
-offset = 100000
-activation = "employeeType=bwgrid"
-[[site]]
-code = "H"
-nodes = 1
-[site.directory]
-kind = "ad"
-realm = "ad.uni-heidelberg.de"
-prefix = "hd"
-offset = 200000
-activation = "employeeType=bwgrid"
-[[link]]
-sites = ["M", "H"]
-fibre_km = 28.6
-bandwidth_gbps = 1.0
-"""
 OPS = {"directory": ["ops", "directory", "up"], "slurm-fed": ["ops", "slurm", "up"], "ssh": ["ops", "ssh", "up"],
        "storage-export": ["ops", "storage", "up"]}
 
@@ -55,7 +29,7 @@ OPS = {"directory": ["ops", "directory", "up"], "slurm-fed": ["ops", "slurm", "u
 @pytest.fixture
 def fed(write_fed):
     name = f"gfsvc-{os.getpid()}"
-    path = write_fed(FED.format(name=name))
+    path = write_fed(TWO_DIRECTORY_SITES.format(name=name))
     yield federation.load(path)
     run_geofed("testbed", "down", name)
     assert no_leftovers(name) == []

@@ -5,9 +5,8 @@ import os
 
 import pytest
 
-from conftest import needs_root, run_geofed, two_site_federation
+from conftest import needs_root, run_geofed, testbed_up, two_site_federation
 from geofed import records
-from geofed.testbed import core
 from geofed.workloads import exchange
 
 NAME = f"gftest-exch-{os.getpid() % 100000}"
@@ -17,13 +16,8 @@ NAME = f"gftest-exch-{os.getpid() % 100000}"
 def fed(tmp_path_factory):
     path = tmp_path_factory.mktemp("fed") / "two.toml"
     path.write_text(two_site_federation(NAME, rtt_ms=2))
-    try:
-        res = run_geofed("testbed", "up", str(path))
-        assert res.returncode == 0, res.stderr
-        yield str(path)
-    finally:
-        core.down(NAME)
-        assert core.leftovers(NAME) == []
+    with testbed_up(path, NAME) as fed_path:
+        yield fed_path
 
 
 @needs_root
