@@ -80,7 +80,7 @@ bandwidth_gbps = 1.0
 
 
 @contextmanager
-def testbed_up(path: Path, name: str):
+def own_testbed(path: Path, name: str):
     """A test's own testbed of the federation file `path` (named `name`): up for the
     block, then down, and nothing of it left."""
     from geofed.testbed import core

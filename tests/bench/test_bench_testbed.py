@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from conftest import needs_root, run_geofed, testbed_up, two_site_federation
+from conftest import needs_root, run_geofed, own_testbed, two_site_federation
 from geofed.testbed import host
 
 pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow]
@@ -20,7 +20,7 @@ TWO_SITES = two_site_federation(NAME, rtt_ms=2)
 def fed(tmp_path_factory):
     path = tmp_path_factory.mktemp("fed") / "two.toml"
     path.write_text(TWO_SITES)
-    with testbed_up(path, NAME) as fed_path:
+    with own_testbed(path, NAME) as fed_path:
         yield fed_path
 
 

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import needs_root, run_geofed, testbed_up, two_site_federation
+from conftest import needs_root, run_geofed, own_testbed, two_site_federation
 from geofed import records
 from geofed.workloads import exchange
 
@@ -16,7 +16,7 @@ NAME = f"gftest-exch-{os.getpid() % 100000}"
 def fed(tmp_path_factory):
     path = tmp_path_factory.mktemp("fed") / "two.toml"
     path.write_text(two_site_federation(NAME, rtt_ms=2))
-    with testbed_up(path, NAME) as fed_path:
+    with own_testbed(path, NAME) as fed_path:
         yield fed_path
 
 
