@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from conftest import needs_root, run_geofed, own_testbed, two_site_federation
+from conftest import needs_root, own_testbed, run_geofed, two_site_federation
 from geofed.testbed import host
 
 pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow]

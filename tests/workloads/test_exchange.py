@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import needs_root, run_geofed, own_testbed, two_site_federation
+from conftest import needs_root, own_testbed, run_geofed, two_site_federation
 from geofed import records
 from geofed.workloads import exchange
 
