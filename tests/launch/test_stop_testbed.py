@@ -24,7 +24,7 @@ import pytest
 from conftest import GEOFED, needs_root
 from geofed import federation
 from geofed.launch import job
-from geofed.testbed import core
+from geofed.testbed import core, host
 
 pytestmark = [needs_root, pytest.mark.slow]
 
@@ -91,7 +91,7 @@ def in_use() -> set[str]:
                 found |= {"/dev/shm/" + l.split("/dev/shm/", 1)[1].split()[0] for l in f if "/dev/shm/mpich" in l}
         except OSError:
             pass
-        found |= job.open_files(int(d))
+        found |= host.open_files(int(d))
     return found
 
 

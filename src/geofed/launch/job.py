@@ -23,6 +23,7 @@ from geofed.errors import UserError
 from geofed.federation import Federation, Node
 from geofed.launch.placement import Placement
 from geofed.native import binary
+from geofed.testbed import host
 from geofed.testbed.host import in_netns_keep_mounts, pids_with_env, terminate
 from geofed.testbed.plan import make_plan
 from geofed.testbed.slurm import feature as site_feature
@@ -265,36 +266,8 @@ def stop(proc: subprocess.Popen, job: Job, since: float) -> None:
             break
         left |= _left_files(pids)
         terminate(pids)
-    for path in left | _orphan_segments(since):
+    for path in left | host.orphan_segments(since):
         Path(path).unlink(missing_ok=True)
-
-
-def _orphan_segments(since: float) -> set[str]:
-    """MPICH segments in /dev/shm made since `since` by this user that no process maps or
-    holds open: a live job's are held by its ranks, so only the dead's are found."""
-    made = set()
-    for path in Path("/dev/shm").glob("mpich_shm_*"):
-        try:
-            st = path.stat()
-        except OSError:
-            continue
-        if st.st_uid == os.getuid() and st.st_ctime >= since:
-            made.add(str(path))
-    if not made:
-        return made
-    for pid in (int(d) for d in os.listdir("/proc") if d.isdigit()):
-        made -= open_files(pid) | _mapped_segments(pid)
-    return made
-
-
-def _mapped_segments(pid: int) -> set[str]:
-    """MPICH's shared-memory segments `pid` maps."""
-    try:
-        with open(f"/proc/{pid}/maps") as f:
-            return {line.rstrip("\n").split(maxsplit=5)[-1].removesuffix(" (deleted)") for line in f
-                    if "/dev/shm/mpich" in line}
-    except OSError:
-        return set()
 
 
 def job_pids(job: Job) -> list[int]:
@@ -309,21 +282,6 @@ def _left_files(pids: list[int]) -> set[str]:
     removes it only when it ends cleanly). Other users' files are not ours."""
     files = set()
     for p in pids:
-        files |= _mapped_segments(p)
-        files |= {path for path in open_files(p) if path.startswith(HYDRA_TOPOLOGY_FILE)}
+        files |= host.mapped_segments(p)
+        files |= {path for path in host.open_files(p) if path.startswith(HYDRA_TOPOLOGY_FILE)}
     return files
-
-
-def open_files(pid: int) -> set[str]:
-    """What `pid`'s descriptors point at (a descriptor closed meanwhile is skipped)."""
-    paths = set()
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return paths
-    for fd in fds:
-        try:
-            paths.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
-        except OSError:
-            pass
-    return paths

@@ -342,6 +342,7 @@ def down(fed_name: str) -> list[str]:
     (testbed/services.py: Slurm, sshd, storage, directory servers, benchmark peers), also
     after a crash; harmless when nothing is there."""
     require_root("down")
+    owner = read_owner(fed_name)
     removed = services.stop_all(fed_name)
     namespaces = leftovers(fed_name)
     pids = [p for ns in namespaces for p in host.netns_pids(ns)]
@@ -360,6 +361,12 @@ def down(fed_name: str) -> list[str]:
         for d in ETC_NETNS.iterdir():
             if d.name.startswith(prefix(fed_name)):
                 shutil.rmtree(d, ignore_errors=True)
+    if owner:  # MPICH segments of ranks killed while starting MPI, by a crash of their geofed say
+        orphans = host.orphan_segments(owner["since"])
+        for path in orphans:
+            Path(path).unlink(missing_ok=True)
+        if orphans:
+            removed.append(f"{len(orphans)} MPICH segments")
     state_dir = services.fed_dir(fed_name)
     if state_dir.exists():
         shutil.rmtree(state_dir, ignore_errors=True)

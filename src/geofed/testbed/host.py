@@ -272,3 +272,47 @@ def cgroup_remove_tree(rel: str) -> None:
             parent.rmdir()  # only succeeds once no other federation uses it
         except OSError:
             pass
+
+
+def open_files(pid: int) -> set[str]:
+    """What `pid`'s descriptors point at (a descriptor closed meanwhile is skipped)."""
+    paths = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return paths
+    for fd in fds:
+        try:
+            paths.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            pass
+    return paths
+
+
+def orphan_segments(since: float) -> set[str]:
+    """MPICH segments in /dev/shm made since `since` by this user that no process maps or
+    holds open: a live job's are held by its ranks, so only those of ranks killed while
+    they started MPI are found (a finished job unlinks its own)."""
+    made = set()
+    for path in Path("/dev/shm").glob("mpich_shm_*"):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        if st.st_uid == os.getuid() and st.st_ctime >= since:
+            made.add(str(path))
+    if not made:
+        return made
+    for pid in (int(d) for d in os.listdir("/proc") if d.isdigit()):
+        made -= open_files(pid) | mapped_segments(pid)
+    return made
+
+
+def mapped_segments(pid: int) -> set[str]:
+    """MPICH's shared-memory segments `pid` maps."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return {line.rstrip("\n").split(maxsplit=5)[-1].removesuffix(" (deleted)") for line in f
+                    if "/dev/shm/mpich" in line}
+    except OSError:
+        return set()
