@@ -69,10 +69,12 @@ STEPS = [
 def run(out: Path, progress: Callable[[str], None]) -> int:
     core.require_root("up (geofed demo)")
     fed = federation.load(DEMO_FEDERATION)
-    plan = [(s, workloads.get(s.workload), _context(fed, s, out, progress)) for s in STEPS]
-    checked = [(s, w, ctx, w.params_from_dict(s.params)) for s, w, ctx in plan]
-    for s, w, ctx, params in checked:  # every mistake before the testbed comes up
+    checked = []
+    for s in STEPS:  # every mistake before the testbed comes up
+        w = workloads.get(s.workload)
+        ctx, params = _context(fed, s, out, progress), w.params_from_dict(s.params)
         w.check(ctx, params)
+        checked.append((s, w, ctx, params))
     total = len(STEPS) + 4
     out.mkdir(parents=True, exist_ok=True)
     progress(f"[1/{total}] bringing up testbed {fed.name}")

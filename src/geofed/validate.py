@@ -57,14 +57,24 @@ _SIZE_RE = re.compile(r"^([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([KMGT]?)(?:I?B)?$", re
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
+def _size(text) -> int | None:
+    """The bytes `text` names, or None when it names no size (or less than a byte)."""
+    m = _SIZE_RE.match(str(text).strip())
+    value = float(m.group(1)) * _UNITS[m.group(2).upper()] if m else 0.0
+    return int(value) if math.isfinite(value) and value >= 1 else None
+
+
+def _not_a_size(text) -> str:
+    return f"{text!r} is not a size (bytes, or with K, M, G, T: 64K, 1.5G, 4MiB)"
+
+
 def parse_size(text: str, where: str = "size") -> int:
     """A size in bytes; UserError naming `where` when it is not one (or below 1 byte)."""
     from geofed.errors import UserError
-    m = _SIZE_RE.match(str(text).strip())
-    value = float(m.group(1)) * _UNITS[m.group(2).upper()] if m else 0.0
-    if not math.isfinite(value) or value < 1:
-        raise UserError(f"{where}: {text!r} is not a size (bytes, or with K, M, G, T: 64K, 1.5G, 4MiB)")
-    return int(value)
+    value = _size(text)
+    if value is None:
+        raise UserError(f"{where}: {_not_a_size(text)}")
+    return value
 
 
 def parse_sizes(text: str, where: str = "--sizes") -> list[int]:
@@ -92,11 +102,10 @@ def parse_sizes(text: str, where: str = "--sizes") -> list[int]:
 
 def size(text) -> int:
     """An argparse type for one size."""
-    from geofed.errors import UserError
-    try:
-        return parse_size(text)
-    except UserError as e:
-        raise argparse.ArgumentTypeError(str(e).removeprefix("size: ")) from None
+    value = _size(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(_not_a_size(text))
+    return value
 
 
 def choices(allowed: tuple[str, ...], none: bool = False):

@@ -169,12 +169,6 @@ def registry_commands() -> list[Command]:
     return out
 
 
-def _in_groups(commands: list[Command]) -> list[Command]:
-    """Groups before their commands, the table's order kept otherwise."""
-    order = {c.path: i for i, c in enumerate(commands) if c.run is None}
-    return sorted(commands, key=lambda c: order.get(c.path.rpartition(" ")[0], -1) if c.run else order[c.path])
-
-
 class Parser(argparse.ArgumentParser):
     """argparse with a user's mistake in one line (the command and what is wrong), exit 2."""
 
@@ -187,7 +181,7 @@ def build_parser(commands: list[Command] | None = None) -> argparse.ArgumentPars
                                            "emulate, validate and use federations of clusters joined by long-haul links.")
     ap.add_argument("--version", action="version", version=f"geofed {__version__}")
     groups = {"": ap.add_subparsers(dest="command", required=True, metavar="COMMAND")}
-    for c in commands if commands is not None else _in_groups(COMMANDS + registry_commands()):
+    for c in commands if commands is not None else COMMANDS + registry_commands():
         parent, _, word = c.path.rpartition(" ")
         p = groups[parent].add_parser(word, help=c.help)
         if c.run is None:

@@ -35,12 +35,12 @@ def command_argv(words: list[str], what: str, example: str) -> list[str]:
     return argv
 
 
-def emit(rec, out: str | Path | None, table: str | None = None, what: str = "record") -> Path | None:
+def emit(rec, out: str | Path | None, table: str | None = None) -> Path | None:
     """Print the record's table, save the record in `out` (when given) and say where."""
     if table:
         print(table)
     if out is None:
         return None
     path = records.save(rec, out)
-    print(f"{what}: {path}")
+    print(f"record: {path}")
     return path

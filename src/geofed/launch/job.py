@@ -24,7 +24,6 @@ from geofed.federation import Federation, Node
 from geofed.launch.placement import Placement
 from geofed.native import binary
 from geofed.testbed import host
-from geofed.testbed.host import in_netns_keep_mounts, pids_with_env, terminate
 from geofed.testbed.plan import make_plan
 from geofed.testbed.slurm import feature as site_feature
 from geofed.testbed.slurm import node_feature
@@ -113,7 +112,7 @@ def testbed_command(job: Job) -> Command:
     if job.ranks() > len(os.sched_getaffinity(0)):
         env.update(OVERSUBSCRIBED_MPI_ENV)
     # The agent joins each node's cgroup, so mpiexec must see the host's /sys.
-    return Command(in_netns_keep_mounts(head.netns, argv), env)
+    return Command(host.in_netns_keep_mounts(head.netns, argv), env)
 
 
 def parse_hostfile(path: str | Path, fed: Federation) -> dict[str, list[str]]:
@@ -265,7 +264,7 @@ def stop(proc: subprocess.Popen, job: Job, since: float) -> None:
         if not pids:
             break
         left |= _left_files(pids)
-        terminate(pids)
+        host.terminate(pids)
     for path in left | host.orphan_segments(since):
         Path(path).unlink(missing_ok=True)
 
@@ -273,7 +272,7 @@ def stop(proc: subprocess.Popen, job: Job, since: float) -> None:
 def job_pids(job: Job) -> list[int]:
     """Every process on this host that belongs to `job` (GEOFED_JOB in its environment)."""
     pids = [int(d) for d in os.listdir("/proc") if d.isdigit() and int(d) != os.getpid()]
-    return pids_with_env(pids, "GEOFED_JOB", job.id)
+    return host.pids_with_env(pids, "GEOFED_JOB", job.id)
 
 
 def _left_files(pids: list[int]) -> set[str]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from geofed.model.network import route
 
 SYSTEM_PYTHON = "/usr/bin/python3"
-MODELS = ("LV08", "CM02")
+NETWORK_MODELS = ("LV08", "CM02")
 PEER = Path(__file__).with_name("simgrid_peer.py")
 
 

@@ -206,7 +206,7 @@ def add_simgrid(fed, cal, rows: list[dict]) -> str | None:
         nodes = _nodes_of(fed, placement)
         sizes = sorted({r["params"]["size"] for r in group})
         mode = "pingpong" if workload == "mpi-latency" else "window"
-        for model in simgrid.MODELS:
+        for model in simgrid.NETWORK_MODELS:
             times = simgrid.simulate(fed, cal, nodes[0].site, nodes[1].site, sizes, mode, window, model)
             for r in group:
                 t = times.get(r["params"]["size"])
@@ -244,7 +244,7 @@ def format_table(data: dict) -> str:
     summ = data["summary"]
     lines.append(f"{summ['within_tolerance']}/{summ['rows']} rows within {TOLERANCE:.0%}; "
                  f"median |error| {summ['median_abs_error']:.1%}, max {summ['max_abs_error']:.1%}")
-    for model in simgrid.MODELS:
+    for model in simgrid.NETWORK_MODELS:
         s = summ.get(f"simgrid_{model}")
         if s:
             lines.append(f"SimGrid {model}: median |error| {s['median_abs_error']:.1%} on {s['rows']} MPI rows "
@@ -259,7 +259,7 @@ def summary(rows: list[dict]) -> dict:
     out = {"rows": len(rows), "within_tolerance": sum(e <= TOLERANCE for e in errors),
            "median_abs_error": statistics.median(errors) if errors else None,
            "max_abs_error": max(errors) if errors else None}
-    for model in simgrid.MODELS:
+    for model in simgrid.NETWORK_MODELS:
         errs = [abs(r[f"simgrid_{model}_error"]) for r in rows if f"simgrid_{model}_error" in r]
         if errs:
             mine = [abs(r["error"]) for r in rows if f"simgrid_{model}_error" in r]

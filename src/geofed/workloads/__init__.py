@@ -91,12 +91,13 @@ class Workload:
         meta = records.federation_meta(ctx.fed)
         if self.kind != RESULT_KIND:
             return records.make(self.kind, result, **meta)
-        data = {"workload": self.name, "placement": ctx.placement.code if ctx.placement else None,
-                "params": dataclasses.asdict(params), "result": result, "verdict": {"ok": True, "why": ""}, "figures": {}}
-        rec = records.make(RESULT_KIND, data, **meta)
+        rec = records.make(RESULT_KIND, {"workload": self.name,
+                                         "placement": ctx.placement.code if ctx.placement else None,
+                                         "params": dataclasses.asdict(params), "result": result,
+                                         "verdict": {"ok": True, "why": ""}, "figures": {}}, **meta)
         verdict = self.sanity(rec)
-        return records.make(RESULT_KIND, data | {"verdict": {"ok": verdict.ok, "why": verdict.why},
-                                                 "figures": self.figures(rec)}, **meta)
+        rec.data.verdict, rec.data.figures = {"ok": verdict.ok, "why": verdict.why}, self.figures(rec)
+        return rec
 
     def params_from_dict(self, given: dict, params_type: type | None = None) -> Any:
         params_type = params_type or self.Params

@@ -22,7 +22,7 @@ def main(argv: list[str]) -> int:
     name, params_json, result = argv
     try:
         w = get(name)
-        data = w.rank(MPI.COMM_WORLD, w.params_from_dict(json.loads(params_json), getattr(w, "RankParams", None)))
+        data = w.rank(MPI.COMM_WORLD, w.params_from_dict(json.loads(params_json), w.RankParams))
     except UserError as e:
         return runtime.refuse(f"geofed.workloads {name}", e, 2)
     except Exception as e:  # one line for the user, the job ended for every rank

@@ -3,12 +3,12 @@ compared byte for byte on arrival (ops.transfer): seed 000 staged its data from 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from geofed.bench.btio import file_digest
 from geofed.errors import JobFailed
 from geofed.params import param
 from geofed.workloads import Context, Workload
@@ -19,14 +19,6 @@ class StageParams:
     source: str = param("W1", "node the data set is made at")
     destination: str = param("G1", "node it is staged to")
     mbytes: int = param(300, "size of the data set in MiB")
-
-
-def _digest(path: Path) -> bytes:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.digest()
 
 
 class Stage(Workload):
@@ -45,7 +37,7 @@ class Stage(Workload):
                 for _ in range(params.mbytes):
                     f.write(os.urandom(1 << 20))
             data = transfer.run(ctx.fed, f"{params.source}:{src}", f"{params.destination}:{dst}")
-            if _digest(dst) != _digest(src):
+            if file_digest(dst) != file_digest(src):
                 raise JobFailed(f"stage {params.source} -> {params.destination}: the data set arrived different")
         return self.record(ctx, params, data)
 

@@ -7,12 +7,10 @@ import shutil
 from dataclasses import dataclass
 
 from geofed import validate
+from geofed.bench import storage as io
 from geofed.params import param
 from geofed.validate import choices
 from geofed.workloads import Context, Workload
-
-OPS = ("write", "rewrite", "read", "reread", "randread", "randwrite")
-
 
 @dataclass(frozen=True)
 class StorageParams:
@@ -20,7 +18,7 @@ class StorageParams:
     filesystem: str = param("W:data", "SITE:NAME of the file system")
     sizes: str = param("4M", "file sizes")
     records: str = param("64K,1M", "record sizes")
-    ops: str = param("write,rewrite,read,reread", "operations, comma-separated", type=lambda t: ",".join(choices(OPS)(t)))
+    ops: str = param("write,rewrite,read,reread", "operations, comma-separated", type=lambda t: ",".join(choices(io.OPS)(t)))
     budget: float = param(120.0, "seconds: larger files are skipped once the next would not fit")
 
 
@@ -38,7 +36,6 @@ class Storage(Workload):
         storage.resolve(ctx.fed, params.node, params.filesystem)
 
     def run(self, ctx: Context, params: StorageParams):
-        from geofed.bench import storage as io
         from geofed.testbed import core, storage
         storage.up(core.require_up(ctx.fed), ctx.progress)
         path, remote = storage.resolve(ctx.fed, params.node, params.filesystem)
@@ -52,7 +49,6 @@ class Storage(Workload):
         return self.record(ctx, params, data)
 
     def table(self, rec) -> str:
-        from geofed.bench import storage as io
         return io.format_table(rec.to_dict()["data"])
 
 
