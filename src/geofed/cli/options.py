@@ -33,9 +33,11 @@ def hostfile(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hostfile", help="real cluster: lines 'HOST SITE'; srun is used inside a Slurm allocation")
 
 
-def timeout(p: argparse.ArgumentParser, default: float | None = 900) -> None:
+def timeout(p: argparse.ArgumentParser, default: float | None = 900, default_text: str = "") -> None:
+    """--timeout; `default_text` says what applies when the default (None) is left to the command."""
+    text = default_text or (f"{default:g}" if default else "")
     p.add_argument("--timeout", type=positive_float, default=default,
-                   help="stop the job after this many seconds" + (f" (default {default:g})" if default else ""))
+                   help="stop the job after this many seconds" + (f" (default {text})" if text else ""))
 
 
 def out(p: argparse.ArgumentParser, default: str | None, what: str) -> None:
