@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import sys
 from pathlib import Path
 
 from geofed import federation, records
@@ -195,4 +194,4 @@ def report_args(p: argparse.ArgumentParser) -> None:
 
 
 def demo_args(p: argparse.ArgumentParser) -> None:
-    options.out(p, "geofed-out/demo", "records and the report")
+    options.out(p, options.DEMO_OUT, "records and the report")

@@ -21,8 +21,19 @@ def _federation(args):
 
 def _calibration(args, fed):
     from geofed.model import calibration
-    path = Path(args.calibration) if args.calibration else calibration.find(args.federation)
-    return calibration.load(path, fed)
+    if args.calibration:
+        return calibration.load(Path(args.calibration), fed)
+    path = calibration.find(args.federation)
+    if path.exists():
+        return calibration.load(path, fed)
+    found = calibration.fit_found(fed, Path(options.DEMO_OUT))  # the demo's one-site runs, on first use
+    if found is None:
+        from geofed.demo import DEMO_FEDERATION
+        run = "`geofed demo`, which measures them there, or " if fed.name == DEMO_FEDERATION else ""
+        raise UserError(f"no calibration of federation {fed.name} ({path}) and no one-site records of it in "
+                        f"{options.DEMO_OUT}: run {run}`geofed model calibrate -f {args.federation} DIR` on a "
+                        f"directory of records of its one-site runs (docs/model.md)")
+    return found
 
 
 def _common(p) -> None:

@@ -7,6 +7,10 @@ import argparse
 
 from geofed.validate import positive_float, positive_int
 
+# Where `geofed demo` writes its records unless told otherwise; the models read its
+# one-site runs there when there is no calibration file.
+DEMO_OUT = "geofed-out/demo"
+
 
 def federation(p: argparse.ArgumentParser, default: str | None = "icm-task", what: str = "") -> None:
     """-f/--federation; `default=None` makes it required."""

@@ -7,10 +7,12 @@ run side by side, like the Gray-Scott workflow's parts). The runner
   banners of a stopped job are not the user's business, and a failed job's log is
   kept under geofed-out/logs/ and named in the one-line error;
 - shows the ranks' progress lines (those starting `geofed: `, see geofed.progress);
-- stops the whole job on timeout, failure of a sibling or Ctrl-C: mpiexec, its
-  proxies, every rank (found by the job id in its environment, also in other
-  namespaces) and the MPICH shared-memory files those ranks had mapped.
-Exit statuses (docs/launch.md): timeout 124, Ctrl-C 130, a failed job 1.
+- stops the whole job on timeout, the first rank that fails (its wrapper,
+  geofed.launch.rank, says so on stderr) or Ctrl-C: mpiexec, its proxies, every rank
+  (found by the job id in its environment, also in other namespaces) and the MPICH
+  shared-memory files those ranks had mapped.
+Exit statuses (docs/launch.md): timeout 124, Ctrl-C 130, a failed job 1, a program
+a rank cannot find 2.
 """
 
 from __future__ import annotations

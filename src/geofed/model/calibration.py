@@ -38,7 +38,7 @@ from typing import Callable
 
 from geofed.errors import UserError
 from geofed.launch.placement import read
-from geofed.records import Record
+from geofed.records import Record, load_dir
 from geofed.records.hpl import flops
 
 TCP_WMEM = Path("/proc/sys/net/ipv4/tcp_wmem")
@@ -273,6 +273,23 @@ def fit(fed, recs: list[Record]) -> Calibration:
     cal.sources = sorted(used)
     if not cal.sources:
         raise UserError(f"no one-site run of a known kind ({', '.join(FITS)}) in the records given")
+    return cal
+
+
+def fit_found(fed, directory: Path) -> Calibration | None:
+    """On first use: the calibration fitted from the one-site records of this very
+    federation file (name and sha256) in `directory`, saying so in its notes; None
+    when there are none."""
+    if not directory.is_dir():
+        return None
+    recs = [r for r in load_dir(directory)
+            if r.federation == fed.name and r.meta.get("federation_sha256") == fed.sha256 and r.kind in FITS]
+    try:
+        cal = fit(fed, recs)
+    except UserError:  # records, but none of a one-site run
+        return None
+    cal.notes.append(f"calibrated from the {len(cal.sources)} one-site record(s) of {fed.name} in {directory}; "
+                     f"`geofed model calibrate -f {fed.name} {directory}` keeps them in a file")
     return cal
 
 
