@@ -57,8 +57,8 @@ OVERSUBSCRIBED_MPI_ENV = {
 # A rank that polls while it waits under its node's CPU quota spends the quota and is
 # throttled for the rest of the cgroup period (100 ms), reply or not. MPICH's heavy yield
 # makes the wait loop's yield a nanosleep (about 55 us with the kernel's timer slack):
-# a waiting rank then used 11-19 % of a core instead of all it was given, at the price
-# of up to that sleep per message waited for (docs/launch.md).
+# a waiting rank under ma-hd's 0.3-core quota then used 20-21 % of a core instead of
+# all 30 %, at the price of up to that sleep per message waited for (docs/launch.md).
 QUOTA_MPI_ENV = {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"}
 # Hydra's proxy writes the node's hwloc topology here (the path is compiled in).
 HYDRA_TOPOLOGY_FILE = "/tmp/hydra_hwloc_xmlfile_"
