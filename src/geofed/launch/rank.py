@@ -5,12 +5,12 @@ program fails (a non-zero status, a signal) or cannot be started, it first write
 line, `END` and a JSON object (the rank, its node, the status or signal, or the
 program that is missing), to the job's stderr: the runner reads it, ends the whole
 job at once and names that rank in its one-line error. MPI alone would not end it:
-Hydra reports a dead rank in a banner without naming the node, and a Python rank that
-raised or called sys.exit(1) waits in MPI_Finalize for ranks that wait for it.
+the wrapper keeps the rank's PMI connection open, so Hydra does not see the program
+die, and a Python rank that raised or called sys.exit(1) would wait in MPI_Finalize
+for ranks that wait for it.
 
-So a Python program run by geofed's own Python goes through mpi4py's runner
-(`python -m mpi4py PROGRAM`), which turns an uncaught exception or a non-zero
-sys.exit into MPI_Abort instead of that wait (docs/launch.md).
+So a Python program run by geofed's own Python goes through geofed.launch.script,
+which ends the process at once when the program fails (docs/launch.md).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 END = "geofed-rank-end "
+SCRIPT = "geofed.launch.script"
 # Signals the launcher sends to stop a job; the program gets them in the wrapper's place.
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 PYTHON = re.compile(r"python[0-9.]*")
@@ -31,17 +32,17 @@ PYTHON = re.compile(r"python[0-9.]*")
 PYTHON_VALUE_OPTIONS = {"-W", "-X", "--check-hash-based-pycs"}
 
 
-def under_mpi4py(argv: list[str], resolved: str) -> list[str]:
-    """`argv` with `-m mpi4py` before the script when it runs geofed's own Python
-    (whose mpi4py is known to be there); anything else as it is."""
+def as_script(argv: list[str], resolved: str) -> list[str]:
+    """`argv` with `-m geofed.launch.script` before the program when it runs geofed's own
+    Python (which can import it); anything else as it is."""
     if Path(resolved).parent != Path(sys.executable).parent or not PYTHON.fullmatch(Path(resolved).name):
         return argv
     i = 1
     while i < len(argv) and argv[i].startswith("-") and argv[i] not in ("-", "-c", "-m"):
         i += 2 if argv[i] in PYTHON_VALUE_OPTIONS else 1
-    if i >= len(argv) or argv[i:i + 2] == ["-m", "mpi4py"]:
-        return argv  # the interactive interpreter, or mpi4py's runner already
-    return argv[:i] + ["-m", "mpi4py"] + argv[i:]
+    if i >= len(argv) or argv[i] == "-":
+        return argv  # the interactive interpreter, or a program on stdin
+    return argv[:i] + ["-m", SCRIPT] + argv[i:]
 
 
 def report(**how) -> None:
@@ -60,7 +61,7 @@ def main(argv: list[str]) -> int:
     if resolved is None:
         report(status=127, missing=argv[0], path=os.environ.get("PATH", ""))
         return 127
-    argv = under_mpi4py(argv, resolved)
+    argv = as_script(argv, resolved)
     wrapper = os.getpid()
     child = os.fork()
     if child == 0:

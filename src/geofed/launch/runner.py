@@ -277,7 +277,7 @@ HYDRA_BANNER_EDGE = re.compile(rb"={40,}")
 HYDRA_LINE = re.compile(rb"\[(mpiexec|proxy:\d+)@[^]]*\] |YOUR APPLICATION TERMINATED WITH THE EXIT STRING: |"
                         rb"This typically refers to a problem with your application\.|"
                         rb"Please see the FAQ page for debugging suggestions")
-# MPICH's own line when a rank calls MPI_Abort (mpi4py's runner does on an uncaught exception).
+# MPICH's own line when a rank calls MPI_Abort.
 MPICH_ABORT = re.compile(r"Abort\((?P<code>-?\d+)\) on node \d+ \(rank (?P<rank>\d+) in comm \d+\)")
 
 
