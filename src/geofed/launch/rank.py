@@ -67,12 +67,19 @@ def main(argv: list[str]) -> int:
     if child == 0:
         _exec(resolved, argv, wrapper)
     for sig in FORWARDED:
-        signal.signal(sig, lambda sig, _frame: os.kill(child, sig))
+        signal.signal(sig, lambda sig, _frame: _forward(child, sig))
     _, wait_status = os.waitpid(child, 0)
     status = os.waitstatus_to_exitcode(wait_status)  # -N: killed by signal N
     if status:
         report(status=status)
     return status if status >= 0 else 128 - status
+
+
+def _forward(child: int, sig: int) -> None:
+    try:
+        os.kill(child, sig)
+    except ProcessLookupError:  # it has ended and is reaped: the wrapper is about to exit too
+        pass
 
 
 def _exec(program: str, argv: list[str], wrapper: int) -> None:
