@@ -26,7 +26,7 @@ def _calibration(args, fed):
     path = calibration.find(args.federation)
     if path.exists():
         return calibration.load(path, fed)
-    found = calibration.fit_found(fed, Path(options.DEMO_OUT))  # the demo's one-site runs, on first use
+    found = calibration.fit_found(fed, args.federation, Path(options.DEMO_OUT))  # the demo's one-site runs, on first use
     if found is None:
         from geofed.demo import DEMO_FEDERATION
         run = "`geofed demo`, which measures them there, or " if fed.name == DEMO_FEDERATION else ""

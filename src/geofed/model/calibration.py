@@ -276,10 +276,10 @@ def fit(fed, recs: list[Record]) -> Calibration:
     return cal
 
 
-def fit_found(fed, directory: Path) -> Calibration | None:
+def fit_found(fed, spec: str, directory: Path) -> Calibration | None:
     """On first use: the calibration fitted from the one-site records of this very
-    federation file (name and sha256) in `directory`, saying so in its notes; None
-    when there are none."""
+    federation file (name and sha256) in `directory`, saying so in its notes (`spec`:
+    the federation as the user named it); None when there are none."""
     if not directory.is_dir():
         return None
     recs = [r for r in load_dir(directory)
@@ -289,7 +289,7 @@ def fit_found(fed, directory: Path) -> Calibration | None:
     except UserError:  # records, but none of a one-site run
         return None
     cal.notes.append(f"calibrated from the {len(cal.sources)} one-site record(s) of {fed.name} in {directory}; "
-                     f"`geofed model calibrate -f {fed.name} {directory}` keeps them in a file")
+                     f"`geofed model calibrate -f {spec} {directory}` keeps them in a file")
     return cal
 
 
