@@ -4,7 +4,7 @@ A record is a `Record`: its kind ("testbed.verify", "bench.hpl", ...), the versi
 that kind, when and by which geofed on which host it was made, free-form `meta` (the
 federation it ran on) and `data`, an instance of the kind's dataclass. The kinds are
 declared in this package's modules, one per family (testbed, mpi, hpl, ...), each a
-dataclass with class attributes KIND and VERSION registered with `@kind`; `make`
+dataclass registered with `@kind(NAME, version=N)`; `make`
 builds and checks the data at once, so a producer's drift fails in its own tests,
 and loading refuses a file of an unknown kind or version in one line naming it.
 
@@ -41,16 +41,18 @@ class RecordError(ValueError):
     """A record that does not fit its kind: the message names what is wrong."""
 
 
-def kind(cls):
-    """Register a record kind: a dataclass with class attributes KIND and VERSION.
+def kind(name: str, version: int = 1):
+    """Register a record kind: `@kind("bench.mpi")` over a class of fields made with `doc`.
 
-    A kind whose VERSION is above 1 may read an older version's data with a
+    A kind whose version is above 1 may read an older version's data with a
     classmethod `upgrade(version, data) -> data` (dicts, before they are typed)."""
-    cls = dataclass(cls) if not dataclasses.is_dataclass(cls) else cls
-    if cls.KIND in KINDS:
-        raise RuntimeError(f"record kind {cls.KIND} declared twice")
-    KINDS[cls.KIND] = cls
-    return cls
+    def register(cls):
+        if name in KINDS:
+            raise RuntimeError(f"record kind {name} declared twice")
+        cls.KIND, cls.VERSION = name, version
+        KINDS[name] = cls = dataclass(cls)
+        return cls
+    return register
 
 
 def doc(text: str, default=dataclasses.MISSING, factory=dataclasses.MISSING, key: str | None = None):
@@ -383,7 +385,7 @@ Every capability writes **records** (JSON) and never formats a report itself:
  "data": { ... the kind's fields, below ... }}
 ```
 
-Each kind is a dataclass in `src/geofed/records/` with its own `VERSION`: producers call
+Each kind is a dataclass in `src/geofed/records/` declared with `@kind("bench.mpi")` and its own version: producers call
 `records.make(kind, data, **meta)`, which checks every field at once; `records.save(record, DIR)`
 writes `<kind>-<timestamp>.json` and never overwrites another record; `records.load_dir(DIR)` and
 `records.load_paths(PATHS)` return typed `Record`s and refuse, in one line naming the file, a record of
@@ -398,7 +400,7 @@ way for every kind and `records.sanity_of(records)` ANDs them.
 (`src/geofed/report/`); records of a kind no section renders are listed, not dropped.
 
 A new kind is one dataclass registered with `@kind` in this package; change a kind's fields and
-raise its `VERSION` (with an `upgrade` from the older one where it can be read).
+raise its version (`@kind(NAME, version=N)`) (with an `upgrade` from the older one where it can be read).
 """
 
 

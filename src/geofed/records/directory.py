@@ -5,11 +5,9 @@ from __future__ import annotations
 from geofed.records import Sanity, doc, kind
 
 
-@kind
+@kind("directory.sync")
 class DirectorySync:
     """`geofed ops users sync`: what one sync of the federation's users changed and refused."""
-    KIND = "directory.sync"
-    VERSION = 1
     dry_run: bool = doc("changes shown, not made")
     sites: dict = doc("site -> what was read there (activated, ...)")
     merged_users: int = doc("users in the merged directory")
@@ -27,11 +25,9 @@ class DirectorySync:
                       f"{len(self.changes)} change(s) applied")
 
 
-@kind
+@kind("directory.bench")
 class DirectoryBench:
     """`geofed bench directory`: sync and re-sync at scale against targets."""
-    KIND = "directory.bench"
-    VERSION = 1
     users_per_site: int = doc("users per site")
     groups_per_site: int = doc("groups per site")
     changed_fraction: float = doc("share of users changed before the last sync")

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from geofed.params import param
+from geofed.params import Params, param
 from geofed.records import Sanity, doc, kind
 
 
-@dataclass(frozen=True)
-class GrayScottParams:
+class GrayScottParams(Params):
     """A Gray-Scott simulation streaming its fields to consumers reading whole steps."""
     L: int = param(64, "grid points per dimension")
     plotgap: int = param(10, "simulation steps between outputs")
@@ -17,11 +14,9 @@ class GrayScottParams:
     consumers: int = param(2, "consumers reading the whole field each output (pdf analysis, plot)")
 
 
-@kind
+@kind("workflow.grayscott")
 class WorkflowGrayscott:
     """`geofed workflow grayscott`, `geofed demo`: simulation at one site, SST staging, analysis at another."""
-    KIND = "workflow.grayscott"
-    VERSION = 1
     settings: dict = doc("the simulation's settings (L, steps, plotgap, engine, ...)")
     sim_site: str = doc("site of the simulation")
     analysis_site: str = doc("site of the consumers")
@@ -44,11 +39,9 @@ class WorkflowGrayscott:
                       else f"steps lost or corrupted at {', '.join(bad) or 'a consumer'}")
 
 
-@kind
+@kind("bench.grayscott")
 class BenchGrayscott:
     """`geofed bench grayscott`: time per simulation step with staging across the link on and off."""
-    KIND = "bench.grayscott"
-    VERSION = 1
     settings: dict = doc("the simulation's base settings")
     sim_site: str = doc("site of the simulation")
     analysis_site: str = doc("site of the consumers")

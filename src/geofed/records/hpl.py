@@ -70,11 +70,9 @@ class HplParams:
         return self.p * self.q
 
 
-@kind
+@kind("bench.hpl", version=2)
 class BenchHpl:
     """`geofed bench hpl`, `geofed demo`: one HPL run on a placement, its time, GFLOPS and residual check per N."""
-    KIND = "bench.hpl"
-    VERSION = 2
     placement: str = doc("placement code")
     nodes: list = doc("node names")
     ranks_per_node: int = doc("ranks per node")
@@ -100,11 +98,9 @@ class BenchHpl:
                       f"residual check passed at {len(self.rows)} order(s)" if self.rows else "no order solved")
 
 
-@kind
+@kind("bench.hpl.sweep")
 class BenchHplSweep:
     """`geofed bench hpl-sweep`: seed 002's tables T, S, SP and SPF over placements and N."""
-    KIND = "bench.hpl.sweep"
-    VERSION = 1
     placements: list = doc("placement codes, the first of one node (the speed-up's base)")
     ns: list = doc("matrix orders, solved in this order in every run")
     nb: int = doc("block size NB")
@@ -116,11 +112,9 @@ class BenchHplSweep:
                      "peak_gflops, spf (peer_time_s, testbed_over_peer with --peer)")
 
 
-@kind
+@kind("model.hpl.scaling")
 class ModelHplScaling:
     """`geofed model hpl`: HPL's predicted speed-up against p in one site and across the link (seed 001)."""
-    KIND = "model.hpl.scaling"
-    VERSION = 1
     n: int = doc("matrix order N")
     nb: int = doc("block size NB")
     ranks_per_node: int = doc("ranks per node")

@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from geofed.params import param
+from geofed.params import Params, param
 from geofed.records import Sanity, doc, kind
 
 
-@dataclass(frozen=True)
-class MdfsSplitParams:
+class MdfsSplitParams(Params):
     """How MDFS shares its tuples among the nodes of a placement: what its model's time depends on."""
     split: str = param("speed", "how tuples are shared: by cores x site speed, or evenly", choices=("speed", "even"))
 
 
-@kind
+@kind("mdfs.run")
 class MdfsRun:
     """`geofed mdfs run`: one feature selection, locally or on a placement."""
-    KIND = "mdfs.run"
-    VERSION = 1
     params: dict = doc("MDFS's parameters (apps.mdfs.core.Params)")
     range: float = doc("discretisation range used")
     n_objects: int = doc("objects (rows) of the data")
@@ -37,11 +32,9 @@ class MdfsRun:
     ranks: list | None = doc("per rank: node, tuples, timings (on a placement)", None)
 
 
-@kind
+@kind("bench.mdfs")
 class BenchMdfs:
     """`geofed bench mdfs`: geofed's MDFS against the reference library on the same machine, data and parameters."""
-    KIND = "bench.mdfs"
-    VERSION = 1
     n_objects: int = doc("objects of the data")
     n_variables: int = doc("variables")
     data: str = doc("the data set")
@@ -57,11 +50,9 @@ class BenchMdfs:
                       else "same relevant set as the reference in every case")
 
 
-@kind
+@kind("mdfs.sweep")
 class MdfsSweep:
     """`geofed mdfs sweep`, `geofed demo`: MDFS across placements and splits (seed 000's Tables 1 and 2)."""
-    KIND = "mdfs.sweep"
-    VERSION = 1
     params: dict = doc("MDFS's parameters (apps.mdfs.core.Params)")
     data: str = doc("the data set")
     repeat: int = doc("runs per placement and split; medians")

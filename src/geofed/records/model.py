@@ -5,11 +5,9 @@ from __future__ import annotations
 from geofed.records import doc, kind
 
 
-@kind
+@kind("bench.model")
 class BenchModel:
     """`geofed bench model`, `geofed demo`: every inter-site run predicted from one-site runs, SimGrid beside."""
-    KIND = "bench.model"
-    VERSION = 1
     calibration: dict = doc("the calibration used: sources, notes, sites and the testbed's constants")
     rows: list = doc("per measured value: workload, placement, params, measured, unit, predicted, parts, source, "
                      "error, simgrid_<model>")

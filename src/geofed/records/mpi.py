@@ -2,27 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from geofed.params import param
+from geofed.params import Params, param
 from geofed.records import Sanity, doc, kind
 
 
-@dataclass(frozen=True)
-class MpiLatencyParams:
+class MpiLatencyParams(Params):
     """OSU latency: the one-way time of a ping-pong message."""
     size: int = param(1, "message size in bytes")
 
 
-@dataclass(frozen=True)
-class MpiBandwidthParams:
+class MpiBandwidthParams(Params):
     """OSU bw: a window of messages, then an acknowledgement."""
     size: int = param(4 << 20, "message size in bytes")
     window: int = param(64, "messages per window")
 
 
-@dataclass(frozen=True)
-class MpiAllreduceParams:
+class MpiAllreduceParams(Params):
     """MPI allreduce of a vector over every rank of the placement."""
     size: int = param(8, "vector size in bytes")
 
@@ -35,11 +30,9 @@ def _job_sanity(wrong: int, exit_status: int | None) -> Sanity:
     return Sanity(True, "every message's data checked")
 
 
-@kind
+@kind("job.pingpong")
 class JobPingpong:
     """`python -m geofed.bench.pingpong --out F` under `geofed run`: rank 0's round trips with every other rank."""
-    KIND = "job.pingpong"
-    VERSION = 1
     placement: str | None = doc("placement code the job ran on")
     mpi_library: str = doc("MPI library version line")
     message_bytes: int = doc("message size")
@@ -47,11 +40,9 @@ class JobPingpong:
     pairs: list = doc("per pair: a, b, class, model_rtt_ms, min_ms, median_ms, p99_ms, iterations")
 
 
-@kind
+@kind("bench.mpi")
 class BenchMpi:
     """`geofed bench mpi`: OSU-defined micro-benchmarks per message size, beside the link model."""
-    KIND = "bench.mpi"
-    VERSION = 1
     placement: str | None = doc("placement code the job ran on")
     mpi_library: str = doc("MPI library version line")
     mpi_version: str = doc("MPI standard version")
@@ -71,11 +62,9 @@ class BenchMpi:
         return _job_sanity(sum(r["wrong"] for res in self.results for r in res["sizes"]), self.exit_status)
 
 
-@kind
+@kind("bench.compare")
 class BenchCompare:
     """`geofed bench compare`: geofed's benchmarks against the OSU Micro-Benchmarks (C) on the same ranks."""
-    KIND = "bench.compare"
-    VERSION = 1
     placement: str = doc("placement code")
     ranks_per_node: int = doc("ranks per node")
     repeat: int = doc("alternating runs of each side; medians")
@@ -85,11 +74,9 @@ class BenchCompare:
     runs: list = doc("every run: benchmark, repeat, osu, geofed, class")
 
 
-@kind
+@kind("bench.matrix")
 class BenchMatrix:
     """`geofed bench matrix`: latency and bandwidth between every pair of nodes."""
-    KIND = "bench.matrix"
-    VERSION = 1
     placement: str | None = doc("placement code")
     nodes: list = doc("node names, in matrix order")
     latency_size: int = doc("latency message size")
@@ -108,11 +95,9 @@ class BenchMatrix:
         return _job_sanity(sum(p.get("wrong", 0) for p in self.pairs), self.exit_status)
 
 
-@kind
+@kind("bench.check")
 class BenchCheck:
     """`geofed bench check --out`: benchmark results against reference values with tolerances."""
-    KIND = "bench.check"
-    VERSION = 1
     references: str = doc("the references file")
     rows: list = doc("per reference: system, class, benchmark, size, value, lower, upper, measured, low, high, "
                      "deviation, ok, status")

@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from geofed.params import param
+from geofed.params import Params, param
 from geofed.records import Sanity, doc, kind
 from geofed.validate import positive_int
 
 
-@dataclass(frozen=True)
-class ObstacleParams:
+class ObstacleParams(Params):
     """The obstacle problem solved by P2PSAP peers (sync or async) or MPI Jacobi."""
     scheme: str = param("async", "P2PSAP sync or async peers, or MPI Jacobi", choices=("sync", "async", "mpi"))
     n: int | None = param(None, "grid points per dimension (default: the calibrated n)", type=positive_int)
 
 
-@kind
+@kind("obstacle.run")
 class ObstacleRun:
     """`geofed obstacle`: one solve on a placement."""
-    KIND = "obstacle.run"
-    VERSION = 1
     n: int = doc("grid points per dimension")
     c: float = doc("the problem's constant c")
     delta: float = doc("the problem's delta")
@@ -43,11 +38,9 @@ class ObstacleRun:
                           f"{'<=' if ok else '>'} {self.tol:g}")
 
 
-@kind
+@kind("bench.obstacle")
 class BenchObstacle:
     """`geofed bench obstacle`, `geofed demo`: seed 003's Table III and the reliable stack against TCP."""
-    KIND = "bench.obstacle"
-    VERSION = 1
     n: int = doc("grid points per dimension")
     tol: float = doc("certified residual asked for")
     repeat: int = doc("runs per cell; medians")

@@ -8,11 +8,9 @@ from geofed.records import doc, kind
 METRICS = {"latency_us": "latency, median [us]", "bw_MBps": "bandwidth [MB/s]"}
 
 
-@kind
+@kind("monitor.series")
 class MonitorSeries:
     """`geofed monitor show --out`: each pair's series with its sustained level shifts."""
-    KIND = "monitor.series"
-    VERSION = 1
     db: str = doc("the monitoring store")
     run: int = doc("samples a shift must last")
     k: float = doc("noise standard deviations a shift must exceed")
@@ -20,11 +18,9 @@ class MonitorSeries:
     series: list = doc("per pair: federation, a, b, class, t, one list per metric (METRICS), errors, events")
 
 
-@kind
+@kind("bench.schedule")
 class BenchSchedule:
     """`geofed bench schedule`: one job stream through separate site clusters and one federated cluster."""
-    KIND = "bench.schedule"
-    VERSION = 1
     seed: int = doc("the job stream's random seed")
     window_s: float = doc("submission window")
     single_load: float = doc("load of single-node jobs")

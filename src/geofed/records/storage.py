@@ -13,11 +13,9 @@ def fmt_size(n: int) -> str:
     return str(n)
 
 
-@kind
+@kind("bench.io")
 class BenchIo:
     """`geofed bench io`, `geofed demo`: IOzone's file size x record size grid, with IOzone and fio on the same cells."""
-    KIND = "bench.io"
-    VERSION = 1
     path: str = doc("directory measured")
     filesystem: str = doc("its file system")
     memory_bytes: int = doc("the host's memory")
@@ -43,11 +41,9 @@ class BenchIo:
     verified_bytes: int = doc("bytes read back and checked")
 
 
-@kind
+@kind("job.btio")
 class JobBtio:
     """What rank 0 of one BT-I/O job (the btio workload, one subtype) sends home: one run."""
-    KIND = "job.btio"
-    VERSION = 1
     n: int = doc("grid points per dimension")
     steps: int = doc("time steps")
     dumps: int = doc("solution dumps written")
@@ -73,11 +69,9 @@ class JobBtio:
                       f"{'ok' if self.file_size_ok else 'WRONG'}")
 
 
-@kind
+@kind("bench.btio")
 class BenchBtio:
     """`geofed bench btio`, `geofed demo`: BT-I/O simple and full over MPI-IO, the I/O share of the run."""
-    KIND = "bench.btio"
-    VERSION = 1
     cls: str = doc("NPB class", key="class")
     n: int = doc("grid points per dimension")
     steps: int = doc("time steps")

@@ -5,11 +5,9 @@ from __future__ import annotations
 from geofed.records import Sanity, doc, kind
 
 
-@kind
+@kind("testbed.verify")
 class TestbedVerify:
     """`geofed testbed verify`, `geofed demo`: configured against measured RTT and throughput per node pair."""
-    KIND = "testbed.verify"
-    VERSION = 1
     pairs: list = doc("per pair: src, dst, class, rtt_ms {configured, min, median, p99, ok}, throughput_mbps "
                       "{configured, measured, streams, ok}, link (probe floor) and host_cpu_ms_per_MB")
     host_cores: int = doc("the testbed host's cores")
@@ -22,11 +20,9 @@ class TestbedVerify:
                       else f"{len(self.pairs)} pairs as configured")
 
 
-@kind
+@kind("bench.link")
 class BenchLink:
     """`geofed bench link`: the link emulator's delivered RTT and rate against configured ones."""
-    KIND = "bench.link"
-    VERSION = 1
     rtt: list = doc("per configured RTT: configured_ms, median_ms, p99_ms, median_error, p99_error")
     throughput: list = doc("per rate and stream count: configured_gbps, rtt_ms, streams, measured_gbps, ratio")
     distributions: dict | None = doc("each way of a link with jitter and loss: ways, lost, round_trips, ...", None)

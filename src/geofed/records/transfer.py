@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from geofed.params import param
+from geofed.params import Params, param
 from geofed.records import doc, kind
 from geofed.validate import size
 
 
-@dataclass(frozen=True)
-class TransferParams:
+class TransferParams(Params):
     """A bulk transfer over parallel TCP streams."""
     bytes: int = param(1 << 30, "bytes to move: 10G, 1.5T, 512M", type=size)
     streams: int = param(4, "parallel TCP streams")
 
 
-@kind
+@kind("ops.transfer")
 class OpsTransfer:
     """`geofed transfer`, `geofed demo`: one bulk transfer between nodes."""
-    KIND = "ops.transfer"
-    VERSION = 1
     source: str = doc("source node:path")
     destination: str = doc("destination node:path")
     bytes: int = doc("bytes of the data set")
@@ -38,11 +33,9 @@ class OpsTransfer:
     link: dict = doc("src_site, dst_site, rtt_ms, bandwidth_gbps, bdp_bytes")
 
 
-@kind
+@kind("bench.transfer")
 class BenchTransfer:
     """`geofed bench transfer`: geofed transfer beside iperf3, GridFTP and xrootd per stream count and loss."""
-    KIND = "bench.transfer"
-    VERSION = 1
     link: dict = doc("rtt_ms, bandwidth_gbps of the link")
     auto_streams: int = doc("the stream count geofed chooses on this link")
     rows: list = doc("per loss and stream count: geofed_mbps, iperf3_mbps, <peer>_mbps, CPU per GB, runs")

@@ -5,11 +5,9 @@ from __future__ import annotations
 from geofed.records import Sanity, doc, kind
 
 
-@kind
+@kind("workload.result")
 class WorkloadResult:
     """`geofed bench NAME` of a workload without a kind of its own: its parameters, what it measured, its verdict."""
-    KIND = "workload.result"
-    VERSION = 1
     workload: str = doc("the workload's name (geofed bench NAME)")
     placement: str | None = doc("the placement it ran on, None for the testbed as a whole")
     params: dict = doc("its parameters, field by field")

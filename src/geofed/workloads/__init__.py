@@ -31,6 +31,7 @@ from geofed import records
 from geofed.errors import UserError
 from geofed.federation import Federation
 from geofed.launch.placement import Placement
+from geofed.params import Declared
 from geofed.progress import progress as show_progress
 from geofed.records import Sanity
 
@@ -52,15 +53,21 @@ class Context:
     progress: Callable[[str], None] = show_progress
 
 
-class Workload:
-    """The contract (see the module's doc); subclasses set the class attributes."""
+class Workload(Declared):
+    """The contract (see the module's doc). A workload declares itself in its class line,
+    `class Matrix(RankWorkload, kind="bench.matrix", Params=MatrixParams)`; its name is its
+    module's (`mdfs_sweep` is `mdfs-sweep`), its help its docstring's first paragraph."""
     name: str = ""          # `geofed bench NAME`
-    help: str = ""
     kind: str = ""          # the record kind it produces
     Params: type = type(None)
     needs_placement: bool = True
     min_nodes: int = 1
     command: str | None = None  # its own row of geofed.cli's table; None: `geofed bench NAME` is made
+
+    def __init_subclass__(cls, **declared):
+        super().__init_subclass__(**declared)
+        if cls.__module__ != __name__ and "name" not in declared:
+            cls.name = cls.__module__.rpartition(".")[2].replace("_", "-")
 
     def check(self, ctx: Context, params) -> None:
         """Refuse (UserError) what cannot run, before anything starts."""

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
-from geofed.params import param
+from geofed.params import Params, param
 from geofed.workloads import Context, Workload
 
 
-@dataclass(frozen=True)
-class GrayScottParams:
+class GrayScottParams(Params):
     L: int = param(32, "cells per side")
     steps: int = param(60, "simulation steps")
     plotgap: int = param(10, "steps between outputs")
@@ -19,13 +17,9 @@ class GrayScottParams:
     analysis_site: str = param("W", "site of the consumers")
 
 
-class GrayScott(Workload):
-    name = "grayscott"
-    help = "Gray-Scott at one site, staged with ADIOS2 SST to analysis at another"
-    kind = "workflow.grayscott"
-    Params = GrayScottParams
-    command = "workflow grayscott"
-    needs_placement = False
+class GrayScott(Workload, kind="workflow.grayscott", Params=GrayScottParams, command="workflow grayscott",
+                needs_placement=False):
+    """Gray-Scott at one site, staged with ADIOS2 SST to analysis at another"""
 
     def check(self, ctx: Context, params: GrayScottParams) -> None:
         from geofed.apps.grayscott import workflow
