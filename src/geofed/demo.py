@@ -48,7 +48,7 @@ STEPS = [
     Step("MDFS 2D on the Madelon-like data across seed 000's placements", "mdfs-sweep",
          params={"placements": "G1W0,G0W1,G2W0,G1W1,G0W2,G2W2,G0W4", "repeat": 1, "discretizations": 30}),
     Step("obstacle problem: P2PSAP sync and async peers and MPI Jacobi, in one site and across the link",
-         "obstacle", params={"placements": "W2,G1W1", "n": 32, "tol": 1e-8, "repeat": 1}),
+         "obstacle-table", params={"placements": "W2,G1W1", "n": 32, "tol": 1e-8, "repeat": 1}),
     # Seed 001's comparison at its smallest: one node (the model's calibration), two nodes
     # in one site, then across the link (about 1 s each).
     *(Step(f"Linpack (HPL) on {p}, N = 2000", "hpl", p, {"n": "2000"}) for p in ("W1", "W2", "G1W1")),

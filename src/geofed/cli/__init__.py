@@ -156,11 +156,11 @@ COMMANDS: list[Command] = [
 
 def registry_commands() -> list[Command]:
     """`bench WORKLOAD` for every workload of the registry without a command of its own in
-    the table, `predict MODEL` and `advise MODEL` for every model of the model registry."""
+    the table (parts of workloads have none), `predict MODEL` and `advise MODEL` for every model of the model registry."""
     from geofed import workloads
     from geofed.model import registry
     out = [Command(f"bench {w.name}", bench.cmd_workload, w.help, lambda p, w=w: bench.workload_args(p, w))
-           for w in workloads.all_workloads().values() if w.command is None]
+           for w in workloads.all_workloads().values() if w.command is None and w.part_of is None]
     for m in registry.MODELS.values():
         out.append(Command(f"predict {m.name}", model.cmd_predict, m.help,
                            lambda p, m=m: model.workload_args(p, m, predict=True)))

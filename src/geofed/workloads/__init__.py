@@ -63,6 +63,7 @@ class Workload(Declared):
     needs_placement: bool = True
     min_nodes: int = 1
     command: str | None = None  # its own row of geofed.cli's table; None: `geofed bench NAME` is made
+    part_of: str | None = None  # a rank program run by that workload (Gray-Scott's analysis): no command
 
     def __init_subclass__(cls, **declared):
         super().__init_subclass__(**declared)
@@ -138,15 +139,17 @@ class RankWorkload(Workload):
 
 @cache
 def all_workloads() -> dict[str, Workload]:
-    """Every workload: the `WORKLOAD` of each module in this package, by name."""
+    """Every workload by name: the `WORKLOAD` of each module in this package, and the
+    `WORKLOADS` of a module that holds several (a workload's parts)."""
     found = {}
     for info in pkgutil.iter_modules(__path__):
         if info.name.startswith("_"):
             continue
-        w = getattr(importlib.import_module(f"{__name__}.{info.name}"), "WORKLOAD", None)
-        if w is not None:
-            assert w.name not in found, f"two workloads named {w.name}"
-            found[w.name] = w
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for w in [getattr(module, "WORKLOAD", None), *getattr(module, "WORKLOADS", ())]:
+            if w is not None:
+                assert w.name not in found, f"two workloads named {w.name}"
+                found[w.name] = w
     return found
 
 

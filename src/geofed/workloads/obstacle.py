@@ -13,8 +13,8 @@ class ObstacleParams(Params):
     repeat: int = param(1, "runs per cell; medians")
 
 
-class ObstacleTable(Workload, kind="bench.obstacle", Params=ObstacleParams, command="bench obstacle",
-                    needs_placement=False):
+class ObstacleTable(Workload, name="obstacle-table", kind="bench.obstacle", Params=ObstacleParams,
+                    command="bench obstacle", needs_placement=False):
     """the obstacle problem by P2PSAP sync and async peers and MPI Jacobi, in one site and across the link"""
 
     def run(self, ctx: Context, params: ObstacleParams):
