@@ -281,27 +281,23 @@ def _value(hint, value, where: str):
         if not isinstance(value, list):
             raise RecordError(f"{where}: expected a list, got {_got(value)}")
         return [_value(args[0], v, where) for v in value] if args and dataclasses.is_dataclass(args[0]) else value
-    if origin is dict or hint is dict:
-        if not isinstance(value, dict):
-            raise RecordError(f"{where}: expected an object, got {_got(value)}")
-        return value
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise RecordError(f"{where}: expected true or false, got {_got(value)}")
-        return value
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise RecordError(f"{where}: expected an integer, got {_got(value)}")
-        return value
-    if hint is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise RecordError(f"{where}: expected a number, got {_got(value)}")
-        return value
-    if hint is str:
-        if not isinstance(value, str):
-            raise RecordError(f"{where}: expected a string, got {_got(value)}")
-        return value
-    raise TypeError(f"{where}: records cannot declare a field of type {hint!r}")
+    plain = PLAIN_TYPES.get(origin or hint)
+    if plain is None:
+        raise TypeError(f"{where}: records cannot declare a field of type {hint!r}")
+    accepts, expected = plain
+    if not accepts(value):
+        raise RecordError(f"{where}: expected {expected}, got {_got(value)}")
+    return value
+
+
+# JSON's plain values: what a field of the type accepts, and its name in an error.
+PLAIN_TYPES = {
+    dict: (lambda v: isinstance(v, dict), "an object"),
+    bool: (lambda v: isinstance(v, bool), "true or false"),
+    int: (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+    float: (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
+    str: (lambda v: isinstance(v, str), "a string"),
+}
 
 
 def _name(hint) -> str:
