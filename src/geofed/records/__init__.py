@@ -50,7 +50,7 @@ def kind(name: str, version: int = 1):
         if name in KINDS:
             raise RuntimeError(f"record kind {name} declared twice")
         cls.KIND, cls.VERSION = name, version
-        KINDS[name] = cls = dataclass(cls)
+        KINDS[name] = cls = dataclass(cls, kw_only=True)  # fields of a shared base come first
         return cls
     return register
 

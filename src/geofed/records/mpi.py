@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from geofed.params import Params, param
 from geofed.records import Sanity, doc, kind
 
@@ -22,12 +24,26 @@ class MpiAllreduceParams(Params):
     size: int = param(8, "vector size in bytes")
 
 
-def _job_sanity(wrong: int, exit_status: int | None) -> Sanity:
-    if wrong:
-        return Sanity(False, f"{wrong} message(s) arrived with wrong data")
-    if exit_status:
-        return Sanity(False, f"the job ended with exit status {exit_status}")
-    return Sanity(True, "every message's data checked")
+@dataclass(kw_only=True)
+class MpiJob:
+    """What the record of every checked MPI job holds: where and when it ran, with which
+    MPI, how it ended, and how many messages arrived with wrong data."""
+    placement: str | None = doc("placement code the job ran on")
+    mpi_library: str = doc("MPI library version line")
+    started: str = doc("when the job started (ISO 8601)")
+    finished: str = doc("when it finished")
+    exit_status: int | None = doc("the job's exit status, set by the caller that ran it", None)
+
+    def wrong_messages(self) -> int:
+        raise NotImplementedError
+
+    def sanity(self) -> Sanity:
+        """no message arrived with wrong data and the job ended with status 0."""
+        if wrong := self.wrong_messages():
+            return Sanity(False, f"{wrong} message(s) arrived with wrong data")
+        if self.exit_status:
+            return Sanity(False, f"the job ended with exit status {self.exit_status}")
+        return Sanity(True, "every message's data checked")
 
 
 @kind("job.pingpong")
@@ -41,25 +57,19 @@ class JobPingpong:
 
 
 @kind("bench.mpi")
-class BenchMpi:
+class BenchMpi(MpiJob):
     """`geofed bench mpi`: OSU-defined micro-benchmarks per message size, beside the link model."""
-    placement: str | None = doc("placement code the job ran on")
-    mpi_library: str = doc("MPI library version line")
     mpi_version: str = doc("MPI standard version")
     ranks: list = doc("per rank: rank, node, site, host")
     sites: list = doc("sites the ranks sat at")
     hosts: list = doc("hosts the ranks ran on")
     budget_s: float = doc("time budget per message size")
     validate: bool = doc("whether every message's data was checked")
-    started: str = doc("when the job started (ISO 8601)")
-    finished: str = doc("when it finished")
     results: list = doc("per benchmark: benchmark, kind, unit, class, label, ranks, window, rotate_root, model, "
                         "sizes (per size: size, value, stats, iterations, wrong, model)")
-    exit_status: int | None = doc("the job's exit status, set by the caller that ran it", None)
 
-    def sanity(self) -> Sanity:
-        """no message arrived with wrong data and the job ended with status 0."""
-        return _job_sanity(sum(r["wrong"] for res in self.results for r in res["sizes"]), self.exit_status)
+    def wrong_messages(self) -> int:
+        return sum(r["wrong"] for res in self.results for r in res["sizes"])
 
 
 @kind("bench.compare")
@@ -75,24 +85,18 @@ class BenchCompare:
 
 
 @kind("bench.matrix")
-class BenchMatrix:
+class BenchMatrix(MpiJob):
     """`geofed bench matrix`: latency and bandwidth between every pair of nodes."""
-    placement: str | None = doc("placement code")
     nodes: list = doc("node names, in matrix order")
     latency_size: int = doc("latency message size")
     bw_size: int = doc("bandwidth message size")
     window: int = doc("bandwidth window")
     budget_s: float = doc("time budget per pair")
-    started: str = doc("when the job started")
-    finished: str = doc("when it finished")
-    mpi_library: str = doc("MPI library version line")
     pairs: list = doc("per pair: a, b, class, latency_us, latency_min_us, bw_MBps, iterations, wrong, model, "
                       "model_latency_us, model_bw_MBps")
-    exit_status: int | None = doc("the job's exit status, set by the caller that ran it", None)
 
-    def sanity(self) -> Sanity:
-        """no message arrived with wrong data and the job ended with status 0."""
-        return _job_sanity(sum(p.get("wrong", 0) for p in self.pairs), self.exit_status)
+    def wrong_messages(self) -> int:
+        return sum(p.get("wrong", 0) for p in self.pairs)
 
 
 @kind("bench.check")
