@@ -26,7 +26,7 @@ def no_segment_left():
     since = time.time()
     yield
     for path in host.orphan_segments(since):
-        os.unlink(path)
+        Path(path).unlink(missing_ok=True)  # a job that ended meanwhile removed its own
 
 
 def start(argv, **kw):
