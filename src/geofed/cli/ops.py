@@ -21,6 +21,7 @@ from geofed.cli.common import command_argv, down_command, emit
 from geofed.errors import UserError
 from geofed.ops import directory, monitor, users
 from geofed.records.ops import METRICS
+from geofed.params import add_options, from_args
 from geofed.progress import progress
 from geofed.testbed import slurm, ssh
 from geofed.validate import nonnegative_float, nonnegative_int, positive_float, positive_int
@@ -100,19 +101,14 @@ def cmd_users_show(args) -> int:
     return 0
 
 
-def _fraction(text: str) -> float:
-    v = positive_float(text)
-    if v >= 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction below 1, got {text!r}")
-    return v
-
-
 def cmd_bench_directory(args) -> int:
-    from geofed.ops import dirbench
-    rec = dirbench.run(args.users, args.groups, args.changed, progress)
-    print(dirbench.format_table(rec))
-    emit(rec, args.out)
-    return 0 if rec.data.ok else 1
+    """The `directory` workload on the federation it copies (always ma-hd: no -f)."""
+    from geofed import workloads
+    from geofed.cli.bench import run_workload
+    from geofed.workloads.directory import BASE
+    w = workloads.get("directory")
+    return run_workload(w, workloads.Context(federation.load(BASE), progress=progress), from_args(w.Params, args),
+                        args.out)
 
 
 def cmd_slurm_up(args) -> int:
@@ -263,38 +259,6 @@ def cmd_transfer(args) -> int:
     return 0
 
 
-def losses(text: str) -> list[float]:
-    """--loss: frame loss probabilities separated by commas."""
-    import argparse
-    from geofed.validate import probability
-    values = [probability(x) for x in text.split(",") if x.strip()]
-    if not values or any(v >= 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected losses below 1 separated by commas, like 0,0.01, got {text!r}")
-    return values
-
-
-def cmd_bench_transfer(args) -> int:
-    from geofed.errors import UserError
-    from geofed.ops import transfer_bench
-    base = federation.load(args.federation)
-    if len(base.sites) < 2:
-        raise UserError(f"{base.path}: one site only; a transfer between sites needs two")
-    data = transfer_bench.run(base, args.streams, args.loss, validate.parse_size(args.size, "--size"), args.repeat,
-               validate.parse_size(args.lossy_size, "--lossy-size"), args.peers)
-    print(transfer_bench.table(data))
-    emit(records.make('bench.transfer', data, **records.federation_meta(base)), args.out)
-    return 0
-
-
-def cmd_bench_schedule(args) -> int:
-    from geofed.ops import schedule
-    base = federation.load(args.federation)
-    data = schedule.run(base, args.seed, args.window, args.single_load, args.mpi_load)
-    print(schedule.table(data))
-    emit(records.make('bench.schedule', data, **records.federation_meta(base)), args.out)
-    return 0
-
-
 def cmd_monitor_run(args) -> int:
     fed = federation.load(args.federation)
     if args.count is None and args.duration is None:
@@ -390,10 +354,9 @@ def users_show_args(p: argparse.ArgumentParser) -> None:
 
 
 def bench_directory_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--users", type=positive_int, default=20000, help="users per site (default 20000)")
-    p.add_argument("--groups", type=positive_int, default=2000, help="groups per site (default 2000)")
-    p.add_argument("--changed", type=_fraction, default=0.01, help="fraction of users changed before the re-sync (default 0.01)")
-    options.out(p, "geofed-out/bench", "the JSON record")
+    from geofed.workloads.directory import DirectoryParams
+    add_options(p, DirectoryParams)
+    options.out(p, "geofed-out/bench", "the directory.bench record")
 
 
 def storage_path_args(p: argparse.ArgumentParser) -> None:
@@ -423,31 +386,6 @@ def transfer_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunk-mb", type=positive_int, help="chunk size in MiB (default 8, less for a small transfer: "
                                                            "16 chunks per stream, at least 1/4)")
     options.out(p, "geofed-out/transfer", "the ops.transfer record")
-
-
-def bench_transfer_args(p: argparse.ArgumentParser) -> None:
-    from geofed.ops.transfer_bench import PEERS
-    from geofed.validate import choices, positive_int_list
-    options.federation(p, what="federation to copy")
-    p.add_argument("--streams", type=positive_int_list, default=[1, 2, 4, 8], help="stream counts (default 1,2,4,8)")
-    p.add_argument("--loss", type=losses, default=[0.0, 0.01], help="link losses (default 0,0.01)")
-    p.add_argument("--size", default="1G", help="bytes per run (default 1G)")
-    p.add_argument("--lossy-size", default="64M", help="bytes per run on a lossy link (default 64M)")
-    p.add_argument("--repeat", type=positive_int, default=3, help="runs per cell; medians (default 3)")
-    p.add_argument("--peers", type=choices(PEERS, none=True), default=list(PEERS),
-                   help="bulk tools beside iperf3: gridftp,xrootd (default both; 'none' for iperf3 alone)")
-    options.out(p, "geofed-out/bench", "the bench.transfer record")
-
-
-def bench_schedule_args(p: argparse.ArgumentParser) -> None:
-    options.federation(p, what="federation to copy")
-    p.add_argument("--seed", type=int, default=1, help="the job stream's random seed (default 1)")
-    p.add_argument("--window", type=positive_float, default=60.0, help="seconds over which jobs arrive (default 60)")
-    p.add_argument("--single-load", type=positive_float, default=0.5,
-                   help="share of the larger site's nodes its single-node jobs ask for (default 0.5)")
-    p.add_argument("--mpi-load", type=positive_float, default=1.3,
-                   help="share of the smaller site's nodes its MPI jobs ask for (default 1.3: overloaded)")
-    options.out(p, "geofed-out/bench", "the bench.schedule record")
 
 
 def monitor_run_args(p: argparse.ArgumentParser) -> None:
