@@ -1,5 +1,6 @@
-"""`geofed ops ...`, `geofed submit`, `geofed transfer`, `geofed monitor` and the benchmarks
-of operations: `geofed bench transfer|schedule|directory`."""
+"""`geofed ops ...`, `geofed submit`, `geofed transfer`, `geofed monitor` and `geofed bench
+directory` (its workload always copies ma-hd: no -f). `bench transfer` and `bench schedule`
+are made from their workloads' Params."""
 
 from __future__ import annotations
 
@@ -36,8 +37,7 @@ def cmd_directory_up(args) -> int:
     return 0
 
 
-def cmd_directory_down(args) -> int:
-    return down_command("directory", directory.down, args.federation)
+cmd_directory_down = down_command("directory", directory.down)
 
 
 def cmd_directory_status(args) -> int:
@@ -52,16 +52,16 @@ def cmd_directory_status(args) -> int:
 def cmd_users_sync(args) -> int:
     fed = federation.load(args.federation)
     data = users.sync(fed, dry_run=args.dry_run, out=None if args.dry_run else Path(args.out), progress=progress)
-    for c in data["changes"]:
-        print(users.describe(c))
-    for c in data["collisions"]:
-        print(f"! refused {c['entry']} {c['name']} ({c['kind']}): {c['detail']}; {', '.join(c['sources'])}")
     n = len(data["changes"])
-    print(f"{'would make' if args.dry_run else 'made'} {n} change{'s' * (n != 1)}; {data['merged_users']} users and "
-          f"{data['merged_groups']} groups merged; {len(data['collisions'])} refused; {data['seconds']['total']:.2f} s")
-    if not args.dry_run:
-        rec = records.make("directory.sync", data, **records.federation_meta(fed))
-        print(f"passwd, group and record: {records.save(rec, args.out).parent}")
+    lines = [users.describe(c) for c in data["changes"]] + \
+        [f"! refused {c['entry']} {c['name']} ({c['kind']}): {c['detail']}; {', '.join(c['sources'])}"
+         for c in data["collisions"]] + \
+        [f"{'would make' if args.dry_run else 'made'} {n} change{'s' * (n != 1)}; {data['merged_users']} users and "
+         f"{data['merged_groups']} groups merged; {len(data['collisions'])} refused; {data['seconds']['total']:.2f} s"]
+    if data["files"]:
+        lines.append(f"passwd and group: {', '.join(data['files'])}")
+    emit(records.make("directory.sync", data, **records.federation_meta(fed)), None if args.dry_run else args.out,
+         "\n".join(lines))
     for e in data["errors"]:
         print(f"geofed: failed: {e}", file=sys.stderr)
     return 1 if data["collisions"] or data["errors"] else 0
@@ -119,8 +119,7 @@ def cmd_slurm_up(args) -> int:
     return 0
 
 
-def cmd_slurm_down(args) -> int:
-    return down_command("slurm", slurm.down, args.federation)
+cmd_slurm_down = down_command("slurm", slurm.down)
 
 
 def cmd_slurm_status(args) -> int:
@@ -205,8 +204,7 @@ def cmd_ssh_up(args) -> int:
     return 0
 
 
-def cmd_ssh_down(args) -> int:
-    return down_command("ssh", ssh.down, args.federation)
+cmd_ssh_down = down_command("ssh", ssh.down)
 
 
 def cmd_ssh_exec(args) -> int:
@@ -251,11 +249,11 @@ def cmd_transfer(args) -> int:
     data = transfer.run(fed, args.source, args.destination, streams=args.streams, buffer=args.buffer,
                chunk=args.chunk_mb << 20 if args.chunk_mb else None, show=True)
     held = f", {data['held_bytes'] / 1e6:.1f} MB already there" if data["held_bytes"] else ""
-    print(f"{data['source']} -> {data['destination']}: {data['moved_bytes'] / 1e6:.1f} MB in {data['seconds']:.2f} s, "
-          f"{data['rate_mbps']:.0f} Mb/s over {data['streams']} streams{held}; "
-          f"CPU {data['sender_cpu_s_per_gb']:.2f} s/GB sending, {data['receiver_cpu_s_per_gb']:.2f} s/GB receiving"
-          + (f"; {data['corrupt_found']} damaged chunk(s) found and sent again" if data["corrupt_found"] else ""))
-    emit(records.make('ops.transfer', data, **records.federation_meta(fed)), args.out)
+    emit(records.make("ops.transfer", data, **records.federation_meta(fed)), args.out,
+         f"{data['source']} -> {data['destination']}: {data['moved_bytes'] / 1e6:.1f} MB in {data['seconds']:.2f} s, "
+         f"{data['rate_mbps']:.0f} Mb/s over {data['streams']} streams{held}; "
+         f"CPU {data['sender_cpu_s_per_gb']:.2f} s/GB sending, {data['receiver_cpu_s_per_gb']:.2f} s/GB receiving"
+         + (f"; {data['corrupt_found']} damaged chunk(s) found and sent again" if data["corrupt_found"] else ""))
     return 0
 
 
@@ -310,7 +308,7 @@ def cmd_monitor_show(args) -> int:
     if not series:
         raise UserError(f"{args.db}: the store has no samples yet")
     out = []
-    print(f"{'pair':<10} {'metric':<11} {'samples':>7} {'errors':>6}  events")
+    lines = [f"{'pair':<10} {'metric':<11} {'samples':>7} {'errors':>6}  events"]
     for (fed, a, b), s in sorted(series.items()):
         events = {}
         for metric in METRICS:
@@ -318,12 +316,10 @@ def cmd_monitor_show(args) -> int:
             text = "; ".join(f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(e['start']))} "
                              f"{e['before']:.4g} -> {e['after']:.4g} ({(e['relative'] or 0) * 100:+.1f} %)"
                              for e in events[metric]) or "none"
-            print(f"{a + '-' + b:<10} {metric:<11} {len(s['t']):>7} {len(s['errors']):>6}  {text}")
+            lines.append(f"{a + '-' + b:<10} {metric:<11} {len(s['t']):>7} {len(s['errors']):>6}  {text}")
         out.append({"federation": fed, "a": a, "b": b, **s, "events": events})
-    if args.out:
-        rec = records.make("monitor.series", {"db": str(Path(args.db).resolve()), "run": args.run, "k": args.k,
-                                              "rel": args.rel, "series": out})
-        emit(rec, args.out)
+    emit(records.make("monitor.series", {"db": str(Path(args.db).resolve()), "run": args.run, "k": args.k,
+                                         "rel": args.rel, "series": out}), args.out, "\n".join(lines))
     return 0
 
 
