@@ -21,8 +21,8 @@ from geofed.cli import options
 from geofed.cli.common import command_argv, down_command, emit
 from geofed.errors import UserError
 from geofed.ops import directory, monitor, users
-from geofed.records.ops import METRICS
 from geofed.params import add_options, from_args
+from geofed.records.ops import METRICS
 from geofed.progress import progress
 from geofed.testbed import slurm, ssh
 from geofed.validate import nonnegative_float, nonnegative_int, positive_float, positive_int
