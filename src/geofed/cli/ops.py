@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 from geofed import federation, records, validate
 from geofed.cli import options
@@ -135,14 +136,31 @@ def cmd_slurm_status(args) -> int:
     return 0 if all(c["complete"] and all(c["daemons"].values()) for c in st) else 1
 
 
-def cmd_slurm_exec(args) -> int:
-    fed = federation.load(args.federation)
-    argv = command_argv(args.command, "ops slurm exec", "geofed ops slurm exec icm-task -- sinfo")
+def exec_command(what: str, example: str, client) -> Callable[[argparse.Namespace], int]:
+    """The command `ops WHAT exec FEDERATION -- COMMAND`: this process becomes COMMAND as
+    `client(fed, argv)` runs it (its argv and the environment it needs)."""
+    def run(args) -> int:
+        fed = federation.load(args.federation)
+        full, env = client(fed, command_argv(args.command, f"ops {what} exec", example))
+        os.environ.update(env)
+        sys.stdout.flush()
+        os.execvp(full[0], full)
+    return run
+
+
+def slurm_client(fed, argv: list[str]) -> tuple[list[str], dict[str, str]]:
+    """`argv` as a user of the testbed's own Slurm runs it."""
     plan, cluster = slurm.require_up(fed)
-    full = slurm.client_argv(plan, cluster, argv)
-    os.environ.update(slurm.client_env(plan, cluster))
-    sys.stdout.flush()
-    os.execvp(full[0], full)
+    return slurm.client_argv(plan, cluster, argv), slurm.client_env(plan, cluster)
+
+
+def ssh_client(fed, argv: list[str]) -> tuple[list[str], dict[str, str]]:
+    """`argv` as the testbed's user runs it on the storage site's login node."""
+    plan, state = ssh.require_up(fed)
+    return ssh.login_argv(plan, state, argv), {}
+
+
+cmd_slurm_exec = exec_command("slurm", "geofed ops slurm exec icm-task -- sinfo", slurm_client)
 
 
 def advice(fed, placement, comm_gb: float | None) -> str:
@@ -177,18 +195,14 @@ def cmd_submit(args) -> int:
     sbatch = ["sbatch", "--parsable", f"--nodes={placement.node_count}", f"--ntasks-per-node={args.ranks_per_node}",
               f"--constraint={slurm_constraint(placement)}", f"--job-name=geofed-{placement.code}",
               f"--output={os.path.abspath(args.output)}"]
-    env = dict(os.environ)
-    if "SLURM_CONF" not in os.environ and slurm.status(fed):
-        plan, cluster = slurm.require_up(fed)  # the testbed's own Slurm
-        env.update(slurm.client_env(plan, cluster))
-        wrap = lambda argv: slurm.client_argv(plan, cluster, argv)  # noqa: E731
-    else:
-        wrap = lambda argv: argv  # noqa: E731
     with tempfile.TemporaryDirectory(prefix="geofed-submit-") as tmp:
         script = os.path.join(tmp, "job.sh")
         with open(script, "w") as f:
             f.write("#!/bin/sh\n# written by geofed submit\nexec " + shlex.join(run) + "\n")
-        res = subprocess.run(wrap(sbatch + [script]), env=env, capture_output=True, text=True)
+        argv, env = sbatch + [script], {}
+        if "SLURM_CONF" not in os.environ and slurm.status(fed):
+            argv, env = slurm_client(fed, argv)  # the testbed's own Slurm
+        res = subprocess.run(argv, env={**os.environ, **env}, capture_output=True, text=True)
     if res.returncode != 0:
         raise UserError(f"submit: sbatch refused the job: {res.stderr.strip().splitlines()[-1] if res.stderr.strip() else res.returncode}")
     job_id = res.stdout.strip().split(";")[0]
@@ -207,13 +221,7 @@ def cmd_ssh_up(args) -> int:
 cmd_ssh_down = down_command("ssh", ssh.down)
 
 
-def cmd_ssh_exec(args) -> int:
-    fed = federation.load(args.federation)
-    argv = command_argv(args.command, "ops ssh exec", "geofed ops ssh exec icm-task -- ssh G1 hostname")
-    plan, state = ssh.require_up(fed)
-    full = ssh.login_argv(plan, state, argv)
-    sys.stdout.flush()
-    os.execvp(full[0], full)
+cmd_ssh_exec = exec_command("ssh", "geofed ops ssh exec icm-task -- ssh G1 hostname", ssh_client)
 
 
 def cmd_storage_up(args) -> int:
