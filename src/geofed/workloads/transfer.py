@@ -28,7 +28,8 @@ class TransferParams(Params):
     lossy_size: str = param("64M", "bytes per run on a lossy link")
     repeat: int = param(3, "runs per cell; medians")
     peers: str = param(",".join(transfer_bench.PEERS),
-                       "bulk tools beside iperf3: gridftp,xrootd ('none' for iperf3 alone)", type=lambda t: ",".join(choices(transfer_bench.PEERS, none=True)(t)))
+                       "bulk tools beside iperf3: gridftp,xrootd ('none' for iperf3 alone)",
+                       type=lambda t: ",".join(choices(transfer_bench.PEERS, none=True)(t)))
 
 
 class Transfer(Workload, kind="bench.transfer", Params=TransferParams, needs_placement=False):
