@@ -147,7 +147,6 @@ class Running:
         return JobFailed(f"{what}: the job ended with status {rc}{last_error(self.output())}; log: {kept}",
                          exit_status=rc, log=kept)
 
-
     def rank_result(self, rc: int, what: str, timeout: float | None) -> dict:
         """Rank 0's result of a rank program that ended with `rc`, read once. A request its
         ranks refused is UserError; any other failure, or no result, JobFailed (log kept)."""

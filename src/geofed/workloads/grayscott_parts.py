@@ -60,10 +60,7 @@ class PdfplotParams(PlotterParams):
     slice: int | None = param(None, "which slice's PDF to draw (default: the middle)")
 
 
-# Under the node's CPU quota, as every part ran before: the workflow's parts compute
-# and stage, they do not measure the network.
-class Simulation(RankWorkload, name="grayscott-simulation", part_of="grayscott", Params=SimulationParams,
-                 cpu_limit=True):
+class Simulation(RankWorkload, name="grayscott-simulation", part_of="grayscott", Params=SimulationParams):
     """The Gray-Scott simulation: 3-D decomposition, ghost exchange, rank 0 stages U and V"""
 
     def rank(self, comm, params: SimulationParams) -> dict | None:
@@ -71,7 +68,7 @@ class Simulation(RankWorkload, name="grayscott-simulation", part_of="grayscott",
         return simulation.simulate(comm, params)
 
 
-class Pdf(RankWorkload, name="grayscott-pdf", part_of="grayscott", Params=PdfParams, cpu_limit=True):
+class Pdf(RankWorkload, name="grayscott-pdf", part_of="grayscott", Params=PdfParams):
     """PDF analysis: per-slice histograms of U and V for every step, as a stream or a file"""
 
     def rank(self, comm, params: PdfParams) -> dict | None:
@@ -79,7 +76,7 @@ class Pdf(RankWorkload, name="grayscott-pdf", part_of="grayscott", Params=PdfPar
         return pdf.analyse(comm, params)
 
 
-class Gplot(RankWorkload, name="grayscott-gplot", part_of="grayscott", Params=GplotParams, cpu_limit=True):
+class Gplot(RankWorkload, name="grayscott-gplot", part_of="grayscott", Params=GplotParams):
     """2-D cross-sections of U and V: a PNG frame per step and an animation"""
 
     def rank(self, comm, params: GplotParams) -> dict | None:
@@ -87,7 +84,7 @@ class Gplot(RankWorkload, name="grayscott-gplot", part_of="grayscott", Params=Gp
         return gplot.plot(params)
 
 
-class Pdfplot(RankWorkload, name="grayscott-pdfplot", part_of="grayscott", Params=PdfplotParams, cpu_limit=True):
+class Pdfplot(RankWorkload, name="grayscott-pdfplot", part_of="grayscott", Params=PdfplotParams):
     """PDF plots: the PDFs of U and V of one slice, a PNG frame per step and an animation"""
 
     def rank(self, comm, params: PdfplotParams) -> dict | None:

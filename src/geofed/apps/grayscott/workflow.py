@@ -136,6 +136,7 @@ def run_parts(fed: Federation, parts: list[Part], work: Path, timeout: float, pr
     directory every rank sees (runner.work_directory), where the results come home."""
     t0 = time.monotonic()
     with contextlib.ExitStack() as jobs:  # stopped at the end, however it ends
+        # Under their nodes' CPU quota: the parts compute and stage, they do not measure the link.
         for p in parts:
             p.running = jobs.enter_context(runner.ranks_started(
                 fed, p.placement, p.workload, p.params, work, log=p.log, ranks_per_node=p.ranks_per_node,
