@@ -135,7 +135,9 @@ def run_parts(fed: Federation, parts: list[Part], work: Path, timeout: float, pr
     `hostfile`, or inside the Slurm allocation this process runs in; `work` is a
     directory every rank sees (runner.work_directory), where the results come home."""
     t0 = time.monotonic()
-    with contextlib.ExitStack() as jobs:  # stopped at the end, however it ends
+    # Every part is stopped at the end, however it ends; also one whose mpiexec has ended:
+    # its ranks in other namespaces may still be exiting.
+    with contextlib.ExitStack() as jobs:
         # Under their nodes' CPU quota: the parts compute and stage, they do not measure the link.
         for p in parts:
             p.running = jobs.enter_context(runner.ranks_started(
