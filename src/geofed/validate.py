@@ -47,6 +47,14 @@ def positive_int_list(text) -> list[int]:
     return values
 
 
+def positive_float_list(text) -> list[float]:
+    """Positive finite numbers separated by commas (`--rtt 0.145,9`)."""
+    values = [positive_float(x) for x in str(text).split(",") if x.strip()]
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected positive numbers separated by commas, got {text!r}")
+    return values
+
+
 def finite_float(text) -> float:
     return _number(text, float)
 
