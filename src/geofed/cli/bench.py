@@ -15,6 +15,7 @@ from geofed.params import add_options, from_args
 from geofed.progress import progress
 from geofed.validate import choices, positive_int
 
+
 def _placement(args):
     from geofed.launch.placement import parse
     fed = federation.load(args.federation)

@@ -10,14 +10,9 @@ from geofed import records, validate
 from geofed.bench import storage as io
 from geofed.bench import storage_peers
 from geofed.errors import JobFailed, UserError
-from geofed.params import Params, param
+from geofed.params import Params, joined, param
 from geofed.validate import choices
 from geofed.workloads import Context, Workload
-
-
-def _words(allowed: tuple[str, ...], none: bool = False):
-    """An argparse type: some of `allowed`, comma-separated, kept as text."""
-    return lambda text: ",".join(choices(allowed, none)(text))
 
 
 class IoParams(Params):
@@ -30,13 +25,13 @@ class IoParams(Params):
     records: str | None = param(None, "record sizes, as --sizes (default: 4K to 16M or the largest file, powers "
                                       "of 4); a file is measured with each record no larger than itself", type=str)
     modes: str = param(",".join(io.MODES), "buffered, sync (O_SYNC), direct (O_DIRECT), comma-separated",
-                       type=_words(io.MODES))
+                       type=joined(choices(io.MODES)))
     ops: str = param(",".join(io.OPS), "write, rewrite, read, reread, randread, randwrite, comma-separated",
-                     type=_words(io.OPS))
+                     type=joined(choices(io.OPS)))
     budget: float = param(300.0, "seconds: larger file sizes are skipped once the next would not fit")
     repeat: int = param(3, "runs per cell; medians")
     peers: str | None = param(None, "iozone, fio, comma-separated, on the same cells (default none)",
-                              type=_words(storage_peers.PEERS, none=True))
+                              type=joined(choices(storage_peers.PEERS, none=True)))
     drop_cache: bool = param(True, "drop the file's pages from the page cache before `read`, so that it reads the "
                                    "storage and `reread` the cache")
 

@@ -3,27 +3,22 @@ way of an asymmetric, lossy link, on two-site testbeds of its own (bench.link)."
 
 from __future__ import annotations
 
-from geofed.params import Params, param
+from geofed.params import Params, joined, param
 from geofed.validate import choices, positive_float_list, positive_int_list
 from geofed.workloads import Context, Workload
 
 PARTS = ("rtt", "throughput", "ways")
 
 
-def _numbers(parse):
-    """An argparse type: numbers separated by commas, kept as text once `parse` accepts them."""
-    return lambda text: ",".join(f"{v:g}" for v in parse(text))
-
-
 class LinkParams(Params):
-    rtt: str = param("0.145,1,9,50", "RTTs in ms", type=_numbers(positive_float_list))
-    rate: str = param("1,5,10", "rates in Gb/s", type=_numbers(positive_float_list))
-    streams: str = param("1,4", "TCP stream counts", type=_numbers(positive_int_list))
+    rtt: str = param("0.145,1,9,50", "RTTs in ms", type=joined(positive_float_list))
+    rate: str = param("1,5,10", "rates in Gb/s", type=joined(positive_float_list))
+    streams: str = param("1,4", "TCP stream counts", type=joined(positive_int_list))
     throughput_rtt: float = param(9.0, "RTT of the throughput runs in ms")
     seconds: float = param(5.0, "throughput measurement time")
     parts: str = param(",".join(PARTS), "what to measure, comma-separated: rtt, throughput, ways (each direction "
                                         "of an asymmetric link and the jitter and loss delivered)",
-                       type=lambda text: ",".join(choices(PARTS)(text)))
+                       type=joined(choices(PARTS)))
 
 
 class Link(Workload, kind="bench.link", Params=LinkParams, needs_placement=False):
