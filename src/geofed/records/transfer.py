@@ -20,10 +20,10 @@ class TransferParams:
 class OpsTransfer:
     """`geofed transfer`, `geofed demo`: one bulk transfer between nodes."""
     KIND = "ops.transfer"
-    VERSION = 1
+    VERSION = 2
     source: str = doc("source node:path")
     destination: str = doc("destination node:path")
-    bytes: int = doc("bytes of the data set")
+    bytes: int = doc("bytes of the data set (holes of sparse files not counted)")
     moved_bytes: int = doc("bytes sent")
     held_bytes: int = doc("bytes already there (not sent)")
     seconds: float = doc("transfer time")
@@ -36,6 +36,13 @@ class OpsTransfer:
     sender_cpu_s_per_gb: float = doc("sender CPU per GB")
     receiver_cpu_s_per_gb: float = doc("receiver CPU per GB")
     link: dict = doc("src_site, dst_site, rtt_ms, bandwidth_gbps, bdp_bytes")
+    tree: dict = doc("the source's entries by kind (file, dir, link, hardlink), and how many were deleted "
+                     "at the destination (--delete) and not sent (devices, FIFOs, sockets)")
+
+    @classmethod
+    def upgrade(cls, version: int, data: dict) -> dict:
+        """Version 1 sent files only: no count of entries."""
+        return data | {"tree": {}}
 
 
 @kind
