@@ -195,6 +195,17 @@ def test_delete_removes_what_is_gone_at_the_source_and_nothing_else(fed, tmp_pat
 
 
 @needs_root
+def test_a_directory_where_the_source_has_a_file_is_refused_without_delete(fed, tmp_path):
+    src, dst = make_tree(tmp_path / "project"), tmp_path / "copy"
+    make(dst / "run.sh" / "results.dat", 10)
+    res = run_geofed("transfer", "-f", str(fed.path), f"A1:{src}", f"B1:{dst}")
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert f"{dst / 'run.sh'} is a directory" in res.stderr and "--delete" in res.stderr
+    assert (dst / "run.sh" / "results.dat").exists()
+    transfer.run(fed, f"A1:{src}", f"B1:{dst}", delete=True)
+    assert_same_tree(src, dst)
+
+@needs_root
 def test_a_killed_sender_resumes_and_a_damaged_chunk_is_sent_again(fed, tmp_path):
     src = make(tmp_path / "big.bin", 60 << 20)
     dst = tmp_path / "out.bin"

@@ -238,6 +238,8 @@ class Receiver:
         self.chunk, self.dry_run, self.entries = plan["chunk"], plan["dry_run"], plan["entries"]
         held, changes = {}, []
         for i, e in enumerate(self.entries):
+            if os.path.isabs(e["path"]) or ".." in Path(e["path"]).parts:
+                raise Refused(f"entry {e['path']!r} leaves the destination")
             if self.null:
                 if e["type"] == "file":
                     e["left"] = {off: n for off, n in pieces(e["data"], self.chunk)}
