@@ -254,7 +254,9 @@ class Receiver:
                         final.mkdir(parents=True)
             elif e["type"] == "file":
                 e["left"] = self.still_to_send(e, final)
-                held[i] = sorted(set(dict(pieces(e["data"], self.chunk))) - set(e["left"]))
+                have = set(dict(pieces(e["data"], self.chunk))) - set(e["left"])
+                if have:
+                    held[i] = sorted(have)
                 if e["left"] or not self.up_to_date(e, final):
                     changes.append(["send", e["path"], sum(e["left"].values())])
             elif e["type"] in ("link", "hardlink") and not self.link_in_place(e, final):
