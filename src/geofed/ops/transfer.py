@@ -241,7 +241,8 @@ def dry_run_table(preview: dict) -> str:
     """What a dry run found, one line per change (rsync -n's list), and a count."""
     lines = []
     for what, path, *more in preview["changes"]:
-        detail = f" ({more[0]} bytes)" if what == "send" else f" -> {more[0]}" if more else ""
+        arrow = {"link": "->", "hardlink": "=>"}.get(what)  # rsync's marks: a symbolic link, a hard link
+        detail = f" ({more[0]} bytes)" if what == "send" else f" {arrow} {more[0]}" if arrow else ""
         lines.append(f"{what:<8} {path or '.'}{detail}")
     lines += [f"not sent {path} (not a file, directory or link)" for path in preview["not_sent"]]
     sends = [c for c in preview["changes"] if c[0] == "send"]
