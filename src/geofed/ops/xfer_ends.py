@@ -388,6 +388,7 @@ class Receiver:
         interrupted transfer leaves partial files only for files still arriving)."""
         if e["fd"] is None and not e["partial"].exists() and self.up_to_date(e, e["final"]):
             self.set_metadata(e["final"], e)  # held whole already: its mode or owner may differ
+            e["manifest_path"].unlink(missing_ok=True)  # left if stopped between the rename and its removal
             return
         fd = self.open(e)
         self.set_metadata(fd, e)
