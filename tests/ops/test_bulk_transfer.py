@@ -141,13 +141,7 @@ def test_an_interrupted_tree_says_how_to_resume_and_the_same_command_completes_i
     src = make_tree(tmp_path / "project", big=48 << 20)
     dst = tmp_path / "copy"
     manifest = Path(str(dst / "zz-big.bin") + xfer_ends.MANIFEST)
-    argv = ["transfer", "-f", str(fed.path), f"A1:{src}", f"B1:{dst}", "--streams", "1", "--chunk-mb", "1"]
-    proc = subprocess.Popen([GEOFED, *argv], start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    deadline = time.monotonic() + 60
-    while len(verified(manifest)) < 5:  # the receiver has verified chunks of the last file
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.01)
+    proc = started(fed, src, dst, manifest)  # the receiver has verified chunks of the last file
     proc.send_signal(signal.SIGINT)  # Ctrl-C
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "run the same command again to resume" in err.strip().splitlines()[-1], err
@@ -211,13 +205,7 @@ def test_a_killed_sender_resumes_and_a_damaged_chunk_is_sent_again(fed, tmp_path
     dst = tmp_path / "out.bin"
     manifest = Path(str(dst) + xfer_ends.MANIFEST)
     # the whole command, killed with SIGKILL (its ends too) once some chunks are verified
-    proc = subprocess.Popen([GEOFED, "transfer", "-f", str(fed.path),
-                             f"A1:{src}", f"B1:{dst}", "--streams", "1", "--chunk-mb", "1"],
-                            start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while len(verified(manifest)) < 5:
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.01)
+    proc = started(fed, src, dst, manifest)
     for pid in _ends():
         os.kill(pid, signal.SIGKILL)
     os.killpg(proc.pid, signal.SIGKILL)
@@ -245,13 +233,7 @@ def test_a_killed_receiver_fails_the_command_and_the_same_command_resumes(fed, t
     src = make(tmp_path / "big.bin", 48 << 20, seed=3)
     dst = tmp_path / "out.bin"
     manifest = Path(str(dst) + xfer_ends.MANIFEST)
-    proc = subprocess.Popen([GEOFED, "transfer", "-f", str(fed.path), f"A1:{src}", f"B1:{dst}", "--streams", "1",
-                             "--chunk-mb", "1"], start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while len(verified(manifest)) < 5:
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.01)
+    proc = started(fed, src, dst, manifest)
     for pid in _ends("recv"):
         os.kill(pid, signal.SIGKILL)
     out, err = proc.communicate(timeout=60)
@@ -261,6 +243,33 @@ def test_a_killed_receiver_fails_the_command_and_the_same_command_resumes(fed, t
     data = transfer.run(fed, f"A1:{src}", f"B1:{dst}", streams=2, chunk=1 << 20)
     assert sha(dst) == sha(src) and data["held_bytes"] == held << 20
     assert data["moved_bytes"] == src.stat().st_size - data["held_bytes"]
+
+
+@needs_root
+def test_a_source_changed_since_the_interruption_is_sent_whole(fed, tmp_path):
+    src = make(tmp_path / "big.bin", 24 << 20, seed=4)
+    dst = tmp_path / "out.bin"
+    proc = started(fed, src, dst, Path(str(dst) + xfer_ends.MANIFEST))
+    for pid in _ends():
+        os.kill(pid, signal.SIGKILL)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    make(src, 24 << 20, seed=5)  # the same size, other bytes, a newer mtime
+    data = transfer.run(fed, f"A1:{src}", f"B1:{dst}", streams=1, chunk=1 << 20)
+    assert data["held_bytes"] == 0 and data["moved_bytes"] == 24 << 20 and sha(dst) == sha(src)
+
+
+def started(fed, src: Path, dst: Path, manifest: Path) -> subprocess.Popen:
+    """`geofed transfer SRC DST` over one stream in 1 MiB chunks, returned once the receiver
+    has verified 5 chunks of the file whose manifest is given."""
+    proc = subprocess.Popen([GEOFED, "transfer", "-f", str(fed.path), f"A1:{src}", f"B1:{dst}", "--streams", "1",
+                             "--chunk-mb", "1"], start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(verified(manifest)) < 5:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.01)
+    return proc
 
 
 def verified(manifest: Path) -> list[str]:
