@@ -11,6 +11,30 @@ from typing import Any, Callable
 from geofed.validate import positive_float, positive_int
 
 
+class Params:
+    """Base of parameter classes: each subclass is a frozen dataclass of `param` fields."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        dataclasses.dataclass(frozen=True)(cls)
+
+
+class Declared:
+    """Base of classes declared by keywords, as `class Latency(Model, name="mpi-latency")`:
+    each keyword sets a class attribute the base defines; `help` is the docstring's first
+    paragraph. The registries read these attributes and nothing is listed twice."""
+    help: str = ""
+
+    def __init_subclass__(cls, **declared):
+        super().__init_subclass__()
+        for key, value in declared.items():
+            if not hasattr(cls, key):
+                raise TypeError(f"{cls.__name__}: {key} is not something a {cls.__mro__[1].__name__} declares")
+            setattr(cls, key, value)
+        if cls.__doc__:
+            cls.help = " ".join(cls.__doc__.split("\n\n")[0].split())
+
+
 def param(default: Any, help: str, type: Callable[[str], Any] | None = None,
           choices: tuple[str, ...] | None = None) -> Any:
     """A field: its default, its help, and the word's parser (by default from the default's

@@ -41,7 +41,7 @@ LONG = {
 }
 # A module each workload's ranks run, to know when the job is really under way.
 RANK_MODULE = {"mdfs": b"geofed.apps.mdfs.dist", "obstacle": b"geofed.apps.obstacle.dist",
-               "bench": b"geofed.workloads", "workflow": b"geofed.apps.grayscott.simulation"}
+               "bench": b"geofed.workloads", "workflow": b"grayscott-simulation"}
 
 
 @pytest.fixture(scope="module")

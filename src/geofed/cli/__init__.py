@@ -90,10 +90,6 @@ COMMANDS: list[Command] = [
     Command("bench obstacle", apps.cmd_bench_obstacle, "seed 003's Table III on the testbed: P2PSAP sync/async against "
                                                        "MPI Jacobi, and the reliable stack's throughput against TCP (root)",
             apps.bench_obstacle_args),
-    Command("bench transfer", ops.cmd_bench_transfer, "geofed transfer beside iperf3: rate and CPU per stream count "
-                                                      "and loss (root)", ops.bench_transfer_args),
-    Command("bench schedule", ops.cmd_bench_schedule, "seed 001's utilisation: the sites as separate Slurm clusters "
-                                                      "vs one (root)", ops.bench_schedule_args),
     Command("bench directory", ops.cmd_bench_directory, "users sync at scale: N users and groups per site, sync and "
                                                         "a re-sync (root)", ops.bench_directory_args),
     Command("bench model", model.cmd_bench_model, "predicted against measured for every inter-site run in records",
@@ -156,11 +152,11 @@ COMMANDS: list[Command] = [
 
 def registry_commands() -> list[Command]:
     """`bench WORKLOAD` for every workload of the registry without a command of its own in
-    the table, `predict MODEL` and `advise MODEL` for every model of the model registry."""
+    the table (parts of workloads have none), `predict MODEL` and `advise MODEL` for every model of the model registry."""
     from geofed import workloads
     from geofed.model import registry
     out = [Command(f"bench {w.name}", bench.cmd_workload, w.help, lambda p, w=w: bench.workload_args(p, w))
-           for w in workloads.all_workloads().values() if w.command is None]
+           for w in workloads.all_workloads().values() if w.command is None and w.part_of is None]
     for m in registry.MODELS.values():
         out.append(Command(f"predict {m.name}", model.cmd_predict, m.help,
                            lambda p, m=m: model.workload_args(p, m, predict=True)))

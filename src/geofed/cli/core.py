@@ -43,7 +43,7 @@ def cmd_testbed_up(args) -> int:
 
 def cmd_testbed_down(args) -> int:
     from geofed.testbed import core
-    return down_command("testbed", core.down, args.federation)
+    return down_command("testbed", core.down)(args)
 
 
 def cmd_testbed_list(args) -> int:

@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from geofed.params import param
+from geofed.params import Params, param
 from geofed.workloads import Context, Workload
 
 
-@dataclass(frozen=True)
-class HplRunParams:
+class HplRunParams(Params):
     n: str = param("2000", "matrix orders N, comma-separated")
     nb: int = param(80, "block size NB")
 
 
-class Hpl(Workload):
-    name = "hpl"
-    help = "High-Performance Linpack (HPL 2.0) on a placement: time, GFLOPS, residual check"
-    kind = "bench.hpl"
-    Params = HplRunParams
-    command = "bench hpl"
+class Hpl(Workload, kind="bench.hpl", Params=HplRunParams, command="bench hpl"):
+    """High-Performance Linpack (HPL 2.0) on a placement: time, GFLOPS, residual check"""
 
     def hpl_params(self, ctx: Context, params: HplRunParams):
         from geofed.apps.hpl.params import parse_ns

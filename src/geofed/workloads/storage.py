@@ -4,16 +4,14 @@ at the storage site, across the link elsewhere (bench.io, seed 002)."""
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
 
 from geofed import validate
 from geofed.bench import storage as io
-from geofed.params import param
+from geofed.params import Params, param
 from geofed.validate import choices
 from geofed.workloads import Context, Workload
 
-@dataclass(frozen=True)
-class StorageParams:
+class StorageParams(Params):
     node: str = param("W1", "node the file system is reached from")
     filesystem: str = param("W:data", "SITE:NAME of the file system")
     sizes: str = param("4M", "file sizes")
@@ -22,12 +20,8 @@ class StorageParams:
     budget: float = param(120.0, "seconds: larger files are skipped once the next would not fit")
 
 
-class Storage(Workload):
-    name = "storage"
-    help = "IOzone's grid on a file system of the testbed from one of its nodes, local or across the link (root)"
-    kind = "bench.io"
-    Params = StorageParams
-    needs_placement = False
+class Storage(Workload, kind="bench.io", Params=StorageParams, needs_placement=False):
+    """IOzone's grid on a file system of the testbed from one of its nodes, local or across the link (root)"""
 
     def check(self, ctx: Context, params: StorageParams) -> None:
         from geofed.testbed import storage
