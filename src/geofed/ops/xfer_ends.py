@@ -300,8 +300,9 @@ class Receiver:
             return {}
         lines = manifest.read_text().splitlines() if manifest.exists() and partial.exists() else []
         if lines[:1] != [stamp(e)]:  # none, or the source changed since: start the file over
-            if not self.dry_run:
+            if not self.dry_run:  # the old bytes go too: where the source now has a hole they would stay
                 manifest.unlink(missing_ok=True)
+                partial.unlink(missing_ok=True)
             return left
         good = lines[:1]
         with open(partial, "rb") as f:
