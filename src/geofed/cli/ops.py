@@ -386,8 +386,12 @@ def submit_args(p: argparse.ArgumentParser) -> None:
 
 
 def transfer_args(p: argparse.ArgumentParser) -> None:
-    from geofed.ops.transfer import KEPT
-    p.description = KEPT
+    p.description = ("A tree arrives with its directories (empty ones too), symbolic links as links (--copy-links: "
+                     "what they point to), hard links within the tree (one inode at the destination), the holes of "
+                     "sparse files, modes, mtimes, and owners (numeric uid and gid) when the receiver runs as root. "
+                     "Not kept: ACLs, extended attributes (SELinux labels, file capabilities), access times, hard "
+                     "links to files outside the tree (a copy each); devices, FIFOs and sockets are not sent (their "
+                     "count is printed).")
     p.add_argument("source", help="NODE:PATH, or NODE:mem:SIZE (bytes made in memory)")
     p.add_argument("destination", help="NODE:PATH, or NODE:/dev/null (checked, not kept)")
     options.federation(p)

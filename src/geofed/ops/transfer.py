@@ -9,7 +9,7 @@ one control and N data connections to it, each proving a secret made for this tr
 (passed in the environment, never on a command line). Streams and socket buffers come
 from the link's bandwidth-delay product unless given (docs/transfer.md).
 
-A tree arrives with its metadata (KEPT says what is kept and what is not); --delete
+A tree arrives with its metadata (docs/transfer.md says what is kept and what not); --delete
 removes at the destination what the source no longer has, --dry-run says what would
 be sent and deleted.
 
@@ -46,11 +46,7 @@ from geofed.progress import Bar
 STREAM_WINDOW_BYTES = 4 << 20
 MAX_STREAMS = 8
 MAX_CHUNK, MIN_CHUNK, CHUNKS_PER_STREAM = 8 << 20, 256 << 10, 16
-KEPT = ("A tree arrives with its directories (empty ones too), symbolic links as links (--copy-links: what "
-        "they point to), hard links within the tree (one inode at the destination), the holes of sparse files, "
-        "modes, mtimes, and owners (numeric uid and gid) when the receiver runs as root. Not kept: ACLs, "
-        "extended attributes (SELinux labels, file capabilities), access times, hard links to files outside "
-        "the tree (a copy each); devices, FIFOs and sockets are not sent (their count is printed).")
+
 
 
 def parse_end(spec: str, fed, what: str) -> tuple[str, str]:
