@@ -216,10 +216,11 @@ pub fn dir_json(c: &Counters, t: &TxStats) -> String {
     let errs = t.send_errors.load(Ordering::Relaxed);
     let mean = t.late_ns_sum.load(Ordering::Relaxed) / (sent + errs).max(1);
     format!(
-        "{{\"delivered\": {}, \"dropped_queue\": {}, \"dropped_loss\": {}, \"bytes\": {}, \"sent\": {sent}, \"send_errors\": {errs}, \"late_ns_mean\": {mean}, \"late_ns_max\": {}}}",
+        "{{\"delivered\": {}, \"dropped_queue\": {}, \"dropped_loss\": {}, \"credit_wait_overflow\": {}, \"bytes\": {}, \"sent\": {sent}, \"send_errors\": {errs}, \"late_ns_mean\": {mean}, \"late_ns_max\": {}}}",
         c.delivered,
         c.dropped_queue,
         c.dropped_loss,
+        c.credit_wait_overflow,
         c.bytes,
         t.late_ns_max.load(Ordering::Relaxed)
     )
