@@ -20,25 +20,11 @@ ABOVE, BELOW = 0.02, 0.15
 
 def ma_hd_toml(name: str, extender: str) -> str:
     """ma-hd's link and fabric, scaled as ma-hd is, one node a site, with `extender`'s credits."""
-    return f"""
-name = "{name}"
-[testbed]
-cpu_per_core = 0.3
-[local]
-latency_us = 2.0
-bandwidth_gbps = 2.6
-[[site]]
-code = "M"
-nodes = 1
-[[site]]
-code = "H"
-nodes = 1
-[[link]]
-sites = ["M", "H"]
-fibre_km = 28.6
-bandwidth_gbps = 1.86
-extender = "{extender}"
-"""
+    return federation.to_toml({
+        "name": name, "testbed": {"cpu_per_core": 0.3}, "local": {"latency_us": 2.0, "bandwidth_gbps": 2.6},
+        "site": [{"code": "M", "nodes": 1}, {"code": "H", "nodes": 1}],
+        "link": [{"sites": ["M", "H"], "fibre_km": 28.6, "bandwidth_gbps": 1.86, "extender": extender}],
+    })
 
 
 def test_mpi_bandwidth_is_held_to_credits_per_round_trip(tmp_path):
