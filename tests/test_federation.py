@@ -216,8 +216,8 @@ def test_an_extender_lends_its_licensed_distance_as_credits(write_fed, km):
 
 
 def test_credits_given_in_bytes_follow_each_ways_rate(write_fed):
-    fed = federation.load(write_fed(BASE + CREDIT_LINK + 'flow = "credit"\ncredits_bytes = 20000\nqueue_bytes = 10000000\n'
-                                    '[link.back]\nbandwidth_gbps = 0.1\n'))
+    fed = federation.load(write_fed(BASE + CREDIT_LINK + 'flow = "credit"\ncredits_bytes = 20000\n'
+                                    'queue_bytes = 10000000\n[link.back]\nbandwidth_gbps = 0.1\n'))
     link = fed.links[0]
     assert link.extender is None and link.queue_bytes == 10_000_000
     assert fed.bandwidth_gbps("W", "G") == pytest.approx(20000 * 8 / (0.286e-3 + 1514 * 8 / 1.86e9) / 1e9)

@@ -66,20 +66,20 @@ class Extender:
 
     device: str
     licensed_km: float
-    source: str
 
     def credits_bytes(self, bandwidth_gbps: float) -> int:
         """The licensed buffer: the BDP of `licensed_km` of fibre, there and back, at the rate."""
         return bdp_bytes(bandwidth_gbps, 2 * fibre_one_way_ms(self.licensed_km))
 
 
-# The seeds' devices, for `extender = "NAME"` on a [[link]]. Seed 001 ran 28 km with a
-# Longbow licensed for 40 km ("a licence for 10 km is not sufficient"); seed 000's IBEX
-# G40 "allows extending InfiniBand connection up to 15,000 km".
+# The seeds' devices, for `extender = "NAME"` on a [[link]] (docs/federation.md).
 EXTENDERS = {
-    "longbow-10km": Extender("Obsidian Longbow", 10.0, "seed 001, slide 9: not sufficient for 28 km"),
-    "longbow-40km": Extender("Obsidian Longbow", 40.0, "seed 001, slide 9: the licence MA-HD needs"),
-    "ibex-g40": Extender("Vcinity IBEX G40", 15000.0, "seed 000: total buffer capacity for 15,000 km"),
+    # seed 001, slide 9: "License for 10 km is not sufficient" for MA-HD's 28 km
+    "longbow-10km": Extender("Obsidian Longbow", 10.0),
+    # seed 001, slide 9: "Obsidian needs a license for 40 km"
+    "longbow-40km": Extender("Obsidian Longbow", 40.0),
+    # seed 000: "Total buffer capacity allows extending InfiniBand connection up to 15,000 km"
+    "ibex-g40": Extender("Vcinity IBEX G40", 15000.0),
 }
 
 
@@ -677,8 +677,8 @@ class _Parser:
     def link(self, d, where: str, sites: dict[str, Site]) -> Link:
         if not isinstance(d, dict):
             raise self.fail(where, "must be a table")
-        self.keys(d, where, {"sites", "fibre_km", "rtt_ms", "bandwidth_gbps", "queue_bytes", "jitter_us", "loss", "back",
-                             "flow", "credits_bytes", "extender"})
+        self.keys(d, where, {"sites", "fibre_km", "rtt_ms", "bandwidth_gbps", "queue_bytes", "jitter_us", "loss",
+                             "back", "flow", "credits_bytes", "extender"})
         ends = d.get("sites")
         if not (isinstance(ends, list) and len(ends) == 2 and all(isinstance(e, str) for e in ends)):
             raise self.fail(f"{where}.sites", f"must be two site codes like [\"W\", \"G\"], got {ends!r}")
@@ -744,7 +744,8 @@ class _Parser:
 
     def way(self, d: dict, where: str, propagation: float, local_one_way_ms: float, forward: Way | None,
             flow: _Flow) -> Way:
-        """One direction's rate, queue, jitter, loss and credits; the way back takes what it leaves out from `forward`."""
+        """One direction's rate, queue, jitter, loss and credits; the way back takes what it leaves out from
+        `forward`."""
         def given(key, **checks):
             if forward is not None and key not in d:
                 return getattr(forward, key)
@@ -754,11 +755,11 @@ class _Parser:
         credits = EXTENDERS[flow.extender].credits_bytes(bandwidth) if flow.extender else flow.credits_bytes
         queue = self.number(d, "queue_bytes", where, default=-1, integer=True)
         if queue == -1:
-            queue = CREDIT_WAIT_BYTES if flow.round_trip_ms else max(bdp_bytes(bandwidth, 2 * one_way), MIN_QUEUE_BYTES)
+            queue = CREDIT_WAIT_BYTES if flow.is_credit else max(bdp_bytes(bandwidth, 2 * one_way), MIN_QUEUE_BYTES)
         elif queue < 9000:
             raise self.fail(f"{where}.queue_bytes", f"must hold at least one jumbo frame (9000 bytes), got {queue}")
         loss = float(given("loss", default=0.0, minimum=0, below=1))
-        if flow.round_trip_ms and loss:
+        if flow.is_credit and loss:
             raise self.fail(f"{where}.loss", "a credit link is lossless (frames wait for credits, none is dropped): "
                                              "leave loss out or use flow = \"queue\"")
         return Way(propagation_ms=propagation, one_way_ms=one_way, bandwidth_gbps=bandwidth, queue_bytes=int(queue),
@@ -773,3 +774,7 @@ class _Flow:
     credits_bytes: int | None
     extender: str | None
     round_trip_ms: float | None  # set on a credit link: the fibre there and back
+
+    @property
+    def is_credit(self) -> bool:
+        return self.round_trip_ms is not None
