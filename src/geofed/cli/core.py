@@ -30,6 +30,8 @@ def cmd_federation_show(args) -> int:
               f"(propagation {l.propagation_ms * 1e3:.1f} us), RTT {l.rtt_ms:.4g} ms, {l.bandwidth_gbps:g} Gb/s, "
               f"BDP {l.bdp_bytes / 1e6:.3g} MB, queue {l.queue_bytes / 1e6:.3g} MB"
               + (f", jitter {l.jitter_us:g} us" if l.jitter_us else "") + (f", loss {l.loss:g}" if l.loss else ""))
+        if l.credits_bytes is not None:
+            print(f"  {federation.credit_summary(l)}")
     return 0
 
 
