@@ -11,6 +11,7 @@ from conftest import needs_root, run_geofed
 from geofed import federation
 from geofed.apps.obstacle import bench, job
 from geofed.apps.obstacle import problem as P
+from geofed.launch.placement import parse
 
 pytestmark = [pytest.mark.root, pytest.mark.slow, needs_root]
 
@@ -40,7 +41,7 @@ def reference():
 def test_across_a_lossy_link_agrees_with_sor(lossy, reference, scheme, placement):
     p, ref, ref_bound = reference
     assert lossy.links[0].loss == LOSS
-    res = job.run_on_placement(lossy, placement, job.Spec(N, TOL, scheme), timeout=240)
+    res = job.run_on_placement(lossy, parse(placement, lossy), job.Spec(N, TOL, scheme), timeout=240)
     assert res["certified_residual"] <= TOL
     # the stop certified the vector that came back, not a stale or mixed one
     assert res["recomputed_residual"] <= res["certified_residual"] * (1 + 1e-9) + 1e-15

@@ -294,3 +294,15 @@ def finish(prep: Prepared, res: dict, params: Params, timing: dict) -> dict:
             "contrast_sources": prep.contrast_sources, "tuples_scored": int(sum(u[3] for u in prep.units)),
             "max_ig": res["ig"], "contrast_max_ig": res["contrast"], "best_discretization": res["t"],
             "best_tuple": res["tuples"], **pv, "timing": timing}
+
+
+# The arrays of a result and their types: a result that crossed a process boundary as
+# JSON (lists) is made arrays again, bit for bit (a float64 round-trips through its repr).
+ARRAYS = {"contrast_sources": np.int64, "max_ig": np.float64, "contrast_max_ig": np.float64,
+          "best_discretization": np.int64, "best_tuple": np.int64, "chi_squared": np.float64,
+          "p_value": np.float64, "adjusted_p_value": np.float64, "relevant": np.int64}
+
+
+def from_json(result: dict) -> dict:
+    """A result as `finish` makes it from its JSON form."""
+    return {**result, **{k: np.asarray(result[k], dtype=t) for k, t in ARRAYS.items()}}

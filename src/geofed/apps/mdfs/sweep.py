@@ -54,12 +54,12 @@ def sweep(fed, codes: list[str], splits: list[str], repeat: int, params, ds, pro
     `record_as` is the federation the record names (the shipped one a private copy
     was made of); by default `fed` itself.
     """
-    from geofed.apps.mdfs import jobs
+    from geofed.apps.mdfs import data, dist
     from geofed.launch.placement import parse
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="geofed-mdfs-sweep-") as tmp:
-        npz = jobs.save_npz(Path(tmp) / "data.npz", ds.x, ds.y)
+        npz = data.save_npz(Path(tmp) / "data.npz", ds.x, ds.y)
         for code in codes:
             pl = parse(code, fed)
             one_site = len({n.site for n in pl.nodes(fed)}) == 1
@@ -67,7 +67,7 @@ def sweep(fed, codes: list[str], splits: list[str], repeat: int, params, ds, pro
                 times, staging, results = [], [], None
                 for r in range(repeat):
                     progress(f"mdfs sweep: {code} split {split} run {r + 1}/{repeat}")
-                    res = jobs.run_on_placement(fed, code, npz, params, split)
+                    res = dist.run_on_placement(fed, pl, npz, params, split)
                     times.append(res["timing"]["compute_s"])
                     staging.append(res["timing"]["staging_s"])
                     results = res
