@@ -35,8 +35,13 @@ def cmd_mdfs_run(args) -> int:
 
 
 def cmd_mdfs_sweep(args) -> int:
-    from geofed.apps.mdfs import sweep
-    return sweep.main(args, _mdfs_params(args), progress)
+    """The `mdfs-sweep` workload on a private copy of the federation, brought up and taken down here."""
+    from geofed import workloads
+    w = workloads.get("mdfs-sweep")
+    params = w.Params(placements=args.placements, splits=args.split, repeat=args.repeat,
+                      discretizations=args.discretizations, analysis=_mdfs_params(args), data_seed=args.data_seed,
+                      private=True)
+    return run_workload(w, workloads.Context(federation.load(args.federation), progress=progress), params, args.out)
 
 
 def cmd_bench_mdfs(args) -> int:

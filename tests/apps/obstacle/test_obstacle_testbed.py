@@ -20,14 +20,10 @@ N, TOL, LOSS = 16, 1e-8, 0.03
 
 
 @pytest.fixture(scope="module")
-def lossy(tmp_path_factory):
+def lossy():
     from geofed.testbed import core as tb
-    fed = bench.private_copy(federation.load("icm-task"), tmp_path_factory.mktemp("obstfed"), "test", loss=LOSS)
-    try:
-        tb.up(fed)
+    with tb.owned_copy(federation.load("icm-task"), "gftest-obst", loss=LOSS) as fed:
         yield fed
-    finally:
-        tb.down(fed.name)
 
 
 @pytest.fixture(scope="module")

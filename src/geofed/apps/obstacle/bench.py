@@ -11,28 +11,18 @@ discipline) against one TCP stream on the same path (geofed-probe), then the
 Ethernet stack again on a copy of the federation whose link loses 1 % of frames,
 which must still deliver every message, in order, intact.
 
-Every testbed here is a private copy of the federation (own name), always taken down.
+The lossy link is always a private copy of the federation (own name), taken down at the end;
+so is the clean one for `geofed bench obstacle` (the demo runs on its own testbed).
 """
 
 from __future__ import annotations
 
-import os
 import statistics
-import tempfile
-from contextlib import contextmanager, nullcontext
-from pathlib import Path
-from typing import Iterator
+from contextlib import nullcontext
 
-from geofed import federation
 from geofed.errors import UserError
 
 SCHEMES = ("sync", "async", "mpi")
-
-
-def private_copy(fed, directory: Path, tag: str, loss: float | None = None) -> federation.Federation:
-    """The federation under a name of our own (and optionally a lossy link), so shipped testbeds stay untouched."""
-    name = f"gfobst-{tag}-{os.getpid()}"[:32]
-    return federation.load(federation.derive(fed, directory, name, **({"loss": loss} if loss else {})))
 
 
 def solver_rows(fed, placements: list[str], n: int, tol: float, repeat: int, progress) -> list[dict]:
@@ -100,17 +90,6 @@ def throughput(fed, mbytes: float, repeat: int, progress) -> dict:
     return {"pair": [b, a], "mbytes": mbytes, "runs": runs, "rows": rows}
 
 
-@contextmanager
-def testbed_copy(fed, directory: Path, tag: str, progress, loss: float | None = None) -> Iterator[federation.Federation]:
-    """A private copy of `fed` (optionally with a lossy link) brought up for the block, then taken down."""
-    from geofed.testbed import core as tb
-    copy = private_copy(fed, directory, tag, loss)
-    progress(f"bench obstacle: bringing up {copy.name} (a copy of {fed.name}"
-             + (f", link loss {loss:g})" if loss else ")"))
-    with tb.owned(copy, progress):
-        yield copy
-
-
 def check(fed, placements: str, on_copies: bool) -> list[str]:
     """The placement codes, refused (UserError) before anything is brought up if they do not fit."""
     from geofed.launch.placement import parse
@@ -129,18 +108,18 @@ def measure(fed, placements: str, n: int, tol: float, repeat: int, part: str, mb
             private: bool, progress) -> dict:
     """The parts asked for (all, solver or throughput): on `fed`'s testbed, which is up, or on a
     private copy of it (`private`); the lossy stream always on a private copy with a lossy link."""
+    from geofed.testbed import core as tb
     codes = check(fed, placements, private or part != "solver")
     data = {"n": n, "tol": tol, "repeat": repeat, "link_rtt_ms": fed.links[0].rtt_ms}
-    with tempfile.TemporaryDirectory(prefix="geofed-bench-obstacle-") as tmp:
-        with testbed_copy(fed, Path(tmp), "clean", progress) if private else nullcontext(fed) as clean:
-            if part in ("all", "solver"):
-                data["solver"] = solver_rows(clean, codes, n, tol, repeat, progress)
-            if part in ("all", "throughput"):
-                data["throughput"] = throughput(clean, mbytes, repeat, progress)
+    with tb.owned_copy(fed, "gfobst", progress) if private else nullcontext(fed) as clean:
+        if part in ("all", "solver"):
+            data["solver"] = solver_rows(clean, codes, n, tol, repeat, progress)
         if part in ("all", "throughput"):
-            with testbed_copy(fed, Path(tmp), "loss", progress, loss) as lossy:
-                progress(f"bench obstacle: P2PSAP stream at {loss:g} link loss")
-                data["lossy"] = {"loss": loss, **stream(lossy, "".join(link_pair(lossy)), mbytes, "eth")}
+            data["throughput"] = throughput(clean, mbytes, repeat, progress)
+    if part in ("all", "throughput"):
+        with tb.owned_copy(fed, "gfobst-loss", progress, loss=loss) as lossy:
+            progress(f"bench obstacle: P2PSAP stream at {loss:g} link loss")
+            data["lossy"] = {"loss": loss, **stream(lossy, "".join(link_pair(lossy)), mbytes, "eth")}
     return data
 
 
