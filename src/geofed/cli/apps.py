@@ -128,6 +128,7 @@ def grayscott_settings_args(p) -> None:
 
 
 def cmd_obstacle(args) -> int:
+    """The `obstacle` workload on the placement."""
     from geofed import workloads
     from geofed.launch.placement import parse
     w = workloads.get("obstacle")

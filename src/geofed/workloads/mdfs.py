@@ -8,13 +8,11 @@ import os
 
 from geofed import records
 from geofed.apps.mdfs import core
+from geofed.apps.mdfs.dist import SPLITS
 from geofed.errors import UserError
 from geofed.params import Params, param
 from geofed.validate import nonnegative_int
 from geofed.workloads import Context, RankWorkload, Workload
-
-SPLITS = ("speed", "calibrate", "even")
-
 
 class MdfsParams(Params):
     data: str | None = param(None, "CSV file (objects in rows); default: the Madelon-like generator", type=str)
@@ -57,6 +55,7 @@ class Mdfs(RankWorkload, name="mdfs", kind="mdfs.run", Params=MdfsParams, RankPa
             header = {None: None, "yes": True, "no": False}[params.header]
             ds = data.load_csv(params.data, decision=params.decision, decision_file=params.decision_file, header=header)
         if ctx.placement:
+            core.fit(params.analysis, *ds.x.shape)  # what the ranks would each refuse, refused once here
             with runner.work_directory("mdfs", ctx.hostfile) as tmp:
                 result = dist.run_on_placement(ctx.fed, ctx.placement, data.save_npz(tmp / "data.npz", ds.x, ds.y),
                                                params.analysis, params.split, params.threads, ctx.timeout,

@@ -99,18 +99,25 @@ class Prepared:
     units: list[tuple[int, int, int, int]]  # (discretization, kind, first variable, tuples)
 
 
-def prepare(x: np.ndarray, y: np.ndarray, params: Params, p_values: bool = True) -> Prepared:
-    """`p_values=False`: only the max IG is wanted, so any number of contrasts will do."""
-    import geofed_mdfs
-
+def fit(params: Params, n: int, p: int, p_values: bool = True) -> tuple[float, int]:
+    """The discretisation range and the number of contrast variables for data of `n` objects
+    and `p` variables; UserError when `params` cannot analyse such data. `p_values=False`:
+    only the max IG is wanted, so any number of contrasts will do."""
     params.check()
-    n, p = x.shape
     if p < params.dimensions:
         raise UserError(f"{p} variables are fewer than --dim {params.dimensions}")
     r = resolve_range(params, n)
     nc = params.contrast_count(p)
     if p_values and params.fit_mode != "raw" and nc < 4:
         raise UserError(f"--contrast: the p-value fit needs at least 4 contrast variables, got {nc}")
+    return r, nc
+
+
+def prepare(x: np.ndarray, y: np.ndarray, params: Params, p_values: bool = True) -> Prepared:
+    import geofed_mdfs
+
+    n, p = x.shape
+    r, nc = fit(params, n, p, p_values)
     if nc:
         src, contrast = geofed_mdfs.contrast_variables(np.ascontiguousarray(x), nc, params.seed)
     else:

@@ -24,6 +24,7 @@ from geofed.apps.mdfs import core
 from geofed.apps.mdfs.output import jsonable
 from geofed.progress import Bar
 
+SPLITS = ("speed", "calibrate", "even")  # how the tuples are shared among the ranks (step 3)
 CALIBRATION_TUPLES = 30_000  # ~0.1 s of 2-D counting on one host core at n = 2000
 
 

@@ -20,6 +20,7 @@ from geofed.errors import UserError
 
 def check(fed, placements: str, splits: str, params, on_copy: bool) -> tuple[list[str], list[str]]:
     """The placement codes and splits; refused (UserError) before anything is brought up."""
+    from geofed.apps.mdfs import dist
     from geofed.launch.placement import parse
     from geofed.testbed import core as tb
     params.check()
@@ -27,7 +28,7 @@ def check(fed, placements: str, splits: str, params, on_copy: bool) -> tuple[lis
         tb.require_root("sweep MDFS on")
     codes = [c.strip() for c in placements.split(",") if c.strip()]
     split_list = [s.strip() for s in splits.split(",") if s.strip()]
-    if any(s not in ("speed", "even", "calibrate") for s in split_list):
+    if any(s not in dist.SPLITS for s in split_list):
         raise UserError(f"--split: expected speed, even or calibrate, got {splits!r}")
     for c in codes:
         parse(c, fed)
