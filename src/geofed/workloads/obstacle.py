@@ -4,7 +4,6 @@ ranks are apps.obstacle.dist's and apps.obstacle.stream's."""
 
 from __future__ import annotations
 
-from geofed import records
 from geofed.apps.obstacle.job import Spec
 from geofed.params import Params, param
 from geofed.validate import probability
@@ -55,8 +54,7 @@ class Obstacle(RankWorkload, name="obstacle", kind="obstacle.run", Params=Spec, 
         from geofed.apps.obstacle import job, output
         res = job.run_on_placement(ctx.fed, ctx.placement, params, timeout=ctx.timeout, hostfile=ctx.hostfile)
         files = output.write(res, ctx.out)
-        data = {k: v for k, v in res.items() if k != "u"} | {"files": files}
-        return records.make(self.kind, data, **records.federation_meta(ctx.fed))
+        return self.record(ctx, params, {k: v for k, v in res.items() if k != "u"} | {"files": files})
 
     def rank(self, comm, params: Spec) -> dict | None:
         from geofed.apps.obstacle import dist
