@@ -40,7 +40,7 @@ LONG = {
     "workflow": ["workflow", "grayscott", "--L", "32", "--steps", "100000", "--plotgap", "1000"],
 }
 # A module each workload's ranks run, to know when the job is really under way.
-RANK_MODULE = {"mdfs": b"geofed.apps.mdfs.dist", "obstacle": b"geofed.apps.obstacle.dist",
+RANK_MODULE = {"mdfs": b"geofed.workloads", "obstacle": b"geofed.workloads",
                "bench": b"geofed.workloads", "workflow": b"grayscott-simulation"}
 
 

@@ -7,6 +7,7 @@ import os
 import shutil
 import socket
 import statistics
+import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import replace
@@ -177,6 +178,21 @@ def owned(fed: Federation, progress: Progress = _quiet) -> Iterator[Plan]:
     finally:
         progress(f"taking testbed {fed.name} down")
         down(fed.name)
+
+
+@contextmanager
+def owned_copy(fed: Federation, tag: str, progress: Progress = _quiet, **link_changes) -> Iterator[Federation]:
+    """A copy of `fed` under a name of our own (`tag`, its name, this process), with every
+    link changed as asked (federation.derive), brought up for the block and taken down after
+    it: a sweep or benchmark that needs a testbed of its own never touches a shipped one."""
+    from geofed import federation
+    with tempfile.TemporaryDirectory(prefix="geofed-copy-") as tmp:
+        name = f"{tag}-{fed.name[:12]}-{os.getpid()}"[:32]
+        copy = federation.load(federation.derive(fed, tmp, name, **link_changes))
+        changed = "".join(f", link {k} {v:g}" for k, v in link_changes.items())
+        progress(f"bringing up {copy.name} (a copy of {fed.name}{changed})")
+        with owned(copy, progress):
+            yield copy
 
 
 def _build(plan: Plan, progress: Progress) -> None:
