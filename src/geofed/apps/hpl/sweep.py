@@ -23,7 +23,6 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from geofed import federation
 from geofed.apps.hpl import run
 from geofed.errors import JobFailed, UserError
 from geofed.launch import runner
@@ -127,8 +126,5 @@ def on_copy(base, codes: list[str], ns: list[int], nb: int, repeat: int, peer: b
     """The sweep on a private copy of `base`, brought up here and always taken down."""
     from geofed.testbed import core as tb
     tb.require_root("sweep HPL on")
-    with tempfile.TemporaryDirectory(prefix="geofed-hpl-sweep-") as tmp:
-        fed = federation.load(federation.derive(base, Path(tmp), f"gfhpl-{base.name[:12]}-{os.getpid()}"[:32]))
-        progress(f"hpl sweep: bringing up {fed.name} (a copy of {base.name})")
-        with tb.owned(fed, progress):
-            return sweep(fed, codes, ns, nb, repeat, peer, timeout, progress)
+    with tb.owned_copy(base, "gfhpl", progress) as fed:
+        return sweep(fed, codes, ns, nb, repeat, peer, timeout, progress)
