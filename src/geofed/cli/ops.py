@@ -11,7 +11,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -167,7 +166,7 @@ def advice(fed, placement, comm_gb: float | None) -> str:
 def cmd_submit(args) -> int:
     from geofed.launch.job import slurm_constraint
     from geofed.launch.placement import parse
-    fed = federation.load(args.federation)
+    fed = federation.load(slurm.submit_federation(args.federation))
     placement = parse(args.placement, fed)
     program = command_argv(args.program, "submit", "geofed submit -p W2 -- python app.py")
     spans = len(placement.sites()) > 1
@@ -179,25 +178,29 @@ def cmd_submit(args) -> int:
     geofed = shutil.which("geofed") or os.path.realpath(sys.argv[0])
     run = [geofed, "run", "-f", str(fed.path), "-p", placement.code, "-n", str(args.ranks_per_node)] + \
         (["--no-cpu-limit"] if args.no_cpu_limit else []) + ["--"] + program
-    sbatch = ["sbatch", "--parsable", f"--nodes={placement.node_count}", f"--ntasks-per-node={args.ranks_per_node}",
-              f"--constraint={slurm_constraint(placement)}", f"--job-name=geofed-{placement.code}",
-              f"--output={os.path.abspath(args.output)}"]
     env = dict(os.environ)
     if "SLURM_CONF" not in os.environ and slurm.status(fed):
-        plan, cluster = slurm.require_up(fed)  # the testbed's own Slurm
+        plan, cluster = slurm.require_up(fed)  # the testbed's own Slurm, as its user
+        output = args.output or str(slurm.home(plan, cluster) / "geofed-job-%j.out")
+        slurm.require_user_reaches(plan, cluster, read=[str(fed.path)], write=[os.path.dirname(output)])
         env.update(slurm.client_env(plan, cluster))
         wrap = lambda argv: slurm.client_argv(plan, cluster, argv)  # noqa: E731
+        submitter = slurm.user(fed.name, cluster)
     else:
+        output = os.path.abspath(args.output or "geofed-job-%j.out")
         wrap = lambda argv: argv  # noqa: E731
-    with tempfile.TemporaryDirectory(prefix="geofed-submit-") as tmp:
-        script = os.path.join(tmp, "job.sh")
-        with open(script, "w") as f:
-            f.write("#!/bin/sh\n# written by geofed submit\nexec " + shlex.join(run) + "\n")
-        res = subprocess.run(wrap(sbatch + [script]), env=env, capture_output=True, text=True)
+        submitter = getpass.getuser()
+    name = f"geofed-{placement.code}"
+    sbatch = ["sbatch", "--parsable", f"--nodes={placement.node_count}", f"--ntasks-per-node={args.ranks_per_node}",
+              f"--constraint={slurm_constraint(placement)}", f"--job-name={name}", f"--output={output}"]
+    # The script on sbatch's stdin: the submitting user need not reach a file of ours.
+    script = "#!/bin/sh\n# written by geofed submit\nexec " + shlex.join(run) + "\n"
+    res = subprocess.run(wrap(sbatch), env=env, input=script, capture_output=True, text=True)
     if res.returncode != 0:
         raise UserError(f"submit: sbatch refused the job: {res.stderr.strip().splitlines()[-1] if res.stderr.strip() else res.returncode}")
     job_id = res.stdout.strip().split(";")[0]
-    print(f"submitted job {job_id}: {placement.code} ({slurm_constraint(placement)}), output {args.output}")
+    print(f"submitted job {job_id}: {placement.code} ({slurm_constraint(placement)}), output "
+          f"{slurm.output_name(output, job_id, name, submitter)}")
     return 0
 
 
@@ -403,13 +406,15 @@ def storage_path_args(p: argparse.ArgumentParser) -> None:
 
 
 def submit_args(p: argparse.ArgumentParser) -> None:
-    options.federation(p)
+    p.add_argument("--federation", "-f", help="federation file or shipped name (default: the one testbed here whose "
+                                               "Slurm is up)")
     options.placement(p)
     options.ranks_per_node(p)
     p.add_argument("--span", action="store_true", help="allow a placement across sites")
     p.add_argument("--comm-gb", type=positive_float, help="data the ranks exchange over the run, for the advice")
     p.add_argument("--no-cpu-limit", action="store_true", help="passed on to geofed run")
-    p.add_argument("--output", default="geofed-job-%j.out", help="the job's output file (default geofed-job-%%j.out)")
+    p.add_argument("--output", help="the job's output file, a pattern of sbatch's (default geofed-job-%%j.out, on the "
+                                    "testbed in the home of the user jobs run as)")
     options.command_after_dashes(p)
 
 

@@ -324,6 +324,51 @@ def require_up(fed: Federation) -> tuple[Plan, Cluster]:
     return plan, c
 
 
+# ---------------------------------------------------------------- submitting
+
+
+def submit_federation(given: str | None) -> str:
+    """The federation `geofed submit` submits on: -f as given, else the testbed it runs
+    in (GEOFED_TESTBED, which `ops slurm exec` sets), else the one testbed here whose
+    Slurm is up; none or several is refused, naming the choices."""
+    if given:
+        return given
+    from geofed.testbed import core
+    names = [os.environ["GEOFED_TESTBED"]] if os.environ.get("GEOFED_TESTBED") else core.testbeds()
+    up = {name: s.get("federation_file") or name for name in names for s in _clusters_up(name)
+          if s["complete"] is not False}
+    if len(up) == 1:
+        return next(iter(up.values()))
+    if up:
+        raise UserError(f"submit: Slurm is up on testbeds {', '.join(sorted(up))}; choose one with -f")
+    raise UserError("submit: no testbed here has Slurm up (geofed ops slurm up FEDERATION); on a real cluster give "
+                    "the federation file with -f")
+
+
+def require_user_reaches(plan: Plan, cluster: Cluster, read: list[str], write: list[str]) -> None:
+    """A job runs as the cluster's user: what it reads and writes must be theirs to reach."""
+    for test, paths, what in (("-r", read, "read"), ("-w", write, "write to")):
+        for p in paths:
+            if run_client(plan, cluster, ["test", test, p]).returncode != 0:
+                raise UserError(f"submit: jobs on testbed {plan.fed.name} run as user {user(plan.fed.name, cluster)}, "
+                                f"who cannot {what} {p}; use a path they can (their home is {home(plan, cluster)})")
+
+
+def output_name(pattern: str, job_id: str, job_name: str, user_name: str) -> str:
+    """An output file name as Slurm makes it from sbatch's pattern: %j, %x, %u and %%
+    filled (the others name a node or task, unknown before the job runs)."""
+    fills = {"j": job_id, "x": job_name, "u": user_name, "%": "%"}
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern[i] == "%" and i + 1 < len(pattern) and pattern[i + 1] in fills:
+            out.append(fills[pattern[i + 1]])
+            i += 2
+        else:
+            out.append(pattern[i])
+            i += 1
+    return "".join(out)
+
+
 # ---------------------------------------------------------------- up
 
 
