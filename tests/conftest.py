@@ -3,6 +3,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -43,6 +44,19 @@ def write_fed(tmp_path):
         p.write_text(text)
         return p
     return write
+
+
+@contextmanager
+def federation_file_all_read(text: str):
+    """The federation file `text` where every user reads it (jobs of the testbed's Slurm
+    run as its user; pytest's tmp_path is root's alone), removed afterwards."""
+    top = Path(tempfile.mkdtemp(prefix="geofed-test-fed-"))
+    try:
+        os.chmod(top, 0o755)
+        (top / "fed.toml").write_text(text)
+        yield top / "fed.toml"
+    finally:
+        shutil.rmtree(top)
 
 
 def two_site_federation(name: str, rtt_ms: float, gbps: float = 1.0) -> str:

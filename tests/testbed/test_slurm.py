@@ -9,13 +9,12 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import GEOFED, needs_root, no_leftovers, run_group, two_site_federation
+from conftest import GEOFED, federation_file_all_read, needs_root, no_leftovers, run_group, two_site_federation
 from geofed import federation
 from geofed.testbed import slurm
 from geofed.testbed import core, host, services
@@ -27,20 +26,15 @@ pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow,
 @pytest.fixture(scope="module")
 def cluster():
     name = f"gfslurm-{os.getpid()}"
-    # Jobs run as the cluster's user, who must read the federation file: not in root's tmp_path.
-    top = Path(tempfile.mkdtemp(prefix="geofed-test-slurm-"))
-    os.chmod(top, 0o755)
-    path = top / "fed.toml"
-    path.write_text(two_site_federation(name, rtt_ms=9.0, gbps=1.0))
-    fed = federation.load(path)
-    try:
-        core.up(fed)
-        slurm.up(fed)
-        yield fed
-    finally:
-        slurm.down(name)
-        core.down(name)
-        shutil.rmtree(top)
+    with federation_file_all_read(two_site_federation(name, rtt_ms=9.0, gbps=1.0)) as path:
+        fed = federation.load(path)
+        try:
+            core.up(fed)
+            slurm.up(fed)
+            yield fed
+        finally:
+            slurm.down(name)
+            core.down(name)
     assert no_leftovers(name) == []
 
 

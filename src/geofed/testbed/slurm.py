@@ -14,10 +14,12 @@ a node per emulated node with its CPUs, memory and the features `site_<code>` an
 `node_<name>` (a placement naming nodes asks for them by it); a partition per site and
 one spanning all (the default); node weights from speeds (the faster nodes are given
 out first). Site confinement is policy, enforced by Slurm itself through a job_submit
-Lua rule: a job that names no site or node in its constraint gets
-`[site_W|site_G|...]`, Slurm's "all nodes share one of these features"; so a job
-never spans sites unless it asks to with its own constraint such as
-`[site_W*2&site_G*1]` (what `geofed submit --span` writes).
+Lua rule on every job however submitted: a job runs at one site (node lists, ORs,
+exclusions, heterogeneous components and array tasks kept there, or refused) unless it
+asks to span with a constraint of counts such as `[site_W*2&site_G*1]` (what `geofed
+submit --span` writes). A TaskProlog tells every task its node and site (GEOFED_NODE,
+GEOFED_SITE). Clients run as the cluster's own normal user, so its jobs run as that
+user, never as root.
 
 Traps found (../shared/specs/platform-notes.md): slurmd must be started with
 `nsenter --net` (`ip netns exec` remounts /sys and hides the cgroup tree);

@@ -17,7 +17,6 @@ and their sessions, deletes the user and removes the directory, also after a cra
 from __future__ import annotations
 
 import os
-import pwd
 import shutil
 import subprocess
 from pathlib import Path
