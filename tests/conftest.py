@@ -47,16 +47,25 @@ def write_fed(tmp_path):
 
 
 @contextmanager
-def federation_file_all_read(text: str):
-    """The federation file `text` where every user reads it (jobs of the testbed's Slurm
-    run as its user; pytest's tmp_path is root's alone), removed afterwards."""
+def slurm_testbed(text: str):
+    """The testbed of the federation `text` with its Slurm up, taken down afterwards,
+    leaving nothing. Its file lies where every user reads it (jobs run as the cluster's
+    user; pytest's tmp_path is root's alone)."""
+    from geofed import federation
+    from geofed.testbed import core, slurm
     top = Path(tempfile.mkdtemp(prefix="geofed-test-fed-"))
+    os.chmod(top, 0o755)
+    (top / "fed.toml").write_text(text)
+    fed = federation.load(top / "fed.toml")
     try:
-        os.chmod(top, 0o755)
-        (top / "fed.toml").write_text(text)
-        yield top / "fed.toml"
+        core.up(fed)
+        slurm.up(fed)
+        yield fed
     finally:
+        slurm.down(fed.name)
+        core.down(fed.name)
         shutil.rmtree(top)
+    assert no_leftovers(fed.name) == []
 
 
 def two_site_federation(name: str, rtt_ms: float, gbps: float = 1.0) -> str:

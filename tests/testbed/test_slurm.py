@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GEOFED, federation_file_all_read, needs_root, no_leftovers, run_group, two_site_federation
+from conftest import GEOFED, needs_root, no_leftovers, run_group, slurm_testbed, two_site_federation
 from geofed import federation
 from geofed.testbed import slurm
 from geofed.testbed import core, host, services
@@ -25,17 +25,8 @@ pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow,
 
 @pytest.fixture(scope="module")
 def cluster():
-    name = f"gfslurm-{os.getpid()}"
-    with federation_file_all_read(two_site_federation(name, rtt_ms=9.0, gbps=1.0)) as path:
-        fed = federation.load(path)
-        try:
-            core.up(fed)
-            slurm.up(fed)
-            yield fed
-        finally:
-            slurm.down(name)
-            core.down(name)
-    assert no_leftovers(name) == []
+    with slurm_testbed(two_site_federation(f"gfslurm-{os.getpid()}", rtt_ms=9.0, gbps=1.0)) as fed:
+        yield fed
 
 
 def client(fed, *argv, timeout=120):
@@ -147,6 +138,19 @@ def test_a_job_at_one_site_runs_there(cluster, argv, nodes):
     else:
         assert res.returncode == 0, res.stderr
         assert ran_on(res.stdout) == nodes
+
+
+def test_a_pending_job_cannot_be_moved_across_sites(cluster):
+    res = client(cluster, "sbatch", "--parsable", "--hold", "-w", "A1", "--wrap", "true")
+    assert res.returncode == 0, res.stderr
+    job = res.stdout.strip()
+    try:
+        res = client(cluster, "scontrol", "update", f"JobId={job}", "ReqNodeList=A1,B1", "NumNodes=2")
+        assert res.returncode != 0
+        shown = client(cluster, "scontrol", "show", "job", job).stdout
+        assert "ReqNodeList=A1 " in shown and "Features=site_A " in shown, shown
+    finally:
+        client(cluster, "scancel", job)
 
 
 def test_every_task_of_a_job_array_stays_at_one_site(cluster):
