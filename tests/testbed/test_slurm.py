@@ -105,6 +105,7 @@ REFUSED_ACROSS_SITES = "geofed: this job names sites A, B"
     (["srun", "-w", "A[1-2],B1", *TASKS], REFUSED_ACROSS_SITES),
     (["salloc", "-w", "A1,B1", "true"], REFUSED_ACROSS_SITES),
     (["sbatch", "-w", "A1,B1", "--wrap", "true"], REFUSED_ACROSS_SITES),
+    (["srun", "-C", "site_A", "-w", "B1", *TASKS], REFUSED_ACROSS_SITES),
     # An OR of sites, or of nodes at two sites, becomes Slurm's matching OR: 3 nodes are at no one site.
     (["srun", "-N", "3", "-C", "site_A|site_B", "--immediate=5", *TASKS], "Requested node configuration"),
     (["srun", "-N", "2", "-C", "node_A1|node_B1", "--immediate=5", *TASKS], "Requested node configuration"),
@@ -115,7 +116,7 @@ REFUSED_ACROSS_SITES = "geofed: this job names sites A, B"
      "components of this heterogeneous job name sites A and B"),
     (["srun", "-w", "A1", *TASKS, ":", "-w", "B1", *TASKS], "components of this heterogeneous job name sites A and B"),
     (["srun", "-N", "1", *TASKS, ":", "-N", "1", *TASKS], "a heterogeneous job runs at one site"),
-], ids=["srun -w", "srun -w range", "salloc -w", "sbatch -w", "-C a|b", "-C node OR", "--exclude", "hetjob -C",
+], ids=["srun -w", "srun -w range", "salloc -w", "sbatch -w", "-C a -w b", "-C a|b", "-C node OR", "--exclude", "hetjob -C",
         "hetjob -w", "hetjob unnamed"])
 def test_no_way_puts_a_job_on_two_sites(cluster, argv, refusal):
     res = client(cluster, *argv)
