@@ -10,6 +10,7 @@ from geofed import federation, records
 from geofed.cli import options
 from geofed.cli.common import emit
 from geofed.errors import UserError
+from geofed.params import from_args
 from geofed.progress import Bar, progress
 from geofed.validate import nonnegative_float, nonnegative_int, positive_float, positive_int, probability
 
@@ -82,60 +83,25 @@ def mdfs_analysis_args(p: argparse.ArgumentParser, dim: int = 2, discretizations
     p.add_argument("--data-seed", type=nonnegative_int, default=0, help="seed of the Madelon-like data (default 0)")
 
 
-def _settings(args):
-    from geofed.apps.grayscott import settings
-    base = settings.load(args.settings).to_json() if args.settings else {}
-    over = {k: getattr(args, k) for k in ("L", "steps", "plotgap", "noise") if getattr(args, k, None) is not None}
-    s = settings.from_dict({**base, **over}, args.settings or "command line")
-    for w in s.warnings():
-        progress(f"warning: {w}")
-    return s
-
-
 def cmd_workflow_grayscott(args) -> int:
     from geofed import report
-    from geofed.apps.grayscott import workflow
-    from geofed.testbed.core import require_up
-    fed = federation.load(args.federation)
-    s = _settings(args)
-    workflow.check_sites(fed, sim_site=args.sim_site, analysis_site=args.analysis_site, pdf_site=args.pdf_site,
-                         plot_site=args.plot_site)
-    if not os.environ.get("SLURM_JOB_ID"):  # inside an allocation the job's user runs it, not root
-        require_up(fed)
-    delays = {"pdf": args.slow_pdf} if args.slow_pdf else {}
-    rec = workflow.run(fed, s, Path(args.out), sim_site=args.sim_site, analysis_site=args.analysis_site,
-                       pdf_site=args.pdf_site, plot_site=args.plot_site, sim_ranks=args.sim_ranks,
-                       pdf_ranks=args.pdf_ranks, connect_timeout=args.connect_timeout, timeout=args.timeout,
-                       delays=delays, checkpoint=args.checkpoint, hostfile=args.hostfile, progress=progress)
-    print(workflow.format_table(rec))
-    emit(rec, args.out)
+    status = _run_grayscott("grayscott", args, args.hostfile)
     print(f"report: {report.render(records.load_dir(args.out), args.out, title='geofed workflow grayscott')}")
-    return 0 if rec.data.verify["ok"] else 1
-
-
-def _sizes(text: str) -> list[tuple[int, int]]:
-    try:
-        pairs = [tuple(int(x) for x in item.split(":")) for item in text.split(",")]
-    except ValueError:
-        pairs = []
-    if not pairs or any(len(p) != 2 or min(p) < 1 for p in pairs):
-        raise UserError(f"--sizes: expected L:STEPS pairs like 64:200,128:60, got {text!r}")
-    return pairs
+    return status
 
 
 def cmd_bench_grayscott(args) -> int:
-    from geofed.apps.grayscott import bench, workflow
-    from geofed.testbed.core import require_up
-    fed = federation.load(args.federation)
-    s = _settings(args)
-    sizes = _sizes(args.sizes)
-    workflow.check_sites(fed, sim_site=args.sim_site, analysis_site=args.analysis_site)
-    require_up(fed)
-    rec = bench.run(fed, s, sizes, Path(args.out), sim_site=args.sim_site, analysis_site=args.analysis_site,
-                    sim_ranks=args.sim_ranks, timeout=args.timeout, progress=progress)
-    print(bench.format_table(rec))
-    emit(rec, args.out)
-    return 0 if all(c["on"]["intact"] for c in rec.data.cases) else 1
+    return _run_grayscott("grayscott-bench", args)
+
+
+def _run_grayscott(name: str, args, hostfile: str | None = None) -> int:
+    """The workload `name` with the command's options as its parameters."""
+    from geofed import workloads
+    from geofed.cli.bench import run_workload
+    w = workloads.get(name)
+    ctx = workloads.Context(federation.load(args.federation), hostfile=hostfile,
+                            timeout=args.timeout, out=Path(args.out), progress=progress)
+    return run_workload(w, ctx, from_args(w.Params, args), args.out)
 
 
 def grayscott_settings_args(p) -> None:

@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from geofed.params import param
+from geofed.params import Params, param
 from geofed.workloads import Context, Workload
 
 
-@dataclass(frozen=True)
-class ObstacleParams:
+class ObstacleParams(Params):
     placements: str = param("W2,G1W1", "one site and across the link, comma-separated")
     n: int = param(32, "interior points per axis")
     tol: float = param(1e-8, "certified residual")
     repeat: int = param(1, "runs per cell; medians")
 
 
-class ObstacleTable(Workload):
-    name = "obstacle-table"
-    help = "the obstacle problem by P2PSAP sync and async peers and MPI Jacobi, in one site and across the link"
-    kind = "bench.obstacle"
-    Params = ObstacleParams
-    command = "bench obstacle"
-    needs_placement = False
+class ObstacleTable(Workload, name="obstacle-table", kind="bench.obstacle", Params=ObstacleParams,
+                    command="bench obstacle", needs_placement=False):
+    """the obstacle problem by P2PSAP sync and async peers and MPI Jacobi, in one site and across the link"""
 
     def run(self, ctx: Context, params: ObstacleParams):
         from geofed.apps.obstacle import bench
