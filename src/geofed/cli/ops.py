@@ -12,7 +12,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -180,7 +179,7 @@ def advice(fed, placement, comm_gb: float | None) -> str:
 def cmd_submit(args) -> int:
     from geofed.launch.job import slurm_constraint
     from geofed.launch.placement import parse
-    fed = federation.load(args.federation)
+    fed = federation.load(slurm.submit_federation(args.federation))
     placement = parse(args.placement, fed)
     program = command_argv(args.program, "submit", "geofed submit -p W2 -- python app.py")
     spans = len(placement.sites()) > 1
@@ -192,21 +191,27 @@ def cmd_submit(args) -> int:
     geofed = shutil.which("geofed") or os.path.realpath(sys.argv[0])
     run = [geofed, "run", "-f", str(fed.path), "-p", placement.code, "-n", str(args.ranks_per_node)] + \
         (["--no-cpu-limit"] if args.no_cpu_limit else []) + ["--"] + program
+    testbed = "SLURM_CONF" not in os.environ and slurm.status(fed)
+    if testbed:
+        plan, cluster = slurm.require_up(fed)  # the testbed's own Slurm, as its user
+        output = args.output or str(slurm.home(plan, cluster) / "geofed-job-%j.out")
+        slurm.require_user_reaches(plan, cluster, read=[str(fed.path)], write=[os.path.dirname(output)])
+        submitter = slurm.user(fed.name, cluster)
+    else:
+        output = os.path.abspath(args.output or "geofed-job-%j.out")
+        submitter = getpass.getuser()
+    name = f"geofed-{placement.code}"
     sbatch = ["sbatch", "--parsable", f"--nodes={placement.node_count}", f"--ntasks-per-node={args.ranks_per_node}",
-              f"--constraint={slurm_constraint(placement)}", f"--job-name=geofed-{placement.code}",
-              f"--output={os.path.abspath(args.output)}"]
-    with tempfile.TemporaryDirectory(prefix="geofed-submit-") as tmp:
-        script = os.path.join(tmp, "job.sh")
-        with open(script, "w") as f:
-            f.write("#!/bin/sh\n# written by geofed submit\nexec " + shlex.join(run) + "\n")
-        argv, env = sbatch + [script], {}
-        if "SLURM_CONF" not in os.environ and slurm.status(fed):
-            argv, env = slurm_client(fed, argv)  # the testbed's own Slurm
-        res = subprocess.run(argv, env={**os.environ, **env}, capture_output=True, text=True)
+              f"--constraint={slurm_constraint(placement)}", f"--job-name={name}", f"--output={output}"]
+    argv, env = slurm_client(fed, sbatch) if testbed else (sbatch, {})
+    # The script on sbatch's stdin: the submitting user need not reach a file of ours.
+    script = "#!/bin/sh\n# written by geofed submit\nexec " + shlex.join(run) + "\n"
+    res = subprocess.run(argv, env={**os.environ, **env}, input=script, capture_output=True, text=True)
     if res.returncode != 0:
         raise UserError(f"submit: sbatch refused the job: {res.stderr.strip().splitlines()[-1] if res.stderr.strip() else res.returncode}")
     job_id = res.stdout.strip().split(";")[0]
-    print(f"submitted job {job_id}: {placement.code} ({slurm_constraint(placement)}), output {args.output}")
+    print(f"submitted job {job_id}: {placement.code} ({slurm_constraint(placement)}), output "
+          f"{slurm.output_name(output, job_id, name, submitter)}")
     return 0
 
 
@@ -375,13 +380,15 @@ def storage_path_args(p: argparse.ArgumentParser) -> None:
 
 
 def submit_args(p: argparse.ArgumentParser) -> None:
-    options.federation(p)
+    p.add_argument("--federation", "-f", help="federation file or shipped name (default: the one testbed here whose "
+                                               "Slurm is up)")
     options.placement(p)
     options.ranks_per_node(p)
     p.add_argument("--span", action="store_true", help="allow a placement across sites")
     p.add_argument("--comm-gb", type=positive_float, help="data the ranks exchange over the run, for the advice")
     p.add_argument("--no-cpu-limit", action="store_true", help="passed on to geofed run")
-    p.add_argument("--output", default="geofed-job-%j.out", help="the job's output file (default geofed-job-%%j.out)")
+    p.add_argument("--output", help="the job's output file, a pattern of sbatch's (default geofed-job-%%j.out, on the "
+                                    "testbed in the home of the user jobs run as)")
     options.command_after_dashes(p)
 
 
