@@ -116,8 +116,15 @@ def node_pair(fed, text: str, where: str) -> tuple[str, str]:
 
 def load(path: str | Path) -> Schedule:
     """Read and check a schedule file (docs/monitor.md lists its keys)."""
-    path = Path(path)
-    doc = tomllib.loads(validate.read_text(path, "schedule"))
+    return loads(validate.read_text(path, "schedule"), Path(path))
+
+
+def loads(text: str, path: Path) -> Schedule:
+    """A schedule from its text; `path` names it in errors and anchors its relative paths."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"{path}: not a valid TOML schedule: {e}") from None
     top = {"federation", "store", "paths", "owd", "mpi", "throughput", "retention", "judge", "alerts"}
     for k in doc:
         if k not in top:
@@ -125,6 +132,9 @@ def load(path: str | Path) -> Schedule:
     for k in ("federation", "store", "paths"):
         if k not in doc:
             raise UserError(f"{path}: {k} is missing")
+    for k in ("federation", "store"):
+        if not isinstance(doc[k], str):
+            raise UserError(f"{path}: {k}: expected a name or path in quotes, got {doc[k]!r}")
     fed_spec = doc["federation"]
     if fed_spec not in federation.shipped_names() and not Path(fed_spec).is_absolute():
         fed_spec = str(path.parent / fed_spec)  # a file beside the schedule
