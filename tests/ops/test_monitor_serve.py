@@ -147,6 +147,8 @@ def test_a_path_is_judged_against_model_and_reference_and_alerted_once(tmp_path,
     assert model == pytest.approx(1.0)  # half of the 2 ms RTT, the fabrics included
     t = fill(store, time.time() - 20, 6, 1.05)
     assert judge.assess_path(store, st, fed, "A1-B1") == ("ok", "")
+    assert store.reference("A1-B1", "A1", "B1", "owd_ms") is None  # judging only reads
+    judge.learn(store, st, "A1-B1")
     assert store.reference("A1-B1", "A1", "B1", "owd_ms") == (1.05, 0.0)
     t = fill(store, t, 1, 1.2)  # +14 %: off its reference, within the model's tolerance
     state, reason = judge.assess_path(store, st, fed, "A1-B1")
@@ -250,6 +252,8 @@ webhook = "{webhook}"
     ("[owd]\nrate = 5", "[owd].rate: unknown key (known: rate_hz, period_s, size, lost_after_s)"),
     ("[mpi]\nevery_s = \"often\"", "[mpi].every_s: expected a number, got 'often'"),
     ("[judge.thresholds]\ndelay = 3", "[judge.thresholds]: unknown metric 'delay'"),
+    ("[mpi]\nrandom = 4", "[mpi] random = 4: gfmon-input has 3 node pairs"),
+    ("[judge]\nwindow = 0", "[judge] window must be at least 1"),
 ])
 def test_a_bad_schedule_is_refused_in_one_line(tmp_path, change, error):
     fed = write_two_site(tmp_path, "gfmon-input")
@@ -418,3 +422,12 @@ def test_the_documented_schedule_is_a_valid_one():
     s = monitor_serve.loads(example, REPO / "docs" / "monitor.toml")
     assert s.paths == [("W1", "G1"), ("W2", "G2")] and s.judge.thresholds == {"owd_ms": 12.0}
     assert s.judge.stale_s == 32 and s.alerts.webhook.startswith("http://127.0.0.1")
+
+
+def test_a_delay_between_clocks_carries_their_error_bound():
+    from geofed.ops import owd
+    here = owd.boot_id()
+    assert owd.error_bound_ns(here, -1, here, -1) == 0  # one kernel's clock: no offset between the ends
+    assert owd.error_bound_ns(b"x" * 16, 300_000, here, 200_000) == 500_000
+    assert owd.error_bound_ns(b"x" * 16, -1, here, 200_000) == -1  # an unsynchronised clock bounds nothing
+    assert isinstance(owd.clock_maxerror_ns(), int)

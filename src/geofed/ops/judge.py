@@ -112,7 +112,8 @@ def assess_series(store: Store, st: Settings, fed, path: str, src: str, dst: str
 
 
 def reference(store: Store, st: Settings, path: str, src: str, dst: str, metric: str) -> tuple[float, float] | None:
-    """The series' reference (level, noise), learnt once from its first good samples."""
+    """The series' reference (level, noise): the stored one, else what its first good
+    samples give once there are `reference_samples` of them (`learn` stores it)."""
     ref = store.reference(path, src, dst, metric)
     if ref is not None:
         return ref
@@ -121,9 +122,17 @@ def reference(store: Store, st: Settings, path: str, src: str, dst: str, metric:
                                       (path, src, dst, metric, st.reference_samples))]
     if len(first) < st.reference_samples:
         return None
-    level, spread = statistics.median(first), noise_sigma(np.asarray(first))
-    store.set_reference(path, src, dst, metric, level, spread, len(first))
-    return level, spread
+    return statistics.median(first), noise_sigma(np.asarray(first))
+
+
+def learn(store: Store, st: Settings, path: str) -> None:
+    """Keep the reference of every series of the path that has enough samples for one
+    (the service does; `monitor status` only reads)."""
+    for p, src, dst, metric in store.series_keys():
+        if p == path and store.reference(p, src, dst, metric) is None:
+            ref = reference(store, st, p, src, dst, metric)
+            if ref is not None:
+                store.set_reference(p, src, dst, metric, *ref, st.reference_samples)
 
 
 def newest_shift(store: Store, path: str, src: str, dst: str, metric: str) -> str | None:

@@ -90,6 +90,8 @@ class Schedule:
 
 def _table(cls, doc: dict, where: str):
     """A dataclass from a TOML table: unknown keys and wrong types refused by name."""
+    if not isinstance(doc, dict):
+        raise UserError(f"{where}: expected a table of settings, got {doc!r}")
     known = {f.name: f for f in fields(cls)}
     for k in doc:
         if k not in known:
@@ -143,15 +145,22 @@ def loads(text: str, path: Path) -> Schedule:
         raise UserError(f"{path}: paths: expected a list of node pairs like [\"W1-G1\"]")
     paths = [node_pair(fed, p, f"{path}: paths") for p in doc["paths"]]
     mpi = _table(Mpi, doc.get("mpi", {}), f"{path}: [mpi]")
-    for p in mpi.pairs:
-        node_pair(fed, p, f"{path}: [mpi] pairs")
+    mpi = replace(mpi, pairs=[path_name(*node_pair(fed, p, f"{path}: [mpi] pairs")) for p in mpi.pairs])
+    every_pair = len(list(combinations(fed.nodes(), 2)))
+    if mpi.random > every_pair:
+        raise UserError(f"{path}: [mpi] random = {mpi.random}: {fed.name} has {every_pair} node pairs")
     bw_bytes = validate.parse_size(mpi.bw_size, f"{path}: [mpi] bw_size")
     owd = _table(Owd, doc.get("owd", {}), f"{path}: [owd]")
     if owd.rate_hz <= 0 or owd.period_s <= 0:
         raise UserError(f"{path}: [owd] rate_hz and period_s must be positive")
     jdoc = dict(doc.get("judge", {}))
     thresholds = jdoc.pop("thresholds", {})
+    if not isinstance(thresholds, dict) or any(isinstance(v, bool) or not isinstance(v, (int, float))
+                                               for v in thresholds.values()):
+        raise UserError(f"{path}: [judge.thresholds]: expected metric = number, got {thresholds!r}")
     settings = _table(judge.Settings, jdoc, f"{path}: [judge]")
+    if settings.window < 1 or settings.reference_samples < 2:
+        raise UserError(f"{path}: [judge] window must be at least 1 and reference_samples at least 2")
     settings = replace(settings, thresholds=thresholds, bw_bytes=bw_bytes,
                        stale_s=jdoc.get("stale_s", 3 * owd.period_s + owd.lost_after_s))
     store = Path(doc["store"])
@@ -347,6 +356,7 @@ class Service:
 
     def judge(self, path: str) -> None:
         with self.judging:
+            judge.learn(self.store, self.s.judge, path)
             state, reason = judge.assess_path(self.store, self.s.judge, self.fed, path)
             alerts.reconcile(self.store, self.s.alerts, self.fed.name, path, state, reason, self.log)
 
