@@ -405,7 +405,7 @@ class Service:
                 self.running[(test, key)] = thread
                 thread.start()
 
-    def run(self, until: float | None = None) -> None:
+    def run(self) -> None:
         s = self.s
         probes = {}
         try:
@@ -419,7 +419,7 @@ class Service:
             p0 = (time.time() // period + 1) * period  # the first whole period the probes see
             next_fold = time.time()
             self.log(f"serving {len(s.paths)} path(s) of {self.fed.name} into {s.store}")
-            while until is None or time.time() < until:
+            while True:
                 now = time.time()
                 if now >= p0 + period + s.owd.lost_after_s:
                     for (a, b, src, dst), probe in probes.items():
@@ -450,12 +450,12 @@ class Service:
             self.store.close()
 
 
-def serve(schedule: Schedule, log=print, until: float | None = None) -> int:
+def serve(schedule: Schedule, log=print) -> int:
     def stop(*_):
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, stop)  # systemd's stop: end as on Ctrl-C, probes and tests ended
     try:
-        Service(schedule, log).run(until)
+        Service(schedule, log).run()
     except KeyboardInterrupt:
         log("stopped")
     return 0
