@@ -255,13 +255,18 @@ def cmd_transfer(args) -> int:
     fed = federation.load(args.federation)
     from geofed.ops import transfer
     data = transfer.run(fed, args.source, args.destination, streams=args.streams, buffer=args.buffer,
-               chunk=args.chunk_mb << 20 if args.chunk_mb else None, show=True)
+               chunk=args.chunk_mb << 20 if args.chunk_mb else None, show=True, copy_links=args.copy_links,
+               delete=args.delete, dry_run=args.dry_run)
+    if args.dry_run:
+        print(transfer.dry_run_table(data))
+        return 0
     held = f", {data['held_bytes'] / 1e6:.1f} MB already there" if data["held_bytes"] else ""
     emit(records.make("ops.transfer", data, **records.federation_meta(fed)), args.out,
          f"{data['source']} -> {data['destination']}: {data['moved_bytes'] / 1e6:.1f} MB in {data['seconds']:.2f} s, "
          f"{data['rate_mbps']:.0f} Mb/s over {data['streams']} streams{held}; "
          f"CPU {data['sender_cpu_s_per_gb']:.2f} s/GB sending, {data['receiver_cpu_s_per_gb']:.2f} s/GB receiving"
-         + (f"; {data['corrupt_found']} damaged chunk(s) found and sent again" if data["corrupt_found"] else ""))
+         + (f"; {data['corrupt_found']} damaged chunk(s) found and sent again" if data["corrupt_found"] else "")
+         + "\n" + transfer.tree_line(data["tree"]))
     return 0
 
 
@@ -393,6 +398,12 @@ def submit_args(p: argparse.ArgumentParser) -> None:
 
 
 def transfer_args(p: argparse.ArgumentParser) -> None:
+    p.description = ("A tree arrives with its directories (empty ones too), symbolic links as links (--copy-links: "
+                     "what they point to), hard links within the tree (one inode at the destination), the holes of "
+                     "sparse files, modes, mtimes, and owners (numeric uid and gid) when the receiver runs as root. "
+                     "Not kept: ACLs, extended attributes (SELinux labels, file capabilities), access times, hard "
+                     "links to files outside the tree (a copy each); devices, FIFOs and sockets are not sent (their "
+                     "count is printed).")
     p.add_argument("source", help="NODE:PATH, or NODE:mem:SIZE (bytes made in memory)")
     p.add_argument("destination", help="NODE:PATH, or NODE:/dev/null (checked, not kept)")
     options.federation(p)
@@ -401,6 +412,12 @@ def transfer_args(p: argparse.ArgumentParser) -> None:
                                                           "Linux's autotuning)")
     p.add_argument("--chunk-mb", type=positive_int, help="chunk size in MiB (default 8, less for a small transfer: "
                                                            "16 chunks per stream, at least 1/4)")
+    p.add_argument("--copy-links", "-L", action="store_true", help="send what symbolic links point to, not the links "
+                                                                   "(rsync's -L)")
+    p.add_argument("--delete", action="store_true", help="remove at the destination what the source tree does not "
+                                                         "have, once everything arrived (rsync's --delete-after)")
+    p.add_argument("--dry-run", "-n", action="store_true", help="say what would be sent, made and deleted; change "
+                                                                "nothing")
     options.out(p, "geofed-out/transfer", "the ops.transfer record")
 
 
