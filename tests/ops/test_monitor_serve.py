@@ -248,7 +248,7 @@ webhook = "{webhook}"
 
 
 @pytest.mark.parametrize("change, error", [
-    ("paths = [\"A1-C9\"]", "paths: 'A1-C9': expected two different nodes of gfmon-input like W1-G1"),
+    ("paths = [\"A1-C9\"]", "paths 'A1-C9': expected two different nodes of gfmon-input like W1-G1"),
     ("[owd]\nrate = 5", "[owd].rate: unknown key (known: rate_hz, period_s, size, lost_after_s)"),
     ("[mpi]\nevery_s = \"often\"", "[mpi].every_s: expected a number, got 'often'"),
     ("[judge.thresholds]\ndelay = 3", "[judge.thresholds]: unknown metric 'delay'"),

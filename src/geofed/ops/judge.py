@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from geofed.errors import UserError
-from geofed.ops.monitor_store import Sample, Store
+from geofed.ops.monitor_store import Store
 from geofed.ops.shifts import level_shifts, noise_sigma
 
 # metric -> (unit shown, higher is worse)

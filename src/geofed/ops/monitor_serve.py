@@ -34,6 +34,7 @@ from pathlib import Path
 from geofed import federation, validate
 from geofed.errors import JobFailed, UserError
 from geofed.ops import alerts, judge
+from geofed.ops.monitor import node_pair
 from geofed.ops.monitor_store import Sample, Store
 from geofed.testbed import host
 
@@ -106,14 +107,6 @@ def _table(cls, doc: dict, where: str):
         if isinstance(v, (int, float)) and v < 0:
             raise UserError(f"{where}.{k}: must not be negative, got {v!r}")
     return cls(**doc)
-
-
-def node_pair(fed, text: str, where: str) -> tuple[str, str]:
-    names = {n.name for n in fed.nodes()}
-    ends = tuple(str(text).strip().split("-"))
-    if len(ends) != 2 or ends[0] == ends[1] or any(e not in names for e in ends):
-        raise UserError(f"{where}: {text!r}: expected two different nodes of {fed.name} like W1-G1")
-    return ends
 
 
 def load(path: str | Path) -> Schedule:
