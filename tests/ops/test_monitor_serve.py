@@ -431,3 +431,19 @@ def test_a_delay_between_clocks_carries_their_error_bound():
     assert owd.error_bound_ns(b"x" * 16, 300_000, here, 200_000) == 500_000
     assert owd.error_bound_ns(b"x" * 16, -1, here, 200_000) == -1  # an unsynchronised clock bounds nothing
     assert isinstance(owd.clock_maxerror_ns(), int)
+
+
+def test_status_names_a_sustained_level_shift_and_a_silent_service(tmp_path):
+    fed = federation.load(Path(write_two_site(tmp_path, "gfmon-shift")))
+    store = Store(tmp_path / "m.sqlite")
+    st = judge.Settings(reference_samples=5, reference_tolerance=0.2)
+    now = time.time()
+    t = fill(store, now - 40, 20, 1.05)
+    fill(store, t, 20, 1.2)  # +14 %: within this reference's tolerance, but it lasts
+    ((path, state, reason),) = judge.status(store, fed, st, now)
+    assert (path, state) == ("A1-B1", "ok")
+    assert re.fullmatch(r"owd_ms A1>B1 shifted 1.05 ms -> 1.2 ms at \d\d:\d\d:\d\d", reason)
+    ((_, state, reason),) = judge.status(store, fed, st, now + st.stale_s + 1)
+    assert state == "down"  # the newest sample was at now - 1
+    assert reason.startswith("no probe sample for 62 s (is `geofed monitor serve` running?)")
+    store.close()
