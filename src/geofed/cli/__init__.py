@@ -100,6 +100,10 @@ COMMANDS: list[Command] = [
             ops.monitor_run_args),
     Command("monitor show", ops.cmd_monitor_show, "series and sustained level shifts from a store",
             ops.monitor_show_args),
+    Command("monitor serve", ops.cmd_monitor_serve, "run a monitoring schedule until stopped: one-way delay, MPI, "
+            "throughput, judgement and alerts (docs/monitor.md)", ops.monitor_serve_args),
+    Command("monitor status", ops.cmd_monitor_status, "one line per path of a store: ok, degraded or down and why "
+            "(exit 1 when any is not ok)", ops.monitor_status_args),
 
     Command("ops", G, "operations: directories, Slurm, ssh, storage"),
     Command("ops directory", G, "the sites' directory servers and the federation's (root)"),

@@ -341,6 +341,18 @@ def cmd_monitor_show(args) -> int:
     return 0
 
 
+def cmd_monitor_serve(args) -> int:
+    from geofed.ops import monitor_serve
+    return monitor_serve.serve(monitor_serve.load(args.schedule), log=lambda line: print(line, flush=True))
+
+
+def cmd_monitor_status(args) -> int:
+    from geofed.ops import judge
+    lines, bad = judge.status_lines(args.store)
+    print("\n".join(lines))
+    return 1 if bad else 0
+
+
 def exec_args(p: argparse.ArgumentParser) -> None:
     options.federation_positional(p)
     options.command_after_dashes(p, "command")
@@ -429,6 +441,14 @@ def monitor_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bw-size", default="1M", help="bandwidth message size (default 1M)")
     options.hostfile(p)
     p.add_argument("--timeout", type=positive_float, default=120, help="a round that takes longer is stopped and stored as an error")
+
+
+def monitor_serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("schedule", help="the schedule file (TOML; docs/monitor.md)")
+
+
+def monitor_status_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("store", help="the SQLite store `monitor serve` writes")
 
 
 def monitor_show_args(p: argparse.ArgumentParser) -> None:
