@@ -40,15 +40,17 @@ from geofed.validate import positive_int
 KERNELS = ("numpy", "native")
 
 
-def run_kernel(tmp: Path, settings: Path, ranks: int, kernel: str, tag: str) -> tuple[float, Path]:
-    result, final = tmp / f"{tag}.json", tmp / f"{tag}.npz"
-    cmd = [binary("mpiexec"), "-n", str(ranks), sys.executable, "-m", "geofed.apps.grayscott.simulation",
-           str(settings), "--kernel", kernel, "--result", str(result), "--final", str(final)]
+def run_kernel(tmp: Path, settings: Path, ranks: int, kernel: str, tag: str) -> tuple[float, dict]:
+    """Seconds per step of the simulation's rank program with `kernel`, and its final U and V."""
+    result = tmp / f"{tag}.json"
+    params = {"settings": str(settings), "kernel": kernel, "final": True}
+    cmd = [binary("mpiexec"), "-n", str(ranks), sys.executable, "-m", "geofed.workloads", "grayscott-simulation",
+           json.dumps(params), str(result)]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if res.returncode != 0:
         raise SystemExit(f"grayscott_stencil: {kernel} on {ranks} ranks failed: {res.stderr.strip()[-300:]}")
     r = json.loads(result.read_text())
-    return sum(row["compute_s"] for row in r["steps"]) / r["steps_run"], final
+    return sum(row["compute_s"] for row in r["steps"]) / r["steps_run"], r["final"]
 
 
 def run_peer(template: str, settings: Path, ranks: int) -> float:
@@ -101,7 +103,7 @@ def main() -> int:
                         times[kernel].append(t)
                     if args.peer_cmd:
                         peer.append(run_peer(args.peer_cmd, settings, ranks))
-                a, b = np.load(finals["numpy"]), np.load(finals["native"])
+                a, b = finals["numpy"], finals["native"]
                 med = {k: statistics.median(v) for k, v in times.items()}
                 rows.append({"L": L, "ranks": ranks, "steps": args.steps, "numpy_ms": med["numpy"] * 1e3,
                              "native_ms": med["native"] * 1e3, "numpy_over_native": med["numpy"] / med["native"],

@@ -117,3 +117,19 @@ def test_docs_records_md_is_generated_from_the_registry():
         "regenerate docs/records.md (its head says how)"
     for kind, cls in records.KINDS.items():
         assert f"## `{kind}` (version {cls.VERSION})" in records.reference()
+
+
+def test_a_kind_whose_fields_and_attribute_lines_differ_is_refused_at_import():
+    with pytest.raises(RuntimeError, match=r"fields \['rows'\] have no line under Attributes, lines \['gone'\]"):
+        @records.kind("test.undocumented")
+        class Undocumented:
+            """A kind that forgot a field.
+
+            Attributes:
+                seconds: how long
+                gone: a field that was removed
+            """
+            seconds: float
+            rows: list
+    assert "test.undocumented" not in records.KINDS
+    assert records.KINDS["bench.mpi"].FIELD_DOCS["mpi_library"] == "MPI library version line"  # from its base

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from geofed.errors import UserError
-from geofed.params import param
+from geofed.params import Params, param
 from geofed.validate import nonnegative_int, positive_int
 
 LARGE_MESSAGE_SIZE = 8192  # OSU: above this the "large" counts apply
@@ -95,8 +95,7 @@ def plan(per_iteration_s: float, budget_s: float, cap: int, minimum: int) -> int
     return max(min(minimum, cap), min(cap, int(budget_s / per_iteration_s)))
 
 
-@dataclass(frozen=True)
-class Measure:
+class Measure(Params):
     """How to measure: the same for `geofed bench mpi`, its workload and the ranks."""
     sizes: str = param(DEFAULT_SIZES, "MIN:MAX in powers of two or a list 1,64,1K")
     budget: float = param(DEFAULT_BUDGET_S, "seconds of timed iterations per size, cutting OSU's counts on slow links")

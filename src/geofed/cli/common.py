@@ -3,7 +3,9 @@ command after `--`, and show and save the record a command produced."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
+from typing import Callable
 
 from geofed import federation, records
 from geofed.errors import UserError
@@ -19,12 +21,15 @@ def fed_or_name(spec: str) -> str:
         raise
 
 
-def down_command(what: str, down, spec: str) -> int:
-    """`... down FEDERATION`: `down` by the federation's name (its file may be gone); what it removed."""
-    name = fed_or_name(spec)
-    removed = down(name)
-    print(f"{what} of {name} is down" + (f" (removed {'; '.join(removed)})" if removed else " (nothing was there)"))
-    return 0
+def down_command(what: str, down: Callable[[str], list[str]]) -> Callable[[argparse.Namespace], int]:
+    """The command `... down FEDERATION`: `down` by the federation's name (its file may be
+    gone), then what it removed."""
+    def run(args) -> int:
+        name = fed_or_name(args.federation)
+        removed = down(name)
+        print(f"{what} of {name} is down" + (f" (removed {'; '.join(removed)})" if removed else " (nothing was there)"))
+        return 0
+    return run
 
 
 def command_argv(words: list[str], what: str, example: str) -> list[str]:

@@ -1,5 +1,6 @@
-"""`geofed ops ...`, `geofed submit`, `geofed transfer`, `geofed monitor` and the benchmarks
-of operations: `geofed bench transfer|schedule|directory`."""
+"""`geofed ops ...`, `geofed submit`, `geofed transfer`, `geofed monitor` and `geofed bench
+directory` (its workload always copies ma-hd: no -f). `bench transfer` and `bench schedule`
+are made from their workloads' Params."""
 
 from __future__ import annotations
 
@@ -11,15 +12,16 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 from geofed import federation, records, validate
 from geofed.cli import options
 from geofed.cli.common import command_argv, down_command, emit
 from geofed.errors import UserError
 from geofed.ops import directory, monitor, users
+from geofed.params import add_options, from_args
 from geofed.records.ops import METRICS
 from geofed.progress import progress
 from geofed.testbed import slurm, ssh
@@ -35,8 +37,7 @@ def cmd_directory_up(args) -> int:
     return 0
 
 
-def cmd_directory_down(args) -> int:
-    return down_command("directory", directory.down, args.federation)
+cmd_directory_down = down_command("directory", directory.down)
 
 
 def cmd_directory_status(args) -> int:
@@ -51,16 +52,16 @@ def cmd_directory_status(args) -> int:
 def cmd_users_sync(args) -> int:
     fed = federation.load(args.federation)
     data = users.sync(fed, dry_run=args.dry_run, out=None if args.dry_run else Path(args.out), progress=progress)
-    for c in data["changes"]:
-        print(users.describe(c))
-    for c in data["collisions"]:
-        print(f"! refused {c['entry']} {c['name']} ({c['kind']}): {c['detail']}; {', '.join(c['sources'])}")
     n = len(data["changes"])
-    print(f"{'would make' if args.dry_run else 'made'} {n} change{'s' * (n != 1)}; {data['merged_users']} users and "
-          f"{data['merged_groups']} groups merged; {len(data['collisions'])} refused; {data['seconds']['total']:.2f} s")
-    if not args.dry_run:
-        rec = records.make("directory.sync", data, **records.federation_meta(fed))
-        print(f"passwd, group and record: {records.save(rec, args.out).parent}")
+    lines = [users.describe(c) for c in data["changes"]] + \
+        [f"! refused {c['entry']} {c['name']} ({c['kind']}): {c['detail']}; {', '.join(c['sources'])}"
+         for c in data["collisions"]] + \
+        [f"{'would make' if args.dry_run else 'made'} {n} change{'s' * (n != 1)}; {data['merged_users']} users and "
+         f"{data['merged_groups']} groups merged; {len(data['collisions'])} refused; {data['seconds']['total']:.2f} s"]
+    if data["files"]:
+        lines.append(f"passwd and group: {', '.join(data['files'])}")
+    emit(records.make("directory.sync", data, **records.federation_meta(fed)), None if args.dry_run else args.out,
+         "\n".join(lines))
     for e in data["errors"]:
         print(f"geofed: failed: {e}", file=sys.stderr)
     return 1 if data["collisions"] or data["errors"] else 0
@@ -100,19 +101,14 @@ def cmd_users_show(args) -> int:
     return 0
 
 
-def _fraction(text: str) -> float:
-    v = positive_float(text)
-    if v >= 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction below 1, got {text!r}")
-    return v
-
-
 def cmd_bench_directory(args) -> int:
-    from geofed.ops import dirbench
-    rec = dirbench.run(args.users, args.groups, args.changed, progress)
-    print(dirbench.format_table(rec))
-    emit(rec, args.out)
-    return 0 if rec.data.ok else 1
+    """The `directory` workload on the federation it copies (always ma-hd: no -f)."""
+    from geofed import workloads
+    from geofed.cli.bench import run_workload
+    from geofed.workloads.directory import BASE
+    w = workloads.get("directory")
+    return run_workload(w, workloads.Context(federation.load(BASE), progress=progress), from_args(w.Params, args),
+                        args.out)
 
 
 def cmd_slurm_up(args) -> int:
@@ -123,8 +119,7 @@ def cmd_slurm_up(args) -> int:
     return 0
 
 
-def cmd_slurm_down(args) -> int:
-    return down_command("slurm", slurm.down, args.federation)
+cmd_slurm_down = down_command("slurm", slurm.down)
 
 
 def cmd_slurm_status(args) -> int:
@@ -140,14 +135,31 @@ def cmd_slurm_status(args) -> int:
     return 0 if all(c["complete"] and all(c["daemons"].values()) for c in st) else 1
 
 
-def cmd_slurm_exec(args) -> int:
-    fed = federation.load(args.federation)
-    argv = command_argv(args.command, "ops slurm exec", "geofed ops slurm exec icm-task -- sinfo")
+def exec_command(what: str, example: str, client) -> Callable[[argparse.Namespace], int]:
+    """The command `ops WHAT exec FEDERATION -- COMMAND`: this process becomes COMMAND as
+    `client(fed, argv)` runs it (its argv and the environment it needs)."""
+    def run(args) -> int:
+        fed = federation.load(args.federation)
+        full, env = client(fed, command_argv(args.command, f"ops {what} exec", example))
+        os.environ.update(env)
+        sys.stdout.flush()
+        os.execvp(full[0], full)
+    return run
+
+
+def slurm_client(fed, argv: list[str]) -> tuple[list[str], dict[str, str]]:
+    """`argv` as a user of the testbed's own Slurm runs it."""
     plan, cluster = slurm.require_up(fed)
-    full = slurm.client_argv(plan, cluster, argv)
-    os.environ.update(slurm.client_env(plan, cluster))
-    sys.stdout.flush()
-    os.execvp(full[0], full)
+    return slurm.client_argv(plan, cluster, argv), slurm.client_env(plan, cluster)
+
+
+def ssh_client(fed, argv: list[str]) -> tuple[list[str], dict[str, str]]:
+    """`argv` as the testbed's user runs it on the storage site's login node."""
+    plan, state = ssh.require_up(fed)
+    return ssh.login_argv(plan, state, argv), {}
+
+
+cmd_slurm_exec = exec_command("slurm", "geofed ops slurm exec icm-task -- sinfo", slurm_client)
 
 
 def advice(fed, placement, comm_gb: float | None) -> str:
@@ -167,7 +179,7 @@ def advice(fed, placement, comm_gb: float | None) -> str:
 def cmd_submit(args) -> int:
     from geofed.launch.job import slurm_constraint
     from geofed.launch.placement import parse
-    fed = federation.load(args.federation)
+    fed = federation.load(slurm.submit_federation(args.federation))
     placement = parse(args.placement, fed)
     program = command_argv(args.program, "submit", "geofed submit -p W2 -- python app.py")
     spans = len(placement.sites()) > 1
@@ -179,25 +191,27 @@ def cmd_submit(args) -> int:
     geofed = shutil.which("geofed") or os.path.realpath(sys.argv[0])
     run = [geofed, "run", "-f", str(fed.path), "-p", placement.code, "-n", str(args.ranks_per_node)] + \
         (["--no-cpu-limit"] if args.no_cpu_limit else []) + ["--"] + program
-    sbatch = ["sbatch", "--parsable", f"--nodes={placement.node_count}", f"--ntasks-per-node={args.ranks_per_node}",
-              f"--constraint={slurm_constraint(placement)}", f"--job-name=geofed-{placement.code}",
-              f"--output={os.path.abspath(args.output)}"]
-    env = dict(os.environ)
-    if "SLURM_CONF" not in os.environ and slurm.status(fed):
-        plan, cluster = slurm.require_up(fed)  # the testbed's own Slurm
-        env.update(slurm.client_env(plan, cluster))
-        wrap = lambda argv: slurm.client_argv(plan, cluster, argv)  # noqa: E731
+    testbed = "SLURM_CONF" not in os.environ and slurm.status(fed)
+    if testbed:
+        plan, cluster = slurm.require_up(fed)  # the testbed's own Slurm, as its user
+        output = args.output or str(slurm.home(plan, cluster) / "geofed-job-%j.out")
+        slurm.require_user_reaches(plan, cluster, read=[str(fed.path)], write=[os.path.dirname(output)])
+        submitter = slurm.user(fed.name, cluster)
     else:
-        wrap = lambda argv: argv  # noqa: E731
-    with tempfile.TemporaryDirectory(prefix="geofed-submit-") as tmp:
-        script = os.path.join(tmp, "job.sh")
-        with open(script, "w") as f:
-            f.write("#!/bin/sh\n# written by geofed submit\nexec " + shlex.join(run) + "\n")
-        res = subprocess.run(wrap(sbatch + [script]), env=env, capture_output=True, text=True)
+        output = os.path.abspath(args.output or "geofed-job-%j.out")
+        submitter = getpass.getuser()
+    name = f"geofed-{placement.code}"
+    sbatch = ["sbatch", "--parsable", f"--nodes={placement.node_count}", f"--ntasks-per-node={args.ranks_per_node}",
+              f"--constraint={slurm_constraint(placement)}", f"--job-name={name}", f"--output={output}"]
+    argv, env = slurm_client(fed, sbatch) if testbed else (sbatch, {})
+    # The script on sbatch's stdin: the submitting user need not reach a file of ours.
+    script = "#!/bin/sh\n# written by geofed submit\nexec " + shlex.join(run) + "\n"
+    res = subprocess.run(argv, env={**os.environ, **env}, input=script, capture_output=True, text=True)
     if res.returncode != 0:
         raise UserError(f"submit: sbatch refused the job: {res.stderr.strip().splitlines()[-1] if res.stderr.strip() else res.returncode}")
     job_id = res.stdout.strip().split(";")[0]
-    print(f"submitted job {job_id}: {placement.code} ({slurm_constraint(placement)}), output {args.output}")
+    print(f"submitted job {job_id}: {placement.code} ({slurm_constraint(placement)}), output "
+          f"{slurm.output_name(output, job_id, name, submitter)}")
     return 0
 
 
@@ -209,17 +223,10 @@ def cmd_ssh_up(args) -> int:
     return 0
 
 
-def cmd_ssh_down(args) -> int:
-    return down_command("ssh", ssh.down, args.federation)
+cmd_ssh_down = down_command("ssh", ssh.down)
 
 
-def cmd_ssh_exec(args) -> int:
-    fed = federation.load(args.federation)
-    argv = command_argv(args.command, "ops ssh exec", "geofed ops ssh exec icm-task -- ssh G1 hostname")
-    plan, state = ssh.require_up(fed)
-    full = ssh.login_argv(plan, state, argv)
-    sys.stdout.flush()
-    os.execvp(full[0], full)
+cmd_ssh_exec = exec_command("ssh", "geofed ops ssh exec icm-task -- ssh G1 hostname", ssh_client)
 
 
 def cmd_storage_up(args) -> int:
@@ -253,45 +260,18 @@ def cmd_transfer(args) -> int:
     fed = federation.load(args.federation)
     from geofed.ops import transfer
     data = transfer.run(fed, args.source, args.destination, streams=args.streams, buffer=args.buffer,
-               chunk=args.chunk_mb << 20 if args.chunk_mb else None, show=True)
+               chunk=args.chunk_mb << 20 if args.chunk_mb else None, show=True, copy_links=args.copy_links,
+               delete=args.delete, dry_run=args.dry_run)
+    if args.dry_run:
+        print(transfer.dry_run_table(data))
+        return 0
     held = f", {data['held_bytes'] / 1e6:.1f} MB already there" if data["held_bytes"] else ""
-    print(f"{data['source']} -> {data['destination']}: {data['moved_bytes'] / 1e6:.1f} MB in {data['seconds']:.2f} s, "
-          f"{data['rate_mbps']:.0f} Mb/s over {data['streams']} streams{held}; "
-          f"CPU {data['sender_cpu_s_per_gb']:.2f} s/GB sending, {data['receiver_cpu_s_per_gb']:.2f} s/GB receiving"
-          + (f"; {data['corrupt_found']} damaged chunk(s) found and sent again" if data["corrupt_found"] else ""))
-    emit(records.make('ops.transfer', data, **records.federation_meta(fed)), args.out)
-    return 0
-
-
-def losses(text: str) -> list[float]:
-    """--loss: frame loss probabilities separated by commas."""
-    import argparse
-    from geofed.validate import probability
-    values = [probability(x) for x in text.split(",") if x.strip()]
-    if not values or any(v >= 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected losses below 1 separated by commas, like 0,0.01, got {text!r}")
-    return values
-
-
-def cmd_bench_transfer(args) -> int:
-    from geofed.errors import UserError
-    from geofed.ops import transfer_bench
-    base = federation.load(args.federation)
-    if len(base.sites) < 2:
-        raise UserError(f"{base.path}: one site only; a transfer between sites needs two")
-    data = transfer_bench.run(base, args.streams, args.loss, validate.parse_size(args.size, "--size"), args.repeat,
-               validate.parse_size(args.lossy_size, "--lossy-size"), args.peers)
-    print(transfer_bench.table(data))
-    emit(records.make('bench.transfer', data, **records.federation_meta(base)), args.out)
-    return 0
-
-
-def cmd_bench_schedule(args) -> int:
-    from geofed.ops import schedule
-    base = federation.load(args.federation)
-    data = schedule.run(base, args.seed, args.window, args.single_load, args.mpi_load)
-    print(schedule.table(data))
-    emit(records.make('bench.schedule', data, **records.federation_meta(base)), args.out)
+    emit(records.make("ops.transfer", data, **records.federation_meta(fed)), args.out,
+         f"{data['source']} -> {data['destination']}: {data['moved_bytes'] / 1e6:.1f} MB in {data['seconds']:.2f} s, "
+         f"{data['rate_mbps']:.0f} Mb/s over {data['streams']} streams{held}; "
+         f"CPU {data['sender_cpu_s_per_gb']:.2f} s/GB sending, {data['receiver_cpu_s_per_gb']:.2f} s/GB receiving"
+         + (f"; {data['corrupt_found']} damaged chunk(s) found and sent again" if data["corrupt_found"] else "")
+         + "\n" + transfer.tree_line(data["tree"]))
     return 0
 
 
@@ -346,7 +326,7 @@ def cmd_monitor_show(args) -> int:
     if not series:
         raise UserError(f"{args.db}: the store has no samples yet")
     out = []
-    print(f"{'pair':<10} {'metric':<11} {'samples':>7} {'errors':>6}  events")
+    lines = [f"{'pair':<10} {'metric':<11} {'samples':>7} {'errors':>6}  events"]
     for (fed, a, b), s in sorted(series.items()):
         events = {}
         for metric in METRICS:
@@ -354,13 +334,23 @@ def cmd_monitor_show(args) -> int:
             text = "; ".join(f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(e['start']))} "
                              f"{e['before']:.4g} -> {e['after']:.4g} ({(e['relative'] or 0) * 100:+.1f} %)"
                              for e in events[metric]) or "none"
-            print(f"{a + '-' + b:<10} {metric:<11} {len(s['t']):>7} {len(s['errors']):>6}  {text}")
+            lines.append(f"{a + '-' + b:<10} {metric:<11} {len(s['t']):>7} {len(s['errors']):>6}  {text}")
         out.append({"federation": fed, "a": a, "b": b, **s, "events": events})
-    if args.out:
-        rec = records.make("monitor.series", {"db": str(Path(args.db).resolve()), "run": args.run, "k": args.k,
-                                              "rel": args.rel, "series": out})
-        emit(rec, args.out)
+    emit(records.make("monitor.series", {"db": str(Path(args.db).resolve()), "run": args.run, "k": args.k,
+                                         "rel": args.rel, "series": out}), args.out, "\n".join(lines))
     return 0
+
+
+def cmd_monitor_serve(args) -> int:
+    from geofed.ops import monitor_serve
+    return monitor_serve.serve(monitor_serve.load(args.schedule), log=lambda line: print(line, flush=True))
+
+
+def cmd_monitor_status(args) -> int:
+    from geofed.ops import judge
+    lines, bad = judge.status_lines(args.store)
+    print("\n".join(lines))
+    return 1 if bad else 0
 
 
 def exec_args(p: argparse.ArgumentParser) -> None:
@@ -390,10 +380,9 @@ def users_show_args(p: argparse.ArgumentParser) -> None:
 
 
 def bench_directory_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--users", type=positive_int, default=20000, help="users per site (default 20000)")
-    p.add_argument("--groups", type=positive_int, default=2000, help="groups per site (default 2000)")
-    p.add_argument("--changed", type=_fraction, default=0.01, help="fraction of users changed before the re-sync (default 0.01)")
-    options.out(p, "geofed-out/bench", "the JSON record")
+    from geofed.workloads.directory import DirectoryParams
+    add_options(p, DirectoryParams)
+    options.out(p, "geofed-out/bench", "the directory.bench record")
 
 
 def storage_path_args(p: argparse.ArgumentParser) -> None:
@@ -403,17 +392,25 @@ def storage_path_args(p: argparse.ArgumentParser) -> None:
 
 
 def submit_args(p: argparse.ArgumentParser) -> None:
-    options.federation(p)
+    p.add_argument("--federation", "-f", help="federation file or shipped name (default: the one testbed here whose "
+                                               "Slurm is up)")
     options.placement(p)
     options.ranks_per_node(p)
     p.add_argument("--span", action="store_true", help="allow a placement across sites")
     p.add_argument("--comm-gb", type=positive_float, help="data the ranks exchange over the run, for the advice")
     p.add_argument("--no-cpu-limit", action="store_true", help="passed on to geofed run")
-    p.add_argument("--output", default="geofed-job-%j.out", help="the job's output file (default geofed-job-%%j.out)")
+    p.add_argument("--output", help="the job's output file, a pattern of sbatch's (default geofed-job-%%j.out, on the "
+                                    "testbed in the home of the user jobs run as)")
     options.command_after_dashes(p)
 
 
 def transfer_args(p: argparse.ArgumentParser) -> None:
+    p.description = ("A tree arrives with its directories (empty ones too), symbolic links as links (--copy-links: "
+                     "what they point to), hard links within the tree (one inode at the destination), the holes of "
+                     "sparse files, modes, mtimes, and owners (numeric uid and gid) when the receiver runs as root. "
+                     "Not kept: ACLs, extended attributes (SELinux labels, file capabilities), access times, hard "
+                     "links to files outside the tree (a copy each); devices, FIFOs and sockets are not sent (their "
+                     "count is printed).")
     p.add_argument("source", help="NODE:PATH, or NODE:mem:SIZE (bytes made in memory)")
     p.add_argument("destination", help="NODE:PATH, or NODE:/dev/null (checked, not kept)")
     options.federation(p)
@@ -422,32 +419,13 @@ def transfer_args(p: argparse.ArgumentParser) -> None:
                                                           "Linux's autotuning)")
     p.add_argument("--chunk-mb", type=positive_int, help="chunk size in MiB (default 8, less for a small transfer: "
                                                            "16 chunks per stream, at least 1/4)")
+    p.add_argument("--copy-links", "-L", action="store_true", help="send what symbolic links point to, not the links "
+                                                                   "(rsync's -L)")
+    p.add_argument("--delete", action="store_true", help="remove at the destination what the source tree does not "
+                                                         "have, once everything arrived (rsync's --delete-after)")
+    p.add_argument("--dry-run", "-n", action="store_true", help="say what would be sent, made and deleted; change "
+                                                                "nothing")
     options.out(p, "geofed-out/transfer", "the ops.transfer record")
-
-
-def bench_transfer_args(p: argparse.ArgumentParser) -> None:
-    from geofed.ops.transfer_bench import PEERS
-    from geofed.validate import choices, positive_int_list
-    options.federation(p, what="federation to copy")
-    p.add_argument("--streams", type=positive_int_list, default=[1, 2, 4, 8], help="stream counts (default 1,2,4,8)")
-    p.add_argument("--loss", type=losses, default=[0.0, 0.01], help="link losses (default 0,0.01)")
-    p.add_argument("--size", default="1G", help="bytes per run (default 1G)")
-    p.add_argument("--lossy-size", default="64M", help="bytes per run on a lossy link (default 64M)")
-    p.add_argument("--repeat", type=positive_int, default=3, help="runs per cell; medians (default 3)")
-    p.add_argument("--peers", type=choices(PEERS, none=True), default=list(PEERS),
-                   help="bulk tools beside iperf3: gridftp,xrootd (default both; 'none' for iperf3 alone)")
-    options.out(p, "geofed-out/bench", "the bench.transfer record")
-
-
-def bench_schedule_args(p: argparse.ArgumentParser) -> None:
-    options.federation(p, what="federation to copy")
-    p.add_argument("--seed", type=int, default=1, help="the job stream's random seed (default 1)")
-    p.add_argument("--window", type=positive_float, default=60.0, help="seconds over which jobs arrive (default 60)")
-    p.add_argument("--single-load", type=positive_float, default=0.5,
-                   help="share of the larger site's nodes its single-node jobs ask for (default 0.5)")
-    p.add_argument("--mpi-load", type=positive_float, default=1.3,
-                   help="share of the smaller site's nodes its MPI jobs ask for (default 1.3: overloaded)")
-    options.out(p, "geofed-out/bench", "the bench.schedule record")
 
 
 def monitor_run_args(p: argparse.ArgumentParser) -> None:
@@ -463,6 +441,14 @@ def monitor_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bw-size", default="1M", help="bandwidth message size (default 1M)")
     options.hostfile(p)
     p.add_argument("--timeout", type=positive_float, default=120, help="a round that takes longer is stopped and stored as an error")
+
+
+def monitor_serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("schedule", help="the schedule file (TOML; docs/monitor.md)")
+
+
+def monitor_status_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("store", help="the SQLite store `monitor serve` writes")
 
 
 def monitor_show_args(p: argparse.ArgumentParser) -> None:

@@ -1,7 +1,8 @@
 """The one way geofed runs a program on a placement: testbed, hostfile (ssh) or srun.
 
-Every workload, benchmark and the demo go through `run` (or `start` for jobs that
-run side by side, like the Gray-Scott workflow's parts). The runner
+Every workload, benchmark and the demo go through `run` or `run_ranks` (or `started`
+and `ranks_started` for jobs that run side by side, like the Gray-Scott workflow's
+parts). The runner
 - checks that the testbed is up (or reads the hostfile) before anything starts;
 - keeps the job's output in a log instead of the user's terminal: MPI's abort
   banners of a stopped job are not the user's business, and a failed job's log is
@@ -86,6 +87,7 @@ class Running:
         self._failed_at = 0  # how much of the log was written when the failure was reported
         self._in_banner = False
         self._ended = threading.Event()
+        self.result: Path | None = None  # where rank 0 of a rank program writes its result (ranks_started)
         for path, content in cmd.files.items():
             Path(path).write_text(content)
         self._log = open(log, "wb")
@@ -224,6 +226,15 @@ class Running:
         said = last_error(self.log.read_bytes()[:self._failed_at].decode(errors="replace"))
         return JobFailed(f"{what}: {self.failed.describe()}{said}; log: {kept}", exit_status=rc, log=kept)
 
+    def rank_result(self, rc: int, what: str, timeout: float | None) -> dict:
+        """Rank 0's result of a rank program that ended with `rc`, read once. A request its
+        ranks refused is UserError; any other failure, or no result, JobFailed (log kept)."""
+        if rc == 2 and not self.result.exists():
+            raise UserError(f"{what}: the ranks rejected the request{last_error(self.output())}")
+        if rc != 0 or not self.result.exists():
+            raise self.failure(what, rc, timeout)
+        return json.loads(self.result.read_text())
+
 
 @dataclass(frozen=True)
 class RankFailure:
@@ -331,21 +342,32 @@ def run(job: launch.Job, *, what: str, hostfile: str | None = None, timeout: flo
 
 def run_ranks(fed, placement, workload: str, params: dict, *, ranks_per_node: int = 1, hostfile: str | None = None,
               timeout: float | None = 900, cpu_limit: bool = False, echo: bool = False,
-              what: str | None = None) -> dict:
+              what: str | None = None, env: dict[str, str] | None = None) -> dict:
     """Run a workload's rank program on the placement: every rank runs
     `python -m geofed.workloads WORKLOAD PARAMS RESULT` (a process boundary: the workload is
     named, not imported) and rank 0's result comes home as JSON; the one way results of
-    geofed's own MPI programs come home. With `echo` the ranks' output is shown as it comes.
+    geofed's own MPI programs come home. With `echo` the ranks' output is shown as it comes;
+    `env` is set in every rank before Python starts (what a library reads as it loads).
     A request the ranks refuse is UserError; a failure or timeout JobFailed (log kept)."""
-    what = what or f"{workload} on {placement.code}"
     with work_directory(workload, hostfile) as tmp:
-        result = tmp / "result.json"
-        argv = [sys.executable, "-m", "geofed.workloads", workload, json.dumps(params), str(result)]
-        job = launch.Job(fed, placement, argv, ranks_per_node, cpu_limit=cpu_limit)
-        with started(job, tmp / "job.log", hostfile=hostfile, echo=echo) as running:
+        prefix = ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
+        with ranks_started(fed, placement, workload, params, tmp, ranks_per_node=ranks_per_node, hostfile=hostfile,
+                           cpu_limit=cpu_limit, echo=echo, prefix=prefix) as running:
             rc = running.wait(timeout)
-        if rc == 2 and not result.exists():
-            raise UserError(f"{what}: the ranks rejected the request{last_error(running.output())}")
-        if rc != 0 or not result.exists():
-            raise running.failure(what, rc, timeout)
-        return json.loads(result.read_text())
+        return running.rank_result(rc, what or f"{workload} on {placement.code}", timeout)
+
+
+@contextmanager
+def ranks_started(fed, placement, workload: str, params: dict, directory: Path, *, log: Path | None = None,
+                  ranks_per_node: int = 1, hostfile: str | None = None, cpu_limit: bool = False,
+                  echo: bool = False, prefix: list[str] | tuple[str, ...] = ()):
+    """run_ranks's job for the block, for rank programs that run side by side (the Gray-Scott
+    workflow's parts): started, and stopped when the block ends, however it ends. Rank 0's
+    result goes to `directory`, which every rank must see (work_directory); read it with
+    `rank_result` once the job has ended. `prefix` comes before the interpreter (`env ...`)."""
+    result = directory / f"{workload}.result.json"
+    argv = [*prefix, sys.executable, "-m", "geofed.workloads", workload, json.dumps(params), str(result)]
+    job = launch.Job(fed, placement, argv, ranks_per_node, cpu_limit=cpu_limit)
+    with started(job, log or directory / f"{workload}.log", hostfile=hostfile, echo=echo) as running:
+        running.result = result
+        yield running

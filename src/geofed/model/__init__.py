@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
-from geofed.params import add_options, from_args
+from geofed.params import Declared, add_options, from_args
 
 PARTS = ("compute", "local_comm", "link_comm", "staging")
 
@@ -35,11 +35,13 @@ class Prediction:
                 "parts": dict(self.parts), "link_bytes": self.link_bytes, "notes": list(self.notes)}
 
 
-class Model:
+class Model(Declared):
     """A workload's model: `predict(fed, cal, placement, nodes, params)` with `params` an
     instance of its `Params` (a dataclass of geofed.records, the same the workload's
-    records hold)."""
-    Params: type
+    records hold). Declared in its class line: `name`, `measured_unit`, `Params`."""
+    name: str = ""
+    measured_unit: str = ""
+    Params: type = type(None)
 
     def add_arguments(self, ap) -> None:
         """Its options, one per field of its Params."""

@@ -22,11 +22,8 @@ def step_bytes(L: int) -> int:
     return FIELDS * L ** 3 * 8
 
 
-class GrayScott(Model):
-    name = "grayscott"
-    help = "Gray-Scott simulation at the placement's first site streaming to consumers at its last (per step)"
-    measured_unit = "ms/step"
-    Params = GrayScottParams
+class GrayScott(Model, name="grayscott", measured_unit="ms/step", Params=GrayScottParams):
+    """Gray-Scott simulation at the placement's first site streaming to consumers at its last (per step)"""
 
     def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         sim, analysis = nodes[0].site, nodes[-1].site

@@ -51,13 +51,11 @@ def kruse_speedup_bound(p: int) -> float:
     return 1.0 if p < 2 else p / math.log(p)
 
 
-class Hpl(Model):
-    """Predicts the last order of the run's `ns`, the orders before it solved first in the
+class Hpl(Model, name="hpl", measured_unit="s", Params=HplParams):
+    """High-Performance Linpack (seeds 001, 002): HPL's scalability model on the federation's links
+
+    Predicts the last order of the run's `ns`, the orders before it solved first in the
     same run (HPL.dat's N list: its connections across the link already open)."""
-    name = "hpl"
-    help = "High-Performance Linpack (seeds 001, 002): HPL's scalability model on the federation's links"
-    measured_unit = "s"
-    Params = HplParams
 
     def add_arguments(self, ap) -> None:
         ap.add_argument("--n", type=positive_int, required=True, help="matrix order N")

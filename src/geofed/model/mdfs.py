@@ -22,11 +22,8 @@ from geofed.records.mdfs import MdfsSplitParams
 RESULT_BYTES_PER_VARIABLE = 8
 
 
-class Mdfs(Model):
-    name = "mdfs"
-    help = "multidimensional feature selection (seed 000) with its data at the storage site"
-    measured_unit = "s"
-    Params = MdfsSplitParams
+class Mdfs(Model, name="mdfs", measured_unit="s", Params=MdfsSplitParams):
+    """multidimensional feature selection (seed 000) with its data at the storage site"""
 
     def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         sites = [n.site for n in nodes]

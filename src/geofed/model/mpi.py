@@ -30,11 +30,8 @@ def pair_sites(fed, nodes) -> tuple[str, str]:
     return nodes[0].site, nodes[1].site
 
 
-class Latency(Model):
-    name = "mpi-latency"
-    help = "MPI ping-pong: one-way time of a message (OSU latency)"
-    measured_unit = "us"
-    Params = MpiLatencyParams
+class Latency(Model, name="mpi-latency", measured_unit="us", Params=MpiLatencyParams):
+    """MPI ping-pong: one-way time of a message (OSU latency)"""
 
     def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         a, b = pair_sites(fed, nodes)
@@ -43,11 +40,8 @@ class Latency(Model):
                           link_bytes=2 * params.size if a != b else 0.0)
 
 
-class Bandwidth(Model):
-    name = "mpi-bw"
-    help = "MPI bandwidth: a window of messages, then an acknowledgement (OSU bw); time per window"
-    measured_unit = "MB/s"
-    Params = MpiBandwidthParams
+class Bandwidth(Model, name="mpi-bw", measured_unit="MB/s", Params=MpiBandwidthParams):
+    """MPI bandwidth: a window of messages, then an acknowledgement (OSU bw); time per window"""
 
     def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         a, b = pair_sites(fed, nodes)
@@ -67,11 +61,8 @@ class Bandwidth(Model):
         return params.window * params.size / pred.total_s / 1e6
 
 
-class Allreduce(Model):
-    name = "mpi-allreduce"
-    help = "MPI allreduce of a vector over every rank of the placement (one rank per node)"
-    measured_unit = "us"
-    Params = MpiAllreduceParams
+class Allreduce(Model, name="mpi-allreduce", measured_unit="us", Params=MpiAllreduceParams):
+    """MPI allreduce of a vector over every rank of the placement (one rank per node)"""
 
     def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         sites = [n.site for n in nodes]

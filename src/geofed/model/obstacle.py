@@ -25,11 +25,8 @@ TERMINATION_TRIPS = 6
 CALIBRATED_PEERS = 2  # the one-site calibration run (`geofed bench obstacle`, W2)
 
 
-class Obstacle(Model):
-    name = "obstacle"
-    help = "3-D obstacle problem (seed 003): P2PSAP sync/async peers or MPI Jacobi"
-    measured_unit = "s"
-    Params = ObstacleParams
+class Obstacle(Model, name="obstacle", measured_unit="s", Params=ObstacleParams):
+    """3-D obstacle problem (seed 003): P2PSAP sync/async peers or MPI Jacobi"""
 
     def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         sites = [n.site for n in nodes]

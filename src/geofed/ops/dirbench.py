@@ -28,18 +28,22 @@ FIRST_SYNC_TARGET_S = 60.0
 RESYNC_TARGET_S = 10.0
 
 
-def run(n_users: int, n_groups: int, changed: float, progress) -> dict:
-    limit = federation.load("ma-hd").site("M").directory.id_range - userbase.GENERATED_FIRST_ID
+def check(base, n_users: int) -> None:
+    limit = base.site("M").directory.id_range - userbase.GENERATED_FIRST_ID
     if n_users > limit:
         raise UserError(f"bench directory: --users {n_users}: the generated ids must stay in a site's range "
                         f"(at most {limit} users)")
+
+
+def run(base, n_users: int, n_groups: int, changed: float, progress) -> records.Record:
+    """The three syncs on a private copy of `base` (ma-hd) with generated homes."""
     left = directory.read_state(NAME)
     if left is not None and host.alive(left["by"]["pid"]):
         raise UserError(f"bench directory: its servers ({NAME}) are in use by {core.describe(left['by'])}; "
                         f"wait for that run to end")
     tmp = Path(tempfile.mkdtemp(prefix="geofed-dirbench-"))
     try:
-        fed = federation.load(federation.derive(federation.load("ma-hd"), tmp, NAME))
+        fed = federation.load(federation.derive(base, tmp, NAME))
         homes = {"M": userbase.generated(n_users, n_groups, "ma"), "H": userbase.generated(n_users, n_groups, "hd")}
         if left is not None:
             directory.down(NAME)  # a run's servers left by a crash: these homes are loaded afresh

@@ -4,7 +4,7 @@ A record is a `Record`: its kind ("testbed.verify", "bench.hpl", ...), the versi
 that kind, when and by which geofed on which host it was made, free-form `meta` (the
 federation it ran on) and `data`, an instance of the kind's dataclass. The kinds are
 declared in this package's modules, one per family (testbed, mpi, hpl, ...), each a
-dataclass with class attributes KIND and VERSION registered with `@kind`; `make`
+dataclass registered with `@kind(NAME, version=N)`; `make`
 builds and checks the data at once, so a producer's drift fails in its own tests,
 and loading refuses a file of an unknown kind or version in one line naming it.
 
@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 import json
 import pkgutil
+import re
 import socket
 import time
 import types
@@ -41,22 +43,49 @@ class RecordError(ValueError):
     """A record that does not fit its kind: the message names what is wrong."""
 
 
-def kind(cls):
-    """Register a record kind: a dataclass with class attributes KIND and VERSION.
+def kind(name: str, version: int = 1):
+    """Register a record kind: `@kind("bench.mpi")` over a class of typed fields whose
+    docstring has an `Attributes:` section with one line per field (Google's style: what
+    `help()` shows and docs/records.md is made of); a field without its line, or a line
+    without its field, is refused at import.
 
-    A kind whose VERSION is above 1 may read an older version's data with a
+    A kind whose version is above 1 may read an older version's data with a
     classmethod `upgrade(version, data) -> data` (dicts, before they are typed)."""
-    cls = dataclass(cls) if not dataclasses.is_dataclass(cls) else cls
-    if cls.KIND in KINDS:
-        raise RuntimeError(f"record kind {cls.KIND} declared twice")
-    KINDS[cls.KIND] = cls
-    return cls
+    def register(cls):
+        if name in KINDS:
+            raise RuntimeError(f"record kind {name} declared twice")
+        cls = dataclass(cls, kw_only=True)  # the fields of a shared base come first
+        cls.KIND, cls.VERSION, cls.FIELD_DOCS = name, version, _field_docs(cls)
+        keys = [_key(f) for f in dataclasses.fields(cls)]
+        if set(keys) != set(cls.FIELD_DOCS):
+            raise RuntimeError(f"record kind {name}: fields {sorted(set(keys) - set(cls.FIELD_DOCS))} have no line "
+                               f"under Attributes, lines {sorted(set(cls.FIELD_DOCS) - set(keys))} no field")
+        KINDS[name] = cls
+        return cls
+    return register
 
 
-def doc(text: str, default=dataclasses.MISSING, factory=dataclasses.MISSING, key: str | None = None):
-    """A field with its one-line meaning, for docs/records.md; `key`: its name in the
-    JSON where that is no Python name (`class`)."""
-    return field(default=default, default_factory=factory, metadata={"doc": text, "key": key})
+def _field_docs(cls) -> dict[str, str]:
+    """Field name -> meaning, from the `Attributes:` sections of the class and its bases."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        text = inspect.cleandoc(klass.__dict__.get("__doc__") or "")
+        if "\nAttributes:\n" not in text:
+            continue
+        entry = None
+        for line in text.split("\nAttributes:\n", 1)[1].splitlines():
+            if line.startswith("        ") and entry:
+                docs[entry] += " " + line.strip()
+            elif m := re.match(r"    (\w+): (.*)", line):
+                entry, docs[m[1]] = m[1], m[2].strip()
+            elif line.strip():
+                break
+    return docs
+
+
+def json_key(key: str):
+    """A field stored under another name in the JSON, where that is no Python name (`class`)."""
+    return field(metadata={"key": key})
 
 
 def _key(f) -> str:
@@ -279,27 +308,23 @@ def _value(hint, value, where: str):
         if not isinstance(value, list):
             raise RecordError(f"{where}: expected a list, got {_got(value)}")
         return [_value(args[0], v, where) for v in value] if args and dataclasses.is_dataclass(args[0]) else value
-    if origin is dict or hint is dict:
-        if not isinstance(value, dict):
-            raise RecordError(f"{where}: expected an object, got {_got(value)}")
-        return value
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise RecordError(f"{where}: expected true or false, got {_got(value)}")
-        return value
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise RecordError(f"{where}: expected an integer, got {_got(value)}")
-        return value
-    if hint is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise RecordError(f"{where}: expected a number, got {_got(value)}")
-        return value
-    if hint is str:
-        if not isinstance(value, str):
-            raise RecordError(f"{where}: expected a string, got {_got(value)}")
-        return value
-    raise TypeError(f"{where}: records cannot declare a field of type {hint!r}")
+    plain = PLAIN_TYPES.get(origin or hint)
+    if plain is None:
+        raise TypeError(f"{where}: records cannot declare a field of type {hint!r}")
+    accepts, expected = plain
+    if not accepts(value):
+        raise RecordError(f"{where}: expected {expected}, got {_got(value)}")
+    return value
+
+
+# JSON's plain values: what a field of the type accepts, and its name in an error.
+PLAIN_TYPES = {
+    dict: (lambda v: isinstance(v, dict), "an object"),
+    bool: (lambda v: isinstance(v, bool), "true or false"),
+    int: (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+    float: (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
+    str: (lambda v: isinstance(v, str), "a string"),
+}
 
 
 def _name(hint) -> str:
@@ -334,7 +359,7 @@ def reference() -> str:
         hints = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):
             optional = "" if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING else " (optional)"
-            out.append(f"| `{_key(f)}` | {_type_text(hints[f.name])}{optional} | {f.metadata.get('doc', '')} |")
+            out.append(f"| `{_key(f)}` | {_type_text(hints[f.name])}{optional} | {cls.FIELD_DOCS[_key(f)]} |")
         if hasattr(cls, "sanity"):
             out += ["", f"Sanity: {(cls.sanity.__doc__ or '').strip()}"]
         out.append("")
@@ -383,7 +408,7 @@ Every capability writes **records** (JSON) and never formats a report itself:
  "data": { ... the kind's fields, below ... }}
 ```
 
-Each kind is a dataclass in `src/geofed/records/` with its own `VERSION`: producers call
+Each kind is a dataclass in `src/geofed/records/` declared with `@kind("bench.mpi")` and its own version: producers call
 `records.make(kind, data, **meta)`, which checks every field at once; `records.save(record, DIR)`
 writes `<kind>-<timestamp>.json` and never overwrites another record; `records.load_dir(DIR)` and
 `records.load_paths(PATHS)` return typed `Record`s and refuse, in one line naming the file, a record of
@@ -397,8 +422,8 @@ way for every kind and `records.sanity_of(records)` ANDs them.
 `geofed report DIR` renders records to `DIR/report.html` with PNG plots, one section per kind
 (`src/geofed/report/`); records of a kind no section renders are listed, not dropped.
 
-A new kind is one dataclass registered with `@kind` in this package; change a kind's fields and
-raise its `VERSION` (with an `upgrade` from the older one where it can be read).
+A new kind is one dataclass registered with `@kind` in this package, each field with its line under
+`Attributes:` in the docstring; change a kind's fields and raise its version (`@kind(NAME, version=N)`) (with an `upgrade` from the older one where it can be read).
 """
 
 

@@ -2,24 +2,35 @@
 
 from __future__ import annotations
 
-from geofed.records import Sanity, doc, kind
+from geofed.records import Sanity, kind
 
 
-@kind
+@kind("directory.sync")
 class DirectorySync:
-    """`geofed ops users sync`: what one sync of the federation's users changed and refused."""
-    KIND = "directory.sync"
-    VERSION = 1
-    dry_run: bool = doc("changes shown, not made")
-    sites: dict = doc("site -> what was read there (activated, ...)")
-    merged_users: int = doc("users in the merged directory")
-    merged_groups: int = doc("groups in the merged directory")
-    changes: list = doc("per change: op, entry, name, attributes, ...")
-    errors: list = doc("failures while applying")
-    collisions: list = doc("refused entries: kind, entry, name, detail, sources")
-    counts: dict = doc("changes by operation and entry (add_users, ...)")
-    seconds: dict = doc("read, merge, write, files, total, read_each")
-    files: list = doc("passwd and group files written")
+    """`geofed ops users sync`: what one sync of the federation's users changed and refused.
+
+    Attributes:
+        dry_run: changes shown, not made
+        sites: site -> what was read there (activated, ...)
+        merged_users: users in the merged directory
+        merged_groups: groups in the merged directory
+        changes: per change: op, entry, name, attributes, ...
+        errors: failures while applying
+        collisions: refused entries: kind, entry, name, detail, sources
+        counts: changes by operation and entry (add_users, ...)
+        seconds: read, merge, write, files, total, read_each
+        files: passwd and group files written
+    """
+    dry_run: bool
+    sites: dict
+    merged_users: int
+    merged_groups: int
+    changes: list
+    errors: list
+    collisions: list
+    counts: dict
+    seconds: dict
+    files: list
 
     def sanity(self) -> Sanity:
         """every change applied without an error."""
@@ -27,19 +38,27 @@ class DirectorySync:
                       f"{len(self.changes)} change(s) applied")
 
 
-@kind
+@kind("directory.bench")
 class DirectoryBench:
-    """`geofed bench directory`: sync and re-sync at scale against targets."""
-    KIND = "directory.bench"
-    VERSION = 1
-    users_per_site: int = doc("users per site")
-    groups_per_site: int = doc("groups per site")
-    changed_fraction: float = doc("share of users changed before the last sync")
-    servers_up_s: float = doc("time to bring the servers up and load them")
-    runs: list = doc("per sync: run, seconds, changes, counts, merged_users, merged_groups, collisions, errors, "
-                     "expected_changes")
-    ok: bool = doc("the targets met and every sync made exactly the changes expected")
-    targets_s: dict = doc("first, resync: the time targets")
+    """`geofed bench directory`: sync and re-sync at scale against targets.
+
+    Attributes:
+        users_per_site: users per site
+        groups_per_site: groups per site
+        changed_fraction: share of users changed before the last sync
+        servers_up_s: time to bring the servers up and load them
+        runs: per sync: run, seconds, changes, counts, merged_users, merged_groups, collisions, errors,
+            expected_changes
+        ok: the targets met and every sync made exactly the changes expected
+        targets_s: first, resync: the time targets
+    """
+    users_per_site: int
+    groups_per_site: int
+    changed_fraction: float
+    servers_up_s: float
+    runs: list
+    ok: bool
+    targets_s: dict
 
     def sanity(self) -> Sanity:
         """every sync made exactly the changes expected, with no refusal and no error."""

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from geofed.params import param
-from geofed.records import Sanity, doc, kind
+from geofed.params import Params, param
+from geofed.records import Sanity, kind
 
 
-@dataclass(frozen=True)
-class GrayScottParams:
+class GrayScottParams(Params):
     """A Gray-Scott simulation streaming its fields to consumers reading whole steps."""
     L: int = param(64, "grid points per dimension")
     plotgap: int = param(10, "simulation steps between outputs")
@@ -17,24 +14,38 @@ class GrayScottParams:
     consumers: int = param(2, "consumers reading the whole field each output (pdf analysis, plot)")
 
 
-@kind
+@kind("workflow.grayscott")
 class WorkflowGrayscott:
-    """`geofed workflow grayscott`, `geofed demo`: simulation at one site, SST staging, analysis at another."""
-    KIND = "workflow.grayscott"
-    VERSION = 1
-    settings: dict = doc("the simulation's settings (L, steps, plotgap, engine, ...)")
-    sim_site: str = doc("site of the simulation")
-    analysis_site: str = doc("site of the consumers")
-    run_dir: str = doc("directory with the run's files (BP5 outputs, frames)")
-    link: dict = doc("rtt_ms, bandwidth_gbps, hops between the two sites")
-    parts: list = doc("per part: name, describe, nodes, ranks, delay_s")
-    simulation: dict = doc("the simulation's summary")
-    steps: list = doc("per output step: compute_s, gather_s, stage_s, interval_s, bytes, ...")
-    pdf_stream: list = doc("per step the pdf analysis received")
-    verify: dict = doc("ok, expected_steps, consumers (per consumer: stream, written, received, missing, differ)")
-    wall_s: float = doc("wall time of the run")
-    frames: dict = doc("cross_section, pdf and animations: image files")
-    transfer: dict | None = doc("median transfer rates per step on a common clock (absent before 2026-11)", None)
+    """`geofed workflow grayscott`, `geofed demo`: simulation at one site, SST staging, analysis at another.
+
+    Attributes:
+        settings: the simulation's settings (L, steps, plotgap, engine, ...)
+        sim_site: site of the simulation
+        analysis_site: site of the consumers
+        run_dir: directory with the run's files (BP5 outputs, frames)
+        link: rtt_ms, bandwidth_gbps, hops between the two sites
+        parts: per part: name, describe, nodes, ranks, delay_s
+        simulation: the simulation's summary
+        steps: per output step: compute_s, gather_s, stage_s, interval_s, bytes, ...
+        pdf_stream: per step the pdf analysis received
+        verify: ok, expected_steps, consumers (per consumer: stream, written, received, missing, differ)
+        wall_s: wall time of the run
+        frames: cross_section, pdf and animations: image files
+        transfer: median transfer rates per step on a common clock (absent before 2026-11)
+    """
+    settings: dict
+    sim_site: str
+    analysis_site: str
+    run_dir: str
+    link: dict
+    parts: list
+    simulation: dict
+    steps: list
+    pdf_stream: list
+    verify: dict
+    wall_s: float
+    frames: dict
+    transfer: dict | None = None
 
     def sanity(self) -> Sanity:
         """every output step reached every consumer intact (CRC32 per plane on both sides)."""
@@ -44,18 +55,25 @@ class WorkflowGrayscott:
                       else f"steps lost or corrupted at {', '.join(bad) or 'a consumer'}")
 
 
-@kind
+@kind("bench.grayscott")
 class BenchGrayscott:
-    """`geofed bench grayscott`: time per simulation step with staging across the link on and off."""
-    KIND = "bench.grayscott"
-    VERSION = 1
-    settings: dict = doc("the simulation's base settings")
-    sim_site: str = doc("site of the simulation")
-    analysis_site: str = doc("site of the consumers")
-    sim_ranks: int = doc("simulation ranks")
-    link: dict = doc("rtt_ms, bandwidth_gbps between the two sites")
-    cases: list = doc("per L: L, steps, plotgap, outputs, bytes_per_output, off {per_step_ms, ...}, "
-                      "on {per_step_ms, staging_ms, transfer, intact, ...}, overhead, staging_overhead")
+    """`geofed bench grayscott`: time per simulation step with staging across the link on and off.
+
+    Attributes:
+        settings: the simulation's base settings
+        sim_site: site of the simulation
+        analysis_site: site of the consumers
+        sim_ranks: simulation ranks
+        link: rtt_ms, bandwidth_gbps between the two sites
+        cases: per L: L, steps, plotgap, outputs, bytes_per_output, off {per_step_ms, ...}, on {per_step_ms,
+            staging_ms, transfer, intact, ...}, overhead, staging_overhead
+    """
+    settings: dict
+    sim_site: str
+    analysis_site: str
+    sim_ranks: int
+    link: dict
+    cases: list
 
     def sanity(self) -> Sanity:
         """every staged run delivered every step intact."""

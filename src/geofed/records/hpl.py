@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 from geofed.errors import UserError
-from geofed.records import Sanity, doc, kind
+from geofed.records import Sanity, kind
 
 # HPL's codes for the panel broadcast: increasing ring (1rg), its modified form
 # (1rM), two rings (2rg, 2rM), long (Lng, LnM: bandwidth reducing, for slow links).
@@ -70,22 +70,34 @@ class HplParams:
         return self.p * self.q
 
 
-@kind
+@kind("bench.hpl", version=2)
 class BenchHpl:
-    """`geofed bench hpl`, `geofed demo`: one HPL run on a placement, its time, GFLOPS and residual check per N."""
-    KIND = "bench.hpl"
-    VERSION = 2
-    placement: str = doc("placement code")
-    nodes: list = doc("node names")
-    ranks_per_node: int = doc("ranks per node")
-    ranks: int = doc("ranks in all")
-    ranks_per_site: dict = doc("site -> ranks there")
-    where: str = doc("testbed, or hostfile (a real cluster)")
-    cpu_limit: bool = doc("whether the ranks ran under their node's CPU quota")
-    params: HplParams = doc("the run's parameters")
-    link: dict | None = doc("the link between the two sites: sites, rtt_ms, bandwidth_gbps; null on one site")
-    rows: list = doc("per N: n, nb, p, q, time_s, gflops, residual, passed")
-    passed: bool = doc("every N passed HPL's residual check")
+    """`geofed bench hpl`, `geofed demo`: one HPL run on a placement, its time, GFLOPS and residual check per N.
+
+    Attributes:
+        placement: placement code
+        nodes: node names
+        ranks_per_node: ranks per node
+        ranks: ranks in all
+        ranks_per_site: site -> ranks there
+        where: testbed, or hostfile (a real cluster)
+        cpu_limit: whether the ranks ran under their node's CPU quota
+        params: the run's parameters
+        link: the link between the two sites: sites, rtt_ms, bandwidth_gbps; null on one site
+        rows: per N: n, nb, p, q, time_s, gflops, residual, passed
+        passed: every N passed HPL's residual check
+    """
+    placement: str
+    nodes: list
+    ranks_per_node: int
+    ranks: int
+    ranks_per_site: dict
+    where: str
+    cpu_limit: bool
+    params: HplParams
+    link: dict | None
+    rows: list
+    passed: bool
 
     @classmethod
     def upgrade(cls, version: int, data: dict) -> dict:
@@ -100,33 +112,51 @@ class BenchHpl:
                       f"residual check passed at {len(self.rows)} order(s)" if self.rows else "no order solved")
 
 
-@kind
+@kind("bench.hpl.sweep")
 class BenchHplSweep:
-    """`geofed bench hpl-sweep`: seed 002's tables T, S, SP and SPF over placements and N."""
-    KIND = "bench.hpl.sweep"
-    VERSION = 1
-    placements: list = doc("placement codes, the first of one node (the speed-up's base)")
-    ns: list = doc("matrix orders, solved in this order in every run")
-    nb: int = doc("block size NB")
-    repeat: int = doc("runs per placement; medians")
-    peaks_gflops: dict = doc("site -> peak GFLOPS of one node")
-    peak_source: str = doc("how the peaks were found")
-    link: dict | None = doc("the federation's link: name, rtt_ms, bandwidth_gbps")
-    rows: list = doc("per placement and N: placement, nodes, sites, n, nb, p, q, time_s, speedup, gflops, "
-                     "peak_gflops, spf (peer_time_s, testbed_over_peer with --peer)")
+    """`geofed bench hpl-sweep`: seed 002's tables T, S, SP and SPF over placements and N.
+
+    Attributes:
+        placements: placement codes, the first of one node (the speed-up's base)
+        ns: matrix orders, solved in this order in every run
+        nb: block size NB
+        repeat: runs per placement; medians
+        peaks_gflops: site -> peak GFLOPS of one node
+        peak_source: how the peaks were found
+        link: the federation's link: name, rtt_ms, bandwidth_gbps
+        rows: per placement and N: placement, nodes, sites, n, nb, p, q, time_s, speedup, gflops, peak_gflops,
+            spf (peer_time_s, testbed_over_peer with --peer)
+    """
+    placements: list
+    ns: list
+    nb: int
+    repeat: int
+    peaks_gflops: dict
+    peak_source: str
+    link: dict | None
+    rows: list
 
 
-@kind
+@kind("model.hpl.scaling")
 class ModelHplScaling:
-    """`geofed model hpl`: HPL's predicted speed-up against p in one site and across the link (seed 001)."""
-    KIND = "model.hpl.scaling"
-    VERSION = 1
-    n: int = doc("matrix order N")
-    nb: int = doc("block size NB")
-    ranks_per_node: int = doc("ranks per node")
-    sites: list = doc("the two sites: one site is the first, two sites both evenly")
-    varies: list = doc("changed links compared (--vary)")
-    rows: list = doc("per p: ranks, kruse_bound, one_site, two_sites {placement, time_s, speedup, parts, "
-                     "link_bytes}, variants")
-    seed_001_bandwidth_gains: dict = doc("what seed 001's Kruse model gave for faster links")
-    calibration: list = doc("the calibration's source records")
+    """`geofed model hpl`: HPL's predicted speed-up against p in one site and across the link (seed 001).
+
+    Attributes:
+        n: matrix order N
+        nb: block size NB
+        ranks_per_node: ranks per node
+        sites: the two sites: one site is the first, two sites both evenly
+        varies: changed links compared (--vary)
+        rows: per p: ranks, kruse_bound, one_site, two_sites {placement, time_s, speedup, parts, link_bytes},
+            variants
+        seed_001_bandwidth_gains: what seed 001's Kruse model gave for faster links
+        calibration: the calibration's source records
+    """
+    n: int
+    nb: int
+    ranks_per_node: int
+    sites: list
+    varies: list
+    rows: list
+    seed_001_bandwidth_gains: dict
+    calibration: list

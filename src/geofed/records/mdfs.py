@@ -2,53 +2,74 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from geofed.params import param
-from geofed.records import Sanity, doc, kind
+from geofed.params import Params, param
+from geofed.records import Sanity, kind
 
 
-@dataclass(frozen=True)
-class MdfsSplitParams:
+class MdfsSplitParams(Params):
     """How MDFS shares its tuples among the nodes of a placement: what its model's time depends on."""
     split: str = param("speed", "how tuples are shared: by cores x site speed, or evenly", choices=("speed", "even"))
 
 
-@kind
+@kind("mdfs.run")
 class MdfsRun:
-    """`geofed mdfs run`: one feature selection, locally or on a placement."""
-    KIND = "mdfs.run"
-    VERSION = 1
-    params: dict = doc("MDFS's parameters (apps.mdfs.core.Params)")
-    range: float = doc("discretisation range used")
-    n_objects: int = doc("objects (rows) of the data")
-    n_variables: int = doc("variables (columns)")
-    n_contrast: int = doc("contrast variables added")
-    tuples_scored: int = doc("variable tuples scored")
-    timing: dict = doc("seconds per phase (prepare_s, count_s or compute_s, staging_s)")
-    source: str = doc("the data set")
-    placement: str | None = doc("placement code; null: run locally")
-    files: dict = doc("output files written")
-    relevant: list = doc("names of the relevant variables")
-    max_ig: list = doc("maximum information gain per variable")
-    alpha: float | None = doc("the p-value fit's scale")
-    fit_mode: str = doc("how p-values come from chi-square ones: raw, lin or exp")
-    split: str | None = doc("how tuples were shared among nodes (on a placement)", None)
-    ranks: list | None = doc("per rank: node, tuples, timings (on a placement)", None)
+    """`geofed mdfs run`: one feature selection, locally or on a placement.
+
+    Attributes:
+        params: MDFS's parameters (apps.mdfs.core.Params)
+        range: discretisation range used
+        n_objects: objects (rows) of the data
+        n_variables: variables (columns)
+        n_contrast: contrast variables added
+        tuples_scored: variable tuples scored
+        timing: seconds per phase (prepare_s, count_s or compute_s, staging_s)
+        source: the data set
+        placement: placement code; null: run locally
+        files: output files written
+        relevant: names of the relevant variables
+        max_ig: maximum information gain per variable
+        alpha: the p-value fit's scale
+        fit_mode: how p-values come from chi-square ones: raw, lin or exp
+        split: how tuples were shared among nodes (on a placement)
+        ranks: per rank: node, tuples, timings (on a placement)
+    """
+    params: dict
+    range: float
+    n_objects: int
+    n_variables: int
+    n_contrast: int
+    tuples_scored: int
+    timing: dict
+    source: str
+    placement: str | None
+    files: dict
+    relevant: list
+    max_ig: list
+    alpha: float | None
+    fit_mode: str
+    split: str | None = None
+    ranks: list | None = None
 
 
-@kind
+@kind("bench.mdfs")
 class BenchMdfs:
-    """`geofed bench mdfs`: geofed's MDFS against the reference library on the same machine, data and parameters."""
-    KIND = "bench.mdfs"
-    VERSION = 1
-    n_objects: int = doc("objects of the data")
-    n_variables: int = doc("variables")
-    data: str = doc("the data set")
-    repeat: int = doc("runs per case and side; medians")
-    host_cpus: int = doc("the host's CPUs")
-    rows: list = doc("per case and side: case, side, cpu_s, wall_s, samples, relevant, speedup_wall, "
-                     "speedup_cpu, same_relevant")
+    """`geofed bench mdfs`: geofed's MDFS against the reference library on the same machine, data and parameters.
+
+    Attributes:
+        n_objects: objects of the data
+        n_variables: variables
+        data: the data set
+        repeat: runs per case and side; medians
+        host_cpus: the host's CPUs
+        rows: per case and side: case, side, cpu_s, wall_s, samples, relevant, speedup_wall, speedup_cpu,
+            same_relevant
+    """
+    n_objects: int
+    n_variables: int
+    data: str
+    repeat: int
+    host_cpus: int
+    rows: list
 
     def sanity(self) -> Sanity:
         """geofed found the reference's relevant set in every case."""
@@ -57,17 +78,23 @@ class BenchMdfs:
                       else "same relevant set as the reference in every case")
 
 
-@kind
+@kind("mdfs.sweep")
 class MdfsSweep:
-    """`geofed mdfs sweep`, `geofed demo`: MDFS across placements and splits (seed 000's Tables 1 and 2)."""
-    KIND = "mdfs.sweep"
-    VERSION = 1
-    params: dict = doc("MDFS's parameters (apps.mdfs.core.Params)")
-    data: str = doc("the data set")
-    repeat: int = doc("runs per placement and split; medians")
-    storage: str = doc("the site holding the data")
-    rows: list = doc("per placement and split: placement, split, nodes, sites, compute_s, staging_s, staging_bytes, "
-                     "shares, relevant, speedup, ideal_s, vs_ideal, location_effect")
+    """`geofed mdfs sweep`, `geofed demo`: MDFS across placements and splits (seed 000's Tables 1 and 2).
+
+    Attributes:
+        params: MDFS's parameters (apps.mdfs.core.Params)
+        data: the data set
+        repeat: runs per placement and split; medians
+        storage: the site holding the data
+        rows: per placement and split: placement, split, nodes, sites, compute_s, staging_s, staging_bytes,
+            shares, relevant, speedup, ideal_s, vs_ideal, location_effect
+    """
+    params: dict
+    data: str
+    repeat: int
+    storage: str
+    rows: list
 
     def sanity(self) -> Sanity:
         """every placement and split found the same relevant variables."""

@@ -4,118 +4,157 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from geofed.params import param
-from geofed.records import Sanity, doc, kind
+from geofed.params import Params, param
+from geofed.records import Sanity, kind
 
 
-@dataclass(frozen=True)
-class MpiLatencyParams:
+class MpiLatencyParams(Params):
     """OSU latency: the one-way time of a ping-pong message."""
     size: int = param(1, "message size in bytes")
 
 
-@dataclass(frozen=True)
-class MpiBandwidthParams:
+class MpiBandwidthParams(Params):
     """OSU bw: a window of messages, then an acknowledgement."""
     size: int = param(4 << 20, "message size in bytes")
     window: int = param(64, "messages per window")
 
 
-@dataclass(frozen=True)
-class MpiAllreduceParams:
+class MpiAllreduceParams(Params):
     """MPI allreduce of a vector over every rank of the placement."""
     size: int = param(8, "vector size in bytes")
 
 
-def _job_sanity(wrong: int, exit_status: int | None) -> Sanity:
-    if wrong:
-        return Sanity(False, f"{wrong} message(s) arrived with wrong data")
-    if exit_status:
-        return Sanity(False, f"the job ended with exit status {exit_status}")
-    return Sanity(True, "every message's data checked")
+@dataclass(kw_only=True)
+class MpiJob:
+    """What the record of every checked MPI job holds: where and when it ran, with which
+    MPI, how it ended, and how many messages arrived with wrong data.
+
+    Attributes:
+        placement: placement code the job ran on
+        mpi_library: MPI library version line
+        started: when the job started (ISO 8601)
+        finished: when it finished
+        exit_status: the job's exit status, set by the caller that ran it
+    """
+    placement: str | None
+    mpi_library: str
+    started: str
+    finished: str
+    exit_status: int | None = None
+
+    def wrong_messages(self) -> int:
+        raise NotImplementedError
+
+    def sanity(self) -> Sanity:
+        """no message arrived with wrong data and the job ended with status 0."""
+        if wrong := self.wrong_messages():
+            return Sanity(False, f"{wrong} message(s) arrived with wrong data")
+        if self.exit_status:
+            return Sanity(False, f"the job ended with exit status {self.exit_status}")
+        return Sanity(True, "every message's data checked")
 
 
-@kind
+@kind("job.pingpong")
 class JobPingpong:
-    """`python -m geofed.bench.pingpong --out F` under `geofed run`: rank 0's round trips with every other rank."""
-    KIND = "job.pingpong"
-    VERSION = 1
-    placement: str | None = doc("placement code the job ran on")
-    mpi_library: str = doc("MPI library version line")
-    message_bytes: int = doc("message size")
-    ranks: list = doc("per rank: rank, node, site, host")
-    pairs: list = doc("per pair: a, b, class, model_rtt_ms, min_ms, median_ms, p99_ms, iterations")
+    """`python -m geofed.bench.pingpong --out F` under `geofed run`: rank 0's round trips with every other rank.
+
+    Attributes:
+        placement: placement code the job ran on
+        mpi_library: MPI library version line
+        message_bytes: message size
+        ranks: per rank: rank, node, site, host
+        pairs: per pair: a, b, class, model_rtt_ms, min_ms, median_ms, p99_ms, iterations
+    """
+    placement: str | None
+    mpi_library: str
+    message_bytes: int
+    ranks: list
+    pairs: list
 
 
-@kind
-class BenchMpi:
-    """`geofed bench mpi`: OSU-defined micro-benchmarks per message size, beside the link model."""
-    KIND = "bench.mpi"
-    VERSION = 1
-    placement: str | None = doc("placement code the job ran on")
-    mpi_library: str = doc("MPI library version line")
-    mpi_version: str = doc("MPI standard version")
-    ranks: list = doc("per rank: rank, node, site, host")
-    sites: list = doc("sites the ranks sat at")
-    hosts: list = doc("hosts the ranks ran on")
-    budget_s: float = doc("time budget per message size")
-    validate: bool = doc("whether every message's data was checked")
-    started: str = doc("when the job started (ISO 8601)")
-    finished: str = doc("when it finished")
-    results: list = doc("per benchmark: benchmark, kind, unit, class, label, ranks, window, rotate_root, model, "
-                        "sizes (per size: size, value, stats, iterations, wrong, model)")
-    exit_status: int | None = doc("the job's exit status, set by the caller that ran it", None)
+@kind("bench.mpi")
+class BenchMpi(MpiJob):
+    """`geofed bench mpi`: OSU-defined micro-benchmarks per message size, beside the link model.
 
-    def sanity(self) -> Sanity:
-        """no message arrived with wrong data and the job ended with status 0."""
-        return _job_sanity(sum(r["wrong"] for res in self.results for r in res["sizes"]), self.exit_status)
+    Attributes:
+        mpi_version: MPI standard version
+        ranks: per rank: rank, node, site, host
+        sites: sites the ranks sat at
+        hosts: hosts the ranks ran on
+        budget_s: time budget per message size
+        validate: whether every message's data was checked
+        results: per benchmark: benchmark, kind, unit, class, label, ranks, window, rotate_root, model, sizes
+            (per size: size, value, stats, iterations, wrong, model)
+    """
+    mpi_version: str
+    ranks: list
+    sites: list
+    hosts: list
+    budget_s: float
+    validate: bool
+    results: list
+
+    def wrong_messages(self) -> int:
+        return sum(r["wrong"] for res in self.results for r in res["sizes"])
 
 
-@kind
+@kind("bench.compare")
 class BenchCompare:
-    """`geofed bench compare`: geofed's benchmarks against the OSU Micro-Benchmarks (C) on the same ranks."""
-    KIND = "bench.compare"
-    VERSION = 1
-    placement: str = doc("placement code")
-    ranks_per_node: int = doc("ranks per node")
-    repeat: int = doc("alternating runs of each side; medians")
-    osu: str = doc("the OSU installation")
-    osu_binaries: dict = doc("benchmark -> OSU binary")
-    rows: list = doc("per benchmark and size: benchmark, unit, size, osu, geofed, diff, ratio, verdict")
-    runs: list = doc("every run: benchmark, repeat, osu, geofed, class")
+    """`geofed bench compare`: geofed's benchmarks against the OSU Micro-Benchmarks (C) on the same ranks.
+
+    Attributes:
+        placement: placement code
+        ranks_per_node: ranks per node
+        repeat: alternating runs of each side; medians
+        osu: the OSU installation
+        osu_binaries: benchmark -> OSU binary
+        rows: per benchmark and size: benchmark, unit, size, osu, geofed, diff, ratio, verdict
+        runs: every run: benchmark, repeat, osu, geofed, class
+    """
+    placement: str
+    ranks_per_node: int
+    repeat: int
+    osu: str
+    osu_binaries: dict
+    rows: list
+    runs: list
 
 
-@kind
-class BenchMatrix:
-    """`geofed bench matrix`: latency and bandwidth between every pair of nodes."""
-    KIND = "bench.matrix"
-    VERSION = 1
-    placement: str | None = doc("placement code")
-    nodes: list = doc("node names, in matrix order")
-    latency_size: int = doc("latency message size")
-    bw_size: int = doc("bandwidth message size")
-    window: int = doc("bandwidth window")
-    budget_s: float = doc("time budget per pair")
-    started: str = doc("when the job started")
-    finished: str = doc("when it finished")
-    mpi_library: str = doc("MPI library version line")
-    pairs: list = doc("per pair: a, b, class, latency_us, latency_min_us, bw_MBps, iterations, wrong, model, "
-                      "model_latency_us, model_bw_MBps")
-    exit_status: int | None = doc("the job's exit status, set by the caller that ran it", None)
+@kind("bench.matrix")
+class BenchMatrix(MpiJob):
+    """`geofed bench matrix`: latency and bandwidth between every pair of nodes.
 
-    def sanity(self) -> Sanity:
-        """no message arrived with wrong data and the job ended with status 0."""
-        return _job_sanity(sum(p.get("wrong", 0) for p in self.pairs), self.exit_status)
+    Attributes:
+        nodes: node names, in matrix order
+        latency_size: latency message size
+        bw_size: bandwidth message size
+        window: bandwidth window
+        budget_s: time budget per pair
+        pairs: per pair: a, b, class, latency_us, latency_min_us, bw_MBps, iterations, wrong, model,
+            model_latency_us, model_bw_MBps
+    """
+    nodes: list
+    latency_size: int
+    bw_size: int
+    window: int
+    budget_s: float
+    pairs: list
+
+    def wrong_messages(self) -> int:
+        return sum(p.get("wrong", 0) for p in self.pairs)
 
 
-@kind
+@kind("bench.check")
 class BenchCheck:
-    """`geofed bench check --out`: benchmark results against reference values with tolerances."""
-    KIND = "bench.check"
-    VERSION = 1
-    references: str = doc("the references file")
-    rows: list = doc("per reference: system, class, benchmark, size, value, lower, upper, measured, low, high, "
-                     "deviation, ok, status")
+    """`geofed bench check --out`: benchmark results against reference values with tolerances.
+
+    Attributes:
+        references: the references file
+        rows: per reference: system, class, benchmark, size, value, lower, upper, measured, low, high,
+            deviation, ok, status
+    """
+    references: str
+    rows: list
 
     @property
     def met(self) -> int:

@@ -2,39 +2,51 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from geofed.params import param
-from geofed.records import Sanity, doc, kind
+from geofed.params import Params, param
+from geofed.records import Sanity, kind
 from geofed.validate import positive_int
 
 
-@dataclass(frozen=True)
-class ObstacleParams:
+class ObstacleParams(Params):
     """The obstacle problem solved by P2PSAP peers (sync or async) or MPI Jacobi."""
     scheme: str = param("async", "P2PSAP sync or async peers, or MPI Jacobi", choices=("sync", "async", "mpi"))
     n: int | None = param(None, "grid points per dimension (default: the calibrated n)", type=positive_int)
 
 
-@kind
+@kind("obstacle.run")
 class ObstacleRun:
-    """`geofed obstacle`: one solve on a placement."""
-    KIND = "obstacle.run"
-    VERSION = 1
-    n: int = doc("grid points per dimension")
-    c: float = doc("the problem's constant c")
-    delta: float = doc("the problem's delta")
-    tol: float = doc("certified residual asked for")
-    scheme: str = doc("sync, async or mpi")
-    network: str = doc("the P2PSAP network")
-    placement: str = doc("placement code")
-    peers: list = doc("per peer: rank, node, site, lo, hi, iterations, seconds, halos_received, snapshots")
-    certified_residual: float = doc("residual certified at termination")
-    recomputed_residual: float = doc("residual recomputed from the solution")
-    error_bound: float = doc("bound on the solution's error")
-    time_to_solution_s: float = doc("the slowest peer's time")
-    residual_history: list = doc("(seconds, certified residual) seen by peer 0")
-    files: dict = doc("solution, history and peers files")
+    """`geofed obstacle`: one solve on a placement.
+
+    Attributes:
+        n: grid points per dimension
+        c: the problem's constant c
+        delta: the problem's delta
+        tol: certified residual asked for
+        scheme: sync, async or mpi
+        network: the P2PSAP network
+        placement: placement code
+        peers: per peer: rank, node, site, lo, hi, iterations, seconds, halos_received, snapshots
+        certified_residual: residual certified at termination
+        recomputed_residual: residual recomputed from the solution
+        error_bound: bound on the solution's error
+        time_to_solution_s: the slowest peer's time
+        residual_history: (seconds, certified residual) seen by peer 0
+        files: solution, history and peers files
+    """
+    n: int
+    c: float
+    delta: float
+    tol: float
+    scheme: str
+    network: str
+    placement: str
+    peers: list
+    certified_residual: float
+    recomputed_residual: float
+    error_bound: float
+    time_to_solution_s: float
+    residual_history: list
+    files: dict
 
     def sanity(self) -> Sanity:
         """the certified residual is within the tolerance asked for."""
@@ -43,19 +55,27 @@ class ObstacleRun:
                           f"{'<=' if ok else '>'} {self.tol:g}")
 
 
-@kind
+@kind("bench.obstacle")
 class BenchObstacle:
-    """`geofed bench obstacle`, `geofed demo`: seed 003's Table III and the reliable stack against TCP."""
-    KIND = "bench.obstacle"
-    VERSION = 1
-    n: int = doc("grid points per dimension")
-    tol: float = doc("certified residual asked for")
-    repeat: int = doc("runs per cell; medians")
-    link_rtt_ms: float = doc("the link's RTT")
-    solver: list | None = doc("per placement: placement, peers, across_link, {sync,async,mpi}_s and _iterations, "
-                              "async_speedup_vs_mpi", None)
-    throughput: dict | None = doc("one session across the link: pair, mbytes, runs, rows", None)
-    lossy: dict | None = doc("a P2PSAP stream over a lossy link: loss, messages, delivered, extra, sender", None)
+    """`geofed bench obstacle`, `geofed demo`: seed 003's Table III and the reliable stack against TCP.
+
+    Attributes:
+        n: grid points per dimension
+        tol: certified residual asked for
+        repeat: runs per cell; medians
+        link_rtt_ms: the link's RTT
+        solver: per placement: placement, peers, across_link, {sync,async,mpi}_s and _iterations,
+            async_speedup_vs_mpi
+        throughput: one session across the link: pair, mbytes, runs, rows
+        lossy: a P2PSAP stream over a lossy link: loss, messages, delivered, extra, sender
+    """
+    n: int
+    tol: float
+    repeat: int
+    link_rtt_ms: float
+    solver: list | None = None
+    throughput: dict | None = None
+    lossy: dict | None = None
 
     def sanity(self) -> Sanity:
         """the stream over a lossy link delivered every message once and intact (when measured)."""

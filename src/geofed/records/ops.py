@@ -2,34 +2,48 @@
 
 from __future__ import annotations
 
-from geofed.records import doc, kind
+from geofed.records import kind
 
 # What `geofed monitor` samples per pair, and how its series are labelled.
 METRICS = {"latency_us": "latency, median [us]", "bw_MBps": "bandwidth [MB/s]"}
 
 
-@kind
+@kind("monitor.series")
 class MonitorSeries:
-    """`geofed monitor show --out`: each pair's series with its sustained level shifts."""
-    KIND = "monitor.series"
-    VERSION = 1
-    db: str = doc("the monitoring store")
-    run: int = doc("samples a shift must last")
-    k: float = doc("noise standard deviations a shift must exceed")
-    rel: float = doc("share of the level a shift must exceed")
-    series: list = doc("per pair: federation, a, b, class, t, one list per metric (METRICS), errors, events")
+    """`geofed monitor show --out`: each pair's series with its sustained level shifts.
+
+    Attributes:
+        db: the monitoring store
+        run: samples a shift must last
+        k: noise standard deviations a shift must exceed
+        rel: share of the level a shift must exceed
+        series: per pair: federation, a, b, class, t, one list per metric (METRICS), errors, events
+    """
+    db: str
+    run: int
+    k: float
+    rel: float
+    series: list
 
 
-@kind
+@kind("bench.schedule")
 class BenchSchedule:
-    """`geofed bench schedule`: one job stream through separate site clusters and one federated cluster."""
-    KIND = "bench.schedule"
-    VERSION = 1
-    seed: int = doc("the job stream's random seed")
-    window_s: float = doc("submission window")
-    single_load: float = doc("load of single-node jobs")
-    mpi_load: float = doc("load of MPI jobs")
-    sites: dict = doc("site -> nodes")
-    stream: list = doc("the jobs submitted")
-    modes: dict = doc("separate, federated -> mean_wait_s, p90_wait_s, mean_wait_s_<site>, utilisation, "
-                      "site_utilisation, makespan_s, spilled, jobs")
+    """`geofed bench schedule`: one job stream through separate site clusters and one federated cluster.
+
+    Attributes:
+        seed: the job stream's random seed
+        window_s: submission window
+        single_load: load of single-node jobs
+        mpi_load: load of MPI jobs
+        sites: site -> nodes
+        stream: the jobs submitted
+        modes: separate, federated -> mean_wait_s, p90_wait_s, mean_wait_s_<site>, utilisation,
+            site_utilisation, makespan_s, spilled, jobs
+    """
+    seed: int
+    window_s: float
+    single_load: float
+    mpi_load: float
+    sites: dict
+    stream: list
+    modes: dict

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from geofed.records import Sanity, doc, kind
+from geofed.records import Sanity, json_key, kind
 
 
 def fmt_size(n: int) -> str:
@@ -13,58 +13,98 @@ def fmt_size(n: int) -> str:
     return str(n)
 
 
-@kind
+@kind("bench.io")
 class BenchIo:
-    """`geofed bench io`, `geofed demo`: IOzone's file size x record size grid, with IOzone and fio on the same cells."""
-    KIND = "bench.io"
-    VERSION = 1
-    path: str = doc("directory measured")
-    filesystem: str = doc("its file system")
-    memory_bytes: int = doc("the host's memory")
-    sizes: list = doc("file sizes measured")
-    records: list = doc("record sizes")
-    modes: list = doc("I/O modes (buffered, direct, ...)")
-    ops: list = doc("operations, in IOzone's order")
-    repeat: int = doc("runs per cell; medians")
-    drop_cache: bool = doc("whether the file's pages were dropped before reads")
-    fsync_in_write: bool = doc("whether fsync is inside every write's time")
-    budget_s: float = doc("time budget; larger sizes skipped beyond it")
-    skipped_sizes: list = doc("file sizes skipped by the budget")
-    unsupported: dict = doc("mode -> why this file system cannot run it")
-    peers: list = doc("peer tools measured on the same cells (iozone, fio)")
-    peer_versions: dict = doc("peer -> version")
-    elapsed_s: float = doc("time the grid took")
-    cells: list = doc("per size, record, mode and op: geofed_mbps, cache_read, <peer>_mbps, ratio_<peer>, "
-                      "<peer>_comparable, ...")
-    agreement: dict = doc("peer -> cells, median_ratio, within, long_cells, long_median_ratio, long_within, "
-                          "self_cells, self_within")
-    near: float = doc("how close counts as agreeing (a fraction)")
-    long_s: float = doc("cells at least this long are compared on their own")
-    verified_bytes: int = doc("bytes read back and checked")
+    """`geofed bench io`, `geofed demo`: IOzone's file size x record size grid, with IOzone and fio on the same cells.
+
+    Attributes:
+        path: directory measured
+        filesystem: its file system
+        memory_bytes: the host's memory
+        sizes: file sizes measured
+        records: record sizes
+        modes: I/O modes (buffered, direct, ...)
+        ops: operations, in IOzone's order
+        repeat: runs per cell; medians
+        drop_cache: whether the file's pages were dropped before reads
+        fsync_in_write: whether fsync is inside every write's time
+        budget_s: time budget; larger sizes skipped beyond it
+        skipped_sizes: file sizes skipped by the budget
+        unsupported: mode -> why this file system cannot run it
+        peers: peer tools measured on the same cells (iozone, fio)
+        peer_versions: peer -> version
+        elapsed_s: time the grid took
+        cells: per size, record, mode and op: geofed_mbps, cache_read, <peer>_mbps, ratio_<peer>,
+            <peer>_comparable, ...
+        agreement: peer -> cells, median_ratio, within, long_cells, long_median_ratio, long_within, self_cells,
+            self_within
+        near: how close counts as agreeing (a fraction)
+        long_s: cells at least this long are compared on their own
+        verified_bytes: bytes read back and checked
+    """
+    path: str
+    filesystem: str
+    memory_bytes: int
+    sizes: list
+    records: list
+    modes: list
+    ops: list
+    repeat: int
+    drop_cache: bool
+    fsync_in_write: bool
+    budget_s: float
+    skipped_sizes: list
+    unsupported: dict
+    peers: list
+    peer_versions: dict
+    elapsed_s: float
+    cells: list
+    agreement: dict
+    near: float
+    long_s: float
+    verified_bytes: int
 
 
-@kind
+@kind("job.btio")
 class JobBtio:
-    """What rank 0 of one BT-I/O job (the btio workload, one subtype) sends home: one run."""
-    KIND = "job.btio"
-    VERSION = 1
-    n: int = doc("grid points per dimension")
-    steps: int = doc("time steps")
-    dumps: int = doc("solution dumps written")
-    ranks: int = doc("ranks")
-    subtype: str = doc("simple or full MPI-IO")
-    file: str = doc("the file written")
-    bytes: int = doc("bytes written")
-    total_s: float = doc("run time")
-    io_s: float = doc("time in I/O (slowest rank)")
-    compute_s: float = doc("time computing (slowest rank)")
-    io_fraction: float = doc("I/O share of the run")
-    mb_per_s: float = doc("I/O rate")
-    mflops: float = doc("compute rate")
-    wrong_doubles: int = doc("doubles read back wrong")
-    file_size_ok: bool = doc("the file has the size it must")
-    sites: list = doc("sites of the ranks")
-    placement: str | None = doc("placement code")
+    """What rank 0 of one BT-I/O job (the btio workload, one subtype) sends home: one run.
+
+    Attributes:
+        n: grid points per dimension
+        steps: time steps
+        dumps: solution dumps written
+        ranks: ranks
+        subtype: simple or full MPI-IO
+        file: the file written
+        bytes: bytes written
+        total_s: run time
+        io_s: time in I/O (slowest rank)
+        compute_s: time computing (slowest rank)
+        io_fraction: I/O share of the run
+        mb_per_s: I/O rate
+        mflops: compute rate
+        wrong_doubles: doubles read back wrong
+        file_size_ok: the file has the size it must
+        sites: sites of the ranks
+        placement: placement code
+    """
+    n: int
+    steps: int
+    dumps: int
+    ranks: int
+    subtype: str
+    file: str
+    bytes: int
+    total_s: float
+    io_s: float
+    compute_s: float
+    io_fraction: float
+    mb_per_s: float
+    mflops: float
+    wrong_doubles: int
+    file_size_ok: bool
+    sites: list
+    placement: str | None
 
     def sanity(self) -> Sanity:
         """every double read back as written and the file of the size it must have."""
@@ -73,20 +113,30 @@ class JobBtio:
                       f"{'ok' if self.file_size_ok else 'WRONG'}")
 
 
-@kind
+@kind("bench.btio")
 class BenchBtio:
-    """`geofed bench btio`, `geofed demo`: BT-I/O simple and full over MPI-IO, the I/O share of the run."""
-    KIND = "bench.btio"
-    VERSION = 1
-    cls: str = doc("NPB class", key="class")
-    n: int = doc("grid points per dimension")
-    steps: int = doc("time steps")
-    placement: str = doc("placement code")
-    ranks_per_node: int = doc("ranks per node")
-    path: str = doc("directory of the files")
-    runs: list = doc("per subtype: the job.btio data and class")
-    files_identical: bool = doc("the simple and full runs wrote identical files")
-    verified: bool = doc("every run read back intact")
+    """`geofed bench btio`, `geofed demo`: BT-I/O simple and full over MPI-IO, the I/O share of the run.
+
+    Attributes:
+        class: NPB class
+        n: grid points per dimension
+        steps: time steps
+        placement: placement code
+        ranks_per_node: ranks per node
+        path: directory of the files
+        runs: per subtype: the job.btio data and class
+        files_identical: the simple and full runs wrote identical files
+        verified: every run read back intact
+    """
+    cls: str = json_key("class")
+    n: int
+    steps: int
+    placement: str
+    ranks_per_node: int
+    path: str
+    runs: list
+    files_identical: bool
+    verified: bool
 
     def sanity(self) -> Sanity:
         """every run read back intact and the simple and full files are identical."""

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from geofed.records import Sanity, doc, kind
+from geofed.records import Sanity, kind
 
 
-@kind
+@kind("testbed.verify")
 class TestbedVerify:
-    """`geofed testbed verify`, `geofed demo`: configured against measured RTT and throughput per node pair."""
-    KIND = "testbed.verify"
-    VERSION = 1
-    pairs: list = doc("per pair: src, dst, class, rtt_ms {configured, min, median, p99, ok}, throughput_mbps "
-                      "{configured, measured, streams, ok}, link (probe floor) and host_cpu_ms_per_MB")
-    host_cores: int = doc("the testbed host's cores")
-    ok: bool = doc("every pair within tolerance of its configuration")
+    """`geofed testbed verify`, `geofed demo`: configured against measured RTT and throughput per node pair.
+
+    Attributes:
+        pairs: per pair: src, dst, class, rtt_ms {configured, min, median, p99, ok}, throughput_mbps
+            {configured, measured, streams, ok}, link (probe floor) and host_cpu_ms_per_MB
+        host_cores: the testbed host's cores
+        ok: every pair within tolerance of its configuration
+    """
+    pairs: list
+    host_cores: int
+    ok: bool
 
     def sanity(self) -> Sanity:
         """every pair's RTT and throughput within tolerance of the federation file."""
@@ -22,12 +26,17 @@ class TestbedVerify:
                       else f"{len(self.pairs)} pairs as configured")
 
 
-@kind
+@kind("bench.link")
 class BenchLink:
-    """`geofed bench link`: the link emulator's delivered RTT and rate against configured ones."""
-    KIND = "bench.link"
-    VERSION = 1
-    rtt: list = doc("per configured RTT: configured_ms, median_ms, p99_ms, median_error, p99_error")
-    throughput: list = doc("per rate and stream count: configured_gbps, rtt_ms, streams, measured_gbps, ratio")
-    distributions: dict | None = doc("each way of a link with jitter and loss: ways, lost, round_trips, ...", None)
-    asymmetric: dict | None = doc("each way of an asymmetric link, as `distributions`", None)
+    """`geofed bench link`: the link emulator's delivered RTT and rate against configured ones.
+
+    Attributes:
+        rtt: per configured RTT: configured_ms, median_ms, p99_ms, median_error, p99_error
+        throughput: per rate and stream count: configured_gbps, rtt_ms, streams, measured_gbps, ratio
+        distributions: each way of a link with jitter and loss: ways, lost, round_trips, ...
+        asymmetric: each way of an asymmetric link, as `distributions`
+    """
+    rtt: list
+    throughput: list
+    distributions: dict | None = None
+    asymmetric: dict | None = None

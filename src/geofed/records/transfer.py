@@ -2,48 +2,76 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from geofed.params import Params, param
+from dataclasses import field
 
-from geofed.params import param
-from geofed.records import doc, kind
+from geofed.records import kind
 from geofed.validate import size
 
 
-@dataclass(frozen=True)
-class TransferParams:
+class TransferParams(Params):
     """A bulk transfer over parallel TCP streams."""
     bytes: int = param(1 << 30, "bytes to move: 10G, 1.5T, 512M", type=size)
     streams: int = param(4, "parallel TCP streams")
 
 
-@kind
+@kind("ops.transfer", version=2)
 class OpsTransfer:
-    """`geofed transfer`, `geofed demo`: one bulk transfer between nodes."""
-    KIND = "ops.transfer"
-    VERSION = 1
-    source: str = doc("source node:path")
-    destination: str = doc("destination node:path")
-    bytes: int = doc("bytes of the data set")
-    moved_bytes: int = doc("bytes sent")
-    held_bytes: int = doc("bytes already there (not sent)")
-    seconds: float = doc("transfer time")
-    rate_mbps: float = doc("rate of the bytes sent")
-    streams: int = doc("parallel streams")
-    buffer_bytes: int = doc("socket buffer")
-    chunk_bytes: int = doc("chunk size (the unit checked and resent)")
-    resent_chunks: int = doc("chunks sent again")
-    corrupt_found: int = doc("damaged chunks found and sent again")
-    sender_cpu_s_per_gb: float = doc("sender CPU per GB")
-    receiver_cpu_s_per_gb: float = doc("receiver CPU per GB")
-    link: dict = doc("src_site, dst_site, rtt_ms, bandwidth_gbps, bdp_bytes")
+    """`geofed transfer`, `geofed demo`: one bulk transfer between nodes.
+
+    Attributes:
+        source: source node:path
+        destination: destination node:path
+        bytes: bytes of the data set (holes of sparse files not counted)
+        moved_bytes: bytes sent
+        held_bytes: bytes already there (not sent)
+        seconds: transfer time
+        rate_mbps: rate of the bytes sent
+        streams: parallel streams
+        buffer_bytes: socket buffer
+        chunk_bytes: chunk size (the unit checked and resent)
+        resent_chunks: chunks sent again
+        corrupt_found: damaged chunks found and sent again
+        sender_cpu_s_per_gb: sender CPU per GB
+        receiver_cpu_s_per_gb: receiver CPU per GB
+        link: src_site, dst_site, rtt_ms, bandwidth_gbps, bdp_bytes
+        tree: the source's entries by kind (file, dir, link, hardlink), and how many were deleted at
+            the destination (--delete) and not sent (devices, FIFOs, sockets)
+    """
+    source: str
+    destination: str
+    bytes: int
+    moved_bytes: int
+    held_bytes: int
+    seconds: float
+    rate_mbps: float
+    streams: int
+    buffer_bytes: int
+    chunk_bytes: int
+    resent_chunks: int
+    corrupt_found: int
+    sender_cpu_s_per_gb: float
+    receiver_cpu_s_per_gb: float
+    link: dict
+    tree: dict
+
+    @classmethod
+    def upgrade(cls, version: int, data: dict) -> dict:
+        """Version 1 sent files only: no count of entries."""
+        return data | {"tree": {}}
 
 
-@kind
+@kind("bench.transfer")
 class BenchTransfer:
-    """`geofed bench transfer`: geofed transfer beside iperf3, GridFTP and xrootd per stream count and loss."""
-    KIND = "bench.transfer"
-    VERSION = 1
-    link: dict = doc("rtt_ms, bandwidth_gbps of the link")
-    auto_streams: int = doc("the stream count geofed chooses on this link")
-    rows: list = doc("per loss and stream count: geofed_mbps, iperf3_mbps, <peer>_mbps, CPU per GB, runs")
-    peers: list = doc("peer tools beside iperf3 (gridftp, xrootd)", factory=list)
+    """`geofed bench transfer`: geofed transfer beside iperf3, GridFTP and xrootd per stream count and loss.
+
+    Attributes:
+        link: rtt_ms, bandwidth_gbps of the link
+        auto_streams: the stream count geofed chooses on this link
+        rows: per loss and stream count: geofed_mbps, iperf3_mbps, <peer>_mbps, CPU per GB, runs
+        peers: peer tools beside iperf3 (gridftp, xrootd)
+    """
+    link: dict
+    auto_streams: int
+    rows: list
+    peers: list = field(default_factory=list)

@@ -1,7 +1,8 @@
 """Render records to an HTML page with PNG plots, one section per capability.
 
 A capability's section module registers a renderer for its record kinds with
-`@section(kind, title, order)`; `render` groups the records by kind and calls it.
+`@section(kind, title, order)` (`each=True`: it renders one record at a time); `render`
+groups the records by kind and calls it.
 Sections read typed records (geofed.records): a record whose fields do not fit its
 kind was refused when it was loaded; content inside the fields that a section cannot
 read is refused here, naming the files, before anything is written. Every record
@@ -39,9 +40,14 @@ class Section:
 SECTIONS: dict[str, Section] = {}
 
 
-def section(kind: str, title: str, order: int = 50):
-    def register(fn: Renderer) -> Renderer:
-        SECTIONS[kind] = Section(kind, title, order, fn)
+def section(kind: str, title: str, order: int = 50, each: bool = False):
+    """Register the renderer of a record kind's section: `fn(records, outdir) -> html`, or
+    with `each`, `fn(record, index, outdir)` yielding the HTML pieces of one record (the
+    section is every record's pieces in order)."""
+    def register(fn):
+        render = (lambda recs, outdir: "\n".join(piece for i, r in enumerate(recs) for piece in fn(r, i, outdir))) \
+            if each else fn
+        SECTIONS[kind] = Section(kind, title, order, render)
         return fn
     return register
 

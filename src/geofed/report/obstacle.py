@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -30,29 +31,26 @@ def runs(records: list[Record], outdir: Path) -> str:
             + figure(fig, outdir, "obstacle-history.png", "certified residual against time"))
 
 
-@section("bench.obstacle", "Obstacle problem: seed 003's Table III and the reliable stack against TCP", order=71)
-def bench(records: list[Record], outdir: Path) -> str:
-    out = []
-    for r in records:
-        d = r.data
-        out.append(f"<p class='meta'>n = {d.n}, certified residual &le; {d.tol:g}, link RTT {d.link_rtt_ms:.3g} ms,"
-                   f" medians of {d.repeat} · {esc(r.created)}</p>")
-        if d.solver is not None:
-            cell = lambda x, s: f"{x[s + '_s']:.3f} s ({x[s + '_iterations']:.0f} it.)"  # noqa: E731
-            out.append(table(["placement", "peers", "across the link", "P2PSAP sync", "P2PSAP async", "MPI Jacobi",
-                              "async vs MPI"],
-                             [[x["placement"], x["peers"], "yes" if x["across_link"] else "no", cell(x, "sync"),
-                               cell(x, "async"), cell(x, "mpi"), f"{x['async_speedup_vs_mpi']:.1f}x"] for x in d.solver]))
-        if d.throughput is not None:
-            t = d.throughput
-            rows = [[r["what"], f"{r['transfer_mbps']:.0f}", f"{100 * r['transfer_of_tcp']:.1f} %",
-                     f"{r['steady_mbps']:.0f}", f"{100 * r['steady_of_tcp']:.1f} %"] for r in t["rows"]]
-            out.append(table([f"one session {t['pair'][0]} -> {t['pair'][1]}", f"transfer of {t['mbytes']:g} MB [Mb/s]",
-                              "of TCP's", "steady state [Mb/s]", "of TCP's"], rows))
-        if d.lossy is not None:
-            l = d.lossy
-            ok = l["delivered"] == l["messages"] and not l["extra"]
-            out.append(table(["link loss", "P2PSAP sync/inter/Eth [Mb/s]", "delivered intact", "retransmissions", "timeouts"],
-                             [[f"{100 * l['loss']:g} %", f"{l['transfer_mbps']:.0f}", f"{l['delivered']}/{l['messages']}",
-                               l["sender"]["retransmissions"], l["sender"]["timeouts"]]], ["" if ok else "fail"]))
-    return "\n".join(out)
+@section("bench.obstacle", "Obstacle problem: seed 003's Table III and the reliable stack against TCP", order=71, each=True)
+def bench(r: Record, i: int, outdir: Path) -> Iterator[str]:
+    d = r.data
+    yield (f"<p class='meta'>n = {d.n}, certified residual &le; {d.tol:g}, link RTT {d.link_rtt_ms:.3g} ms,"
+           f" medians of {d.repeat} · {esc(r.created)}</p>")
+    if d.solver is not None:
+        cell = lambda x, s: f"{x[s + '_s']:.3f} s ({x[s + '_iterations']:.0f} it.)"  # noqa: E731
+        yield table(["placement", "peers", "across the link", "P2PSAP sync", "P2PSAP async", "MPI Jacobi",
+                     "async vs MPI"],
+                    [[x["placement"], x["peers"], "yes" if x["across_link"] else "no", cell(x, "sync"),
+                      cell(x, "async"), cell(x, "mpi"), f"{x['async_speedup_vs_mpi']:.1f}x"] for x in d.solver])
+    if d.throughput is not None:
+        t = d.throughput
+        rows = [[r["what"], f"{r['transfer_mbps']:.0f}", f"{100 * r['transfer_of_tcp']:.1f} %",
+                 f"{r['steady_mbps']:.0f}", f"{100 * r['steady_of_tcp']:.1f} %"] for r in t["rows"]]
+        yield table([f"one session {t['pair'][0]} -> {t['pair'][1]}", f"transfer of {t['mbytes']:g} MB [Mb/s]",
+                    "of TCP's", "steady state [Mb/s]", "of TCP's"], rows)
+    if d.lossy is not None:
+        l = d.lossy
+        ok = l["delivered"] == l["messages"] and not l["extra"]
+        yield table(["link loss", "P2PSAP sync/inter/Eth [Mb/s]", "delivered intact", "retransmissions", "timeouts"],
+                    [[f"{100 * l['loss']:g} %", f"{l['transfer_mbps']:.0f}", f"{l['delivered']}/{l['messages']}",
+                      l["sender"]["retransmissions"], l["sender"]["timeouts"]]], ["" if ok else "fail"])

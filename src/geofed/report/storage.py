@@ -4,6 +4,7 @@ fio's on the same cells."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -62,45 +63,42 @@ def _rate_text(cells, sizes, recs):
     return lambda i, j, v: f"{v:.0f}" + ("\nc" if (i, j) in cached else "")
 
 
-@section("bench.io", "Storage: IOzone's grid, with IOzone and fio on the same cells (seed 002)", order=72)
-def storage(records: list[Record], outdir: Path) -> str:
-    out = []
-    for k, r in enumerate(records):
-        d = r.data
-        cells, sizes, recs = d.cells, sorted({c["size"] for c in d.cells}), sorted({c["record"] for c in d.cells})
-        notes = [f"{mode}: {why}" for mode, why in d.unsupported.items()]
-        if d.skipped_sizes:
-            notes.append(f"skipped by the {d.budget_s:g} s budget: " + ", ".join(map(fmt_size, d.skipped_sizes)))
-        out.append(f"<p class='meta'>{esc(d.path)} ({esc(d.filesystem)}) on {esc(r.host)}: medians of "
-                   f"{d.repeat} runs in MB/s; fsync inside every write's time; "
-                   + ("the file's pages dropped before `read`" if d.drop_cache else "no page-cache drop")
-                   + f"; 'c': a cache read (most of the file in the page cache as it began; memory "
-                   f"{d.memory_bytes / 2 ** 30:.1f} GiB) · {esc(r.created)}"
-                   + "".join(f"<br>{esc(n)}" for n in notes) + "</p>")
-        if not cells:
+@section("bench.io", "Storage: IOzone's grid, with IOzone and fio on the same cells (seed 002)", order=72, each=True)
+def storage(r: Record, k: int, outdir: Path) -> Iterator[str]:
+    d = r.data
+    cells, sizes, recs = d.cells, sorted({c["size"] for c in d.cells}), sorted({c["record"] for c in d.cells})
+    notes = [f"{mode}: {why}" for mode, why in d.unsupported.items()]
+    if d.skipped_sizes:
+        notes.append(f"skipped by the {d.budget_s:g} s budget: " + ", ".join(map(fmt_size, d.skipped_sizes)))
+    yield (f"<p class='meta'>{esc(d.path)} ({esc(d.filesystem)}) on {esc(r.host)}: medians of "
+           f"{d.repeat} runs in MB/s; fsync inside every write's time; "
+           + ("the file's pages dropped before `read`" if d.drop_cache else "no page-cache drop")
+           + f"; 'c': a cache read (most of the file in the page cache as it began; memory "
+           f"{d.memory_bytes / 2 ** 30:.1f} GiB) · {esc(r.created)}"
+           + "".join(f"<br>{esc(n)}" for n in notes) + "</p>")
+    if not cells:
+        return
+    if d.peers:
+        rows = []
+        for p in d.peers:
+            a = d.agreement[p]
+            rows.append([p, d.peer_versions.get(p, "?"), a["cells"], num(a["median_ratio"], ".3f"), a["within"],
+                         a["long_cells"], num(a["long_median_ratio"], ".3f"),
+                         a["long_within"], f"{a['self_within']} of {a['self_cells']}"])
+        near = f"within {d.near:.0%}"
+        yield table(["peer", "version", "cells", "median geofed / peer", near,
+                    f"cells of {d.long_s * 1e3:g} ms or more", "their median", near,
+                    f"the peer's first two runs {near}"], rows)
+    rates = [c["geofed_mbps"] for c in cells if c["geofed_mbps"]]
+    norm = LogNorm(vmin=min(rates), vmax=max(rates))
+    for mode in d.modes:
+        if not any(c["mode"] == mode for c in cells):
             continue
-        if d.peers:
-            rows = []
-            for p in d.peers:
-                a = d.agreement[p]
-                rows.append([p, d.peer_versions.get(p, "?"), a["cells"], num(a["median_ratio"], ".3f"), a["within"],
-                             a["long_cells"], num(a["long_median_ratio"], ".3f"),
-                             a["long_within"], f"{a['self_within']} of {a['self_cells']}"])
-            near = f"within {d.near:.0%}"
-            out.append(table(["peer", "version", "cells", "median geofed / peer", near,
-                              f"cells of {d.long_s * 1e3:g} ms or more", "their median", near,
-                              f"the peer's first two runs {near}"], rows))
-        rates = [c["geofed_mbps"] for c in cells if c["geofed_mbps"]]
-        norm = LogNorm(vmin=min(rates), vmax=max(rates))
-        for mode in d.modes:
-            if not any(c["mode"] == mode for c in cells):
-                continue
-            fig = _maps(cells, d.ops, sizes, recs, mode, lambda c: c["geofed_mbps"], norm, "viridis", _rate_text, "MB/s")
-            out.append(figure(fig, outdir, f"io-{k}-{mode}.png", f"geofed MB/s per file and record size, {mode}"))
-            for p in d.peers:
-                # blank where the peer measures something else by design (see the command's notes)
-                fig = _maps(cells, d.ops, sizes, recs, mode, lambda c: c[f"ratio_{p}"] if c[f"{p}_comparable"] else None,
-                            LogNorm(vmin=0.5, vmax=2), "coolwarm", lambda *_: (lambda i, j, v: f"{v:.2f}"),
-                            f"geofed / {p}", ticks=[0.5, 0.7, 0.9, 1, 1.1, 1.4, 2])
-                out.append(figure(fig, outdir, f"io-{k}-{mode}-{p}.png", f"geofed over {p} per cell, {mode}"))
-    return "\n".join(out)
+        fig = _maps(cells, d.ops, sizes, recs, mode, lambda c: c["geofed_mbps"], norm, "viridis", _rate_text, "MB/s")
+        yield figure(fig, outdir, f"io-{k}-{mode}.png", f"geofed MB/s per file and record size, {mode}")
+        for p in d.peers:
+            # blank where the peer measures something else by design (see the command's notes)
+            fig = _maps(cells, d.ops, sizes, recs, mode, lambda c: c[f"ratio_{p}"] if c[f"{p}_comparable"] else None,
+                        LogNorm(vmin=0.5, vmax=2), "coolwarm", lambda *_: (lambda i, j, v: f"{v:.2f}"),
+                        f"geofed / {p}", ticks=[0.5, 0.7, 0.9, 1, 1.1, 1.4, 2])
+            yield figure(fig, outdir, f"io-{k}-{mode}-{p}.png", f"geofed over {p} per cell, {mode}")

@@ -31,6 +31,7 @@ from geofed import records
 from geofed.errors import UserError
 from geofed.federation import Federation
 from geofed.launch.placement import Placement
+from geofed.params import Declared
 from geofed.progress import progress as show_progress
 from geofed.records import Sanity
 
@@ -52,15 +53,22 @@ class Context:
     progress: Callable[[str], None] = show_progress
 
 
-class Workload:
-    """The contract (see the module's doc); subclasses set the class attributes."""
+class Workload(Declared):
+    """The contract (see the module's doc). A workload declares itself in its class line,
+    `class Matrix(RankWorkload, kind="bench.matrix", Params=MatrixParams)`; its name is its
+    module's (`mdfs_sweep` is `mdfs-sweep`), its help its docstring's first paragraph."""
     name: str = ""          # `geofed bench NAME`
-    help: str = ""
     kind: str = ""          # the record kind it produces
     Params: type = type(None)
     needs_placement: bool = True
     min_nodes: int = 1
     command: str | None = None  # its own row of geofed.cli's table; None: `geofed bench NAME` is made
+    part_of: str | None = None  # a rank program run by that workload (Gray-Scott's analysis): no command
+
+    def __init_subclass__(cls, **declared):
+        super().__init_subclass__(**declared)
+        if cls.__module__ != __name__ and "name" not in declared:
+            cls.name = cls.__module__.rpartition(".")[2].replace("_", "-")
 
     def check(self, ctx: Context, params) -> None:
         """Refuse (UserError) what cannot run, before anything starts."""
@@ -131,15 +139,17 @@ class RankWorkload(Workload):
 
 @cache
 def all_workloads() -> dict[str, Workload]:
-    """Every workload: the `WORKLOAD` of each module in this package, by name."""
+    """Every workload by name: the `WORKLOAD` of each module in this package, and the
+    `WORKLOADS` of a module that holds several (a workload's parts)."""
     found = {}
     for info in pkgutil.iter_modules(__path__):
         if info.name.startswith("_"):
             continue
-        w = getattr(importlib.import_module(f"{__name__}.{info.name}"), "WORKLOAD", None)
-        if w is not None:
-            assert w.name not in found, f"two workloads named {w.name}"
-            found[w.name] = w
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for w in [getattr(module, "WORKLOAD", None), *getattr(module, "WORKLOADS", ())]:
+            if w is not None:
+                assert w.name not in found, f"two workloads named {w.name}"
+                found[w.name] = w
     return found
 
 

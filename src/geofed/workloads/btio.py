@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from geofed.params import param
+from geofed.params import Params, param
 from geofed.workloads import Context, RankWorkload
 
 
-@dataclass(frozen=True)
-class BtioParams:
+class BtioParams(Params):
     cls: str = param("S", "NPB class: S (12^3), W (24^3), A (64^3), B, C")
     subtypes: str = param("simple,full", "simple, full or both")
     filesystem: str = param("W:data", "SITE:NAME of the file system the shared file is written in")
@@ -24,13 +23,8 @@ class BtioRun:
     file: str
 
 
-class Btio(RankWorkload):
-    name = "btio"
-    help = "NPB BT-I/O's pattern over MPI-IO on a placement: simple and full subtypes"
-    kind = "bench.btio"
-    Params = BtioParams
-    RankParams = BtioRun
-    command = "bench btio"
+class Btio(RankWorkload, kind="bench.btio", Params=BtioParams, RankParams=BtioRun, command="bench btio"):
+    """NPB BT-I/O's pattern over MPI-IO on a placement: simple and full subtypes"""
 
     def check(self, ctx: Context, params: BtioParams) -> None:
         from geofed.testbed import storage

@@ -12,18 +12,15 @@ direction, and every byte received is checked: the sanity check.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from geofed import validate
-from geofed.params import param
+from geofed.params import Params, param
 from geofed.records import Sanity
 from geofed.workloads import RankWorkload
 
 TAG_RIGHTWARD, TAG_LEFTWARD = 1, 2
 
 
-@dataclass(frozen=True)
-class ExchangeParams:
+class ExchangeParams(Params):
     sizes: str = param("1:1M", "message sizes: MIN:MAX (powers of 2) or a list like 1,64K,1M")
     budget: float = param(0.2, "seconds of timed exchanges per size")
     warmup: int = param(2, "untimed exchanges per size")
@@ -35,12 +32,8 @@ def pattern(np, sender: int, tag: int, size: int):
     return ((np.arange(size, dtype=np.uint32) * 7 + sender * 131 + tag * 17) % 251).astype(np.uint8)
 
 
-class Exchange(RankWorkload):
-    name = "exchange"
-    help = "IMB's Exchange: every rank trades messages with both ring neighbours; t_max and 4X/t_max per size"
-    kind = "workload.result"
-    Params = ExchangeParams
-    min_nodes = 2
+class Exchange(RankWorkload, kind="workload.result", Params=ExchangeParams, min_nodes=2):
+    """IMB's Exchange: every rank trades messages with both ring neighbours; t_max and 4X/t_max per size"""
 
     def check(self, ctx, params: ExchangeParams) -> None:
         super().check(ctx, params)

@@ -3,28 +3,21 @@ bench matrix` and each round of `geofed monitor run`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from geofed import validate
 from geofed.errors import UserError
-from geofed.params import param
+from geofed.params import Params, param
 from geofed.workloads import Context, RankWorkload
 
 
-@dataclass(frozen=True)
-class MatrixParams:
+class MatrixParams(Params):
     pairs: str | None = param(None, "only these node pairs, like W1-G1,W1-W2 (default: every pair)", type=str)
     latency_size: str = param("1", "latency message size")
     bw_size: str = param("1M", "bandwidth message size")
     budget: float = param(0.3, "seconds per measurement")
 
 
-class Matrix(RankWorkload):
-    name = "matrix"
-    help = "latency and bandwidth between every pair of nodes (heat map in the report)"
-    kind = "bench.matrix"
-    Params = MatrixParams
-    command = "bench matrix"
+class Matrix(RankWorkload, kind="bench.matrix", Params=MatrixParams, command="bench matrix"):
+    """latency and bandwidth between every pair of nodes (heat map in the report)"""
     echo = True  # each pair's row as it is measured
 
     def check(self, ctx: Context, params: MatrixParams) -> None:

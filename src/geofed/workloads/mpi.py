@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from geofed import validate
 from geofed.bench import suite
 from geofed.params import param
 from geofed.workloads import Context, RankWorkload
 
 
-@dataclass(frozen=True)
 class MpiParams(suite.Measure):
     benchmarks: str = param("latency,bw", f"benchmarks or groups, comma-separated: {', '.join([*suite.BENCHMARKS, *suite.GROUPS])}")
 
 
-class Mpi(RankWorkload):
-    name = "mpi"
-    help = "MPI micro-benchmarks with OSU definitions: latency, bw, bibw, collectives"
-    kind = "bench.mpi"
-    Params = MpiParams
-    command = "bench mpi"
+class Mpi(RankWorkload, kind="bench.mpi", Params=MpiParams, command="bench mpi"):
+    """MPI micro-benchmarks with OSU definitions: latency, bw, bibw, collectives"""
     echo = True  # OSU's table, size by size, as it is measured
 
     def check(self, ctx: Context, params: MpiParams) -> None:

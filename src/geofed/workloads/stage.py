@@ -5,29 +5,22 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from geofed.bench.btio import file_digest
 from geofed.errors import JobFailed
-from geofed.params import param
+from geofed.params import Params, param
 from geofed.workloads import Context, Workload
 
 
-@dataclass(frozen=True)
-class StageParams:
+class StageParams(Params):
     source: str = param("W1", "node the data set is made at")
     destination: str = param("G1", "node it is staged to")
     mbytes: int = param(300, "size of the data set in MiB")
 
 
-class Stage(Workload):
-    name = "stage"
-    help = "stage a data set of random bytes between two nodes with geofed transfer and compare it on arrival"
-    kind = "ops.transfer"
-    Params = StageParams
-    command = "transfer"
-    needs_placement = False
+class Stage(Workload, kind="ops.transfer", Params=StageParams, command="transfer", needs_placement=False):
+    """stage a data set of random bytes between two nodes with geofed transfer and compare it on arrival"""
 
     def run(self, ctx: Context, params: StageParams):
         from geofed.ops import transfer

@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from geofed.params import param
+from geofed.params import Params, param
 from geofed.workloads import Context, Workload
 
 
-@dataclass(frozen=True)
-class VerifyParams:
+class VerifyParams(Params):
     count: int = param(200, "RTT samples per pair")
     streams: int = param(4, "TCP streams for throughput")
     seconds: float = param(3.0, "throughput measurement time")
 
 
-class Verify(Workload):
-    name = "verify"
-    help = "measure RTT and throughput of every node pair against the federation file"
-    kind = "testbed.verify"
-    Params = VerifyParams
-    command = "testbed verify"
-    needs_placement = False
+class Verify(Workload, kind="testbed.verify", Params=VerifyParams, command="testbed verify", needs_placement=False):
+    """measure RTT and throughput of every node pair against the federation file"""
 
     def run(self, ctx: Context, params: VerifyParams):
         from geofed.testbed import verify

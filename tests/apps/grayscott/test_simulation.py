@@ -30,15 +30,17 @@ def reference(L, steps, Du, Dv, F, k, dt):
     return u, v
 
 
-def run_sim(tmp_path, ranks, settings, *extra):
+def run_sim(tmp_path, ranks, settings, **params):
+    """The simulation's rank program; its final U and V (None when it failed)."""
     tmp_path.mkdir(exist_ok=True)
     path = tmp_path / "settings.json"
     path.write_text(json.dumps(settings))
-    final = tmp_path / f"final-{ranks}.npz"
-    cmd = [binary("mpiexec"), "-n", str(ranks), sys.executable, "-m", "geofed.apps.grayscott.simulation",
-           str(path), "--final", str(final), *extra]
+    result = tmp_path / f"result-{ranks}.json"
+    cmd = [binary("mpiexec"), "-n", str(ranks), sys.executable, "-m", "geofed.workloads", "grayscott-simulation",
+           json.dumps({"settings": str(path), "final": True, **params}), str(result)]
     res = run_group(cmd, 300)
-    return res, final
+    final = json.loads(result.read_text())["final"] if result.exists() else None
+    return res, final and {k: np.array(v) for k, v in final.items()}
 
 
 @pytest.mark.parametrize("ranks", [1, 4])
@@ -47,9 +49,8 @@ def test_matches_numpy_reference_without_noise(tmp_path, ranks):
     # reference must not notice either.
     s = {"L": 21, "steps": 60, "plotgap": 10, "noise": 0.0, "engine": "none",
          "Du": 0.2, "Dv": 0.1, "F": 0.02, "k": 0.048, "dt": 1.0}
-    res, final = run_sim(tmp_path, ranks, s)
+    res, got = run_sim(tmp_path, ranks, s)
     assert res.returncode == 0, res.stderr
-    got = np.load(final)
     u, v = reference(21, 60, 0.2, 0.1, 0.02, 0.048, 1.0)
     assert np.abs(v - 0.0).max() > 1e-3  # the reaction has spread: a real comparison
     assert np.abs(got["U"] - u).max() <= 1e-12
@@ -58,9 +59,9 @@ def test_matches_numpy_reference_without_noise(tmp_path, ranks):
 
 def test_noise_is_reproducible_with_a_seed_and_changes_with_it(tmp_path):
     s = {"L": 16, "steps": 20, "plotgap": 10, "noise": 0.01, "engine": "none", "seed": 7}
-    a = np.load(run_sim(tmp_path / "a", 2, s)[1])
-    b = np.load(run_sim(tmp_path / "b", 2, s)[1])
-    c = np.load(run_sim(tmp_path / "c", 2, dict(s, seed=8))[1])
+    a = run_sim(tmp_path / "a", 2, s)[1]
+    b = run_sim(tmp_path / "b", 2, s)[1]
+    c = run_sim(tmp_path / "c", 2, dict(s, seed=8))[1]
     assert np.array_equal(a["U"], b["U"])
     assert not np.array_equal(a["U"], c["U"])
 
@@ -96,8 +97,8 @@ def test_native_kernel_equals_numpy_bit_for_bit(noise):
 
 def test_kernels_agree_on_real_ranks_with_noise(tmp_path):
     s = {"L": 16, "steps": 20, "plotgap": 10, "noise": 0.01, "engine": "none", "seed": 7}
-    native = np.load(run_sim(tmp_path / "native", 2, s, "--threads", "2")[1])
-    numpy_ = np.load(run_sim(tmp_path / "numpy", 2, s, "--kernel", "numpy")[1])
+    native = run_sim(tmp_path / "native", 2, s, threads=2)[1]
+    numpy_ = run_sim(tmp_path / "numpy", 2, s, kernel="numpy")[1]
     assert np.array_equal(native["U"], numpy_["U"]) and np.array_equal(native["V"], numpy_["V"])
 
 
@@ -106,12 +107,12 @@ def test_a_restart_from_a_checkpoint_equals_the_uninterrupted_run(tmp_path):
     res, whole = run_sim(tmp_path / "whole", 2, s)
     assert res.returncode == 0, res.stderr
     ckpt = tmp_path / "gs.bp"
-    res, _ = run_sim(tmp_path / "first", 2, dict(s, steps=30), "--checkpoint", str(ckpt))
+    res, _ = run_sim(tmp_path / "first", 2, dict(s, steps=30), checkpoint=str(ckpt))
     assert res.returncode == 0, res.stderr
     # Restarted on another rank count: the checkpoint holds the global fields.
-    res, resumed = run_sim(tmp_path / "resumed", 4, s, "--restart", str(ckpt))
+    res, resumed = run_sim(tmp_path / "resumed", 4, s, restart=str(ckpt))
     assert res.returncode == 0, res.stderr
-    a, b = np.load(whole), np.load(resumed)
+    a, b = whole, resumed
     assert np.array_equal(a["U"], b["U"]) and np.array_equal(a["V"], b["V"])
     from geofed.apps.grayscott import outputs
     assert sorted(outputs.step_digests(ckpt, ["U", "V"])) == [10, 20, 30]
@@ -125,7 +126,7 @@ def test_a_bad_restart_is_one_line_and_exit_2(tmp_path, bad, message):
     if bad == "wrong-L":
         path = tmp_path / "gs.bp"
         assert run_sim(tmp_path / "w", 1, {"L": 12, "steps": 10, "plotgap": 10, "engine": "none"},
-                       "--checkpoint", str(path))[0].returncode == 0
-    res, _ = run_sim(tmp_path / "r", 1, {"L": 16, "steps": 20, "plotgap": 10, "engine": "none"}, "--restart", str(path))
+                       checkpoint=str(path))[0].returncode == 0
+    res, _ = run_sim(tmp_path / "r", 1, {"L": 16, "steps": 20, "plotgap": 10, "engine": "none"}, restart=str(path))
     assert res.returncode == 2
     assert message in res.stderr and "Traceback" not in res.stderr

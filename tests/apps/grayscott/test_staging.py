@@ -26,27 +26,30 @@ def no_segment_left():
     since = time.time()
     yield
     for path in host.orphan_segments(since):
-        os.unlink(path)
+        Path(path).unlink(missing_ok=True)  # a job that ended meanwhile removed its own
+
+
+def part(name, result, **params):
+    """The argv of a part's rank program under the entry point: `grayscott-NAME`."""
+    return ["-m", "geofed.workloads", f"grayscott-{name}", json.dumps(params), str(result)]
 
 
 def start(argv, **kw):
-    return subprocess.Popen([*PY, "-m", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen([*PY, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
 def test_every_step_reaches_two_pdf_ranks_and_the_plotters_intact(tmp_path):
     (tmp_path / "s.json").write_text(json.dumps({"L": 20, "steps": 40, "plotgap": 10}))
     gs, pdfs = str(tmp_path / "gs"), str(tmp_path / "pdf")
-    t = ["--connect-timeout", "60"]
+    t = {"connect_timeout": 60}
     parts = {
-        "sim": start(["geofed.apps.grayscott.simulation", str(tmp_path / "s.json"), "--stream", gs, "--readers", "3",
-                      "--result", str(tmp_path / "sim.json"), *t]),
-        "pdf": subprocess.Popen([binary("mpiexec"), "-n", "2", *PY, "-m", "geofed.apps.grayscott.pdf", "--stream", gs,
-                                 "--out-stream", pdfs, "--bins", "16", "--planes", "20", "--result", str(tmp_path / "pdf.json"), *t],
+        "sim": start(part("simulation", tmp_path / "sim.json", settings=str(tmp_path / "s.json"), stream=gs,
+                          readers=3, **t)),
+        "pdf": subprocess.Popen([binary("mpiexec"), "-n", "2", *PY, *part("pdf", tmp_path / "pdf.json", stream=gs,
+                                 out_stream=pdfs, bins=16, planes=20, **t)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
-        "gplot": start(["geofed.apps.grayscott.gplot", "--stream", gs, "--frames", str(tmp_path / "fr"),
-                        "--result", str(tmp_path / "gplot.json"), *t]),
-        "pdfplot": start(["geofed.apps.grayscott.pdfplot", "--stream", pdfs, "--frames", str(tmp_path / "fr"),
-                          "--result", str(tmp_path / "pdfplot.json"), *t]),
+        "gplot": start(part("gplot", tmp_path / "gplot.json", stream=gs, frames=str(tmp_path / "fr"), **t)),
+        "pdfplot": start(part("pdfplot", tmp_path / "pdfplot.json", stream=pdfs, frames=str(tmp_path / "fr"), **t)),
     }
     try:
         for name, p in parts.items():
@@ -69,10 +72,10 @@ def test_every_step_reaches_two_pdf_ranks_and_the_plotters_intact(tmp_path):
 def test_a_wrong_plane_count_is_one_line_and_leaves_no_file(tmp_path):
     (tmp_path / "s.json").write_text(json.dumps({"L": 12, "steps": 10, "plotgap": 10}))
     gs, out = str(tmp_path / "gs"), tmp_path / "pdf.bp"
-    sim = start(["geofed.apps.grayscott.simulation", str(tmp_path / "s.json"), "--stream", gs, "--readers", "1",
-                 "--connect-timeout", "60"])
-    analysis = start(["geofed.apps.grayscott.pdf", "--stream", gs, "--out-engine", "BP5", "--out-file", str(out),
-                      "--planes", "13", "--connect-timeout", "60"])
+    sim = start(part("simulation", tmp_path / "sim.json", settings=str(tmp_path / "s.json"), stream=gs, readers=1,
+                     connect_timeout=60))
+    analysis = start(part("pdf", tmp_path / "pdf.json", stream=gs, out_engine="BP5", out_file=str(out), planes=13,
+                          connect_timeout=60))
     try:
         _, err = analysis.communicate(timeout=120)
     finally:
@@ -86,9 +89,8 @@ def test_a_wrong_plane_count_is_one_line_and_leaves_no_file(tmp_path):
 def test_a_slow_consumer_makes_the_writer_wait_and_loses_nothing(tmp_path):
     (tmp_path / "s.json").write_text(json.dumps({"L": 12, "steps": 80, "plotgap": 10}))
     gs, delay = str(tmp_path / "gs"), 0.3
-    sim = start(["geofed.apps.grayscott.simulation", str(tmp_path / "s.json"), "--stream", gs, "--readers", "1",
-                 "--result", str(tmp_path / "sim.json")])
-    slow = start(["geofed.apps.grayscott.pdf", "--stream", gs, "--delay", str(delay), "--result", str(tmp_path / "pdf.json")])
+    sim = start(part("simulation", tmp_path / "sim.json", settings=str(tmp_path / "s.json"), stream=gs, readers=1))
+    slow = start(part("pdf", tmp_path / "pdf.json", stream=gs, delay=delay))
     try:
         for p in (sim, slow):
             _, err = p.communicate(timeout=120)
@@ -104,16 +106,16 @@ def test_a_slow_consumer_makes_the_writer_wait_and_loses_nothing(tmp_path):
 
 def test_no_consumer_within_the_timeout_is_a_clear_error(tmp_path):
     (tmp_path / "s.json").write_text(json.dumps({"L": 12, "steps": 10, "plotgap": 10}))
-    res = subprocess.run([*PY, "-m", "geofed.apps.grayscott.simulation", str(tmp_path / "s.json"), "--stream",
-                          str(tmp_path / "gs"), "--readers", "2", "--connect-timeout", "1.5"],
+    res = subprocess.run([*PY, *part("simulation", tmp_path / "sim.json", settings=str(tmp_path / "s.json"),
+                                     stream=str(tmp_path / "gs"), readers=2, connect_timeout=1.5)],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode != 0
     assert "no consumer connected to stream" in res.stderr and "within 1.5 s" in res.stderr
 
 
 def test_a_reader_without_a_writer_names_the_stream(tmp_path):
-    res = subprocess.run([*PY, "-m", "geofed.apps.grayscott.gplot", "--stream", str(tmp_path / "nobody"),
-                          "--frames", str(tmp_path), "--connect-timeout", "1"], capture_output=True, text=True, timeout=60)
+    res = subprocess.run([*PY, *part("gplot", tmp_path / "gplot.json", stream=str(tmp_path / "nobody"),
+                                     frames=str(tmp_path), connect_timeout=1)], capture_output=True, text=True, timeout=60)
     assert res.returncode == 3
     assert "cross-section plot: cannot open stream" in res.stderr and "\x1b" not in res.stderr
 
@@ -138,20 +140,17 @@ def test_bp5_files_carry_every_step_through_the_chain(tmp_path):
     # BP5 is the file engine: the writer finishes first, then each consumer reads the file.
     (tmp_path / "s.json").write_text(json.dumps({"L": 12, "steps": 30, "plotgap": 10, "engine": "BP5"}))
     gs, pdfs = str(tmp_path / "gs.bp"), str(tmp_path / "pdf.bp")
-    bp5 = ["--engine", "BP5"]
+    bp5 = {"engine": "BP5"}
     steps = [
-        [*PY, "-m", "geofed.apps.grayscott.simulation", str(tmp_path / "s.json"), "--stream", gs,
-         "--result", str(tmp_path / "sim.json")],
-        [binary("mpiexec"), "-n", "2", *PY, "-m", "geofed.apps.grayscott.pdf", *bp5, "--stream", gs,
-         "--out-engine", "BP5", "--out-stream", pdfs, "--bins", "8", "--result", str(tmp_path / "pdf.json")],
-        [*PY, "-m", "geofed.apps.grayscott.gplot", *bp5, "--stream", gs, "--frames", str(tmp_path / "fr"),
-         "--result", str(tmp_path / "gplot.json")],
-        [*PY, "-m", "geofed.apps.grayscott.pdfplot", *bp5, "--stream", pdfs, "--frames", str(tmp_path / "fr"),
-         "--result", str(tmp_path / "pdfplot.json")],
+        [*PY, *part("simulation", tmp_path / "sim.json", settings=str(tmp_path / "s.json"), stream=gs)],
+        [binary("mpiexec"), "-n", "2", *PY, *part("pdf", tmp_path / "pdf.json", **bp5, stream=gs, out_engine="BP5",
+                                                  out_stream=pdfs, bins=8)],
+        [*PY, *part("gplot", tmp_path / "gplot.json", **bp5, stream=gs, frames=str(tmp_path / "fr"))],
+        [*PY, *part("pdfplot", tmp_path / "pdfplot.json", **bp5, stream=pdfs, frames=str(tmp_path / "fr"))],
     ]
     for argv in steps:
         res = run_group(argv, 120)
-        assert res.returncode == 0, f"{argv[2:5]}: {res.stderr}"
+        assert res.returncode == 0, f"{argv[-3]}: {res.stderr}"
     res = {n: json.loads((tmp_path / f"{n}.json").read_text())["steps"] for n in ("sim", "pdf", "gplot", "pdfplot")}
     written = [(r["step"], r["digest"]) for r in res["sim"]]
     assert [s for s, _ in written] == [10, 20, 30]
@@ -163,8 +162,8 @@ def test_bp5_files_carry_every_step_through_the_chain(tmp_path):
 def test_staging_off_still_times_every_output_interval(tmp_path):
     # The benchmark's baseline: engine none writes nothing but reports the same intervals.
     (tmp_path / "s.json").write_text(json.dumps({"L": 12, "steps": 30, "plotgap": 10, "engine": "none"}))
-    res = subprocess.run([*PY, "-m", "geofed.apps.grayscott.simulation", str(tmp_path / "s.json"),
-                          "--result", str(tmp_path / "sim.json")], capture_output=True, text=True, timeout=60)
+    res = subprocess.run([*PY, *part("simulation", tmp_path / "sim.json", settings=str(tmp_path / "s.json"))],
+                         capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     rows = json.loads((tmp_path / "sim.json").read_text())["steps"]
     assert [r["step"] for r in rows] == [10, 20, 30]

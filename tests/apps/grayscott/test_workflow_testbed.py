@@ -102,7 +102,7 @@ def test_a_dead_consumer_stops_the_workflow_with_its_name(fed, tmp_path):
                     cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
                 except OSError:
                     continue
-                if b"geofed.apps.grayscott.pdf" in cmd and b"-m" in cmd and not cmd[0].endswith(b"hydra_pmi_proxy"):
+                if b"grayscott-pdf" in cmd and b"geofed.workloads" in cmd and not cmd[0].endswith(b"hydra_pmi_proxy"):
                     victim = pid
             if victim is None:
                 time.sleep(0.2)  # polling for the process to appear, bounded by the deadline
@@ -123,7 +123,7 @@ def test_a_dead_consumer_stops_the_workflow_with_its_name(fed, tmp_path):
 def _ours(fed):
     return [p for n in ("W1", "W2", "W3", "G1", "G2")
             for p in host.pids_with_env(host.netns_pids(make_plan(fed).node(n).netns), "GEOFED_TESTBED", NAME)
-            if "geofed.apps.grayscott" in _cmdline(p)]
+            if "geofed.workloads grayscott-" in _cmdline(p)]
 
 
 def _cmdline(pid):

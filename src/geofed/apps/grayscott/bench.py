@@ -20,9 +20,7 @@ behind holds the writer (by design), which would measure matplotlib, not staging
 from __future__ import annotations
 
 import dataclasses
-import json
 import statistics
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Callable
@@ -30,7 +28,20 @@ from typing import Callable
 from geofed import records
 from geofed.apps.grayscott import workflow
 from geofed.apps.grayscott.settings import Settings
+from geofed.errors import UserError
 from geofed.federation import Federation
+from geofed.launch import runner
+
+
+def parse_sizes(text: str) -> list[tuple[int, int]]:
+    """`64:200,128:100`: the (L, steps) pairs to measure."""
+    try:
+        pairs = [tuple(int(x) for x in item.split(":")) for item in text.split(",")]
+    except ValueError:
+        pairs = []
+    if not pairs or any(len(p) != 2 or min(p) < 1 for p in pairs):
+        raise UserError(f"--sizes: expected L:STEPS pairs like 64:200,128:60, got {text!r}")
+    return pairs
 
 
 def per_step_ms(rows: list[dict], plotgap: int, key=lambda r: r["interval_s"]) -> float:
@@ -47,13 +58,12 @@ def run_off(fed: Federation, s: Settings, out: Path, *, sim_site: str, analysis_
     """The simulation alone, staging off, on the nodes the workflow gives it; its output-interval rows."""
     run_dir = out / f"grayscott-off-{uuid.uuid4().hex[:8]}"
     run_dir.mkdir(parents=True)
-    with tempfile.TemporaryDirectory(prefix="geofed-gs-") as streams:
-        parts = workflow.plan_parts(fed, dataclasses.replace(s, engine="none"), run_dir, Path(streams),
+    with runner.work_directory("grayscott", None) as work:
+        parts = workflow.plan_parts(fed, dataclasses.replace(s, engine="none"), run_dir, work,
                                     sim_site=sim_site, analysis_site=analysis_site, pdf_site=None, plot_site=None,
                                     sim_ranks=sim_ranks, pdf_ranks=1, connect_timeout=60.0, frame_every=1, delays={})
-        sim = [p for p in parts if p.name == "simulation"]
-        workflow.run_parts(fed, sim, timeout, progress)
-    return json.loads(sim[0].result.read_text())["steps"]
+        _, res = workflow.run_parts(fed, [p for p in parts if p.name == "simulation"], work, timeout, progress)
+    return res["simulation"]["steps"]
 
 
 def run(fed: Federation, base: Settings, sizes: list[tuple[int, int]], out: Path, *, sim_site: str = "G",

@@ -1,44 +1,32 @@
-"""What every consumer shares: its options, its reader, its per-step rows and its result.
+"""What every consumer shares: its checks, its reader, its per-step rows and its result.
 
-A consumer is an MPI program (one or more ranks, each an SST reader of its share of
-the planes). `--delay` makes it slow on purpose, to show that the writer then waits
-instead of dropping steps.
+A consumer is a rank program (geofed.workloads.grayscott_parts: one or more ranks,
+each an SST reader of its share of the planes). Its `delay` makes it slow on purpose,
+to show that the writer then waits instead of dropping steps.
 """
 
 from __future__ import annotations
 
-import argparse
 import ctypes
-import json
 import multiprocessing
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 
 from geofed import runtime
 from geofed.apps.grayscott import stream
+from geofed.errors import JobFailed, UserError
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
-def arguments(prog: str, doc: str) -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0])
-    ap.add_argument("--stream", required=True, help="the stream to read (SST contact file is STREAM.sst)")
-    ap.add_argument("--engine", default="SST", help="SST (default) or BP5")
-    ap.add_argument("--connect-timeout", type=float, default=60.0, help="seconds to wait for the writer")
-    ap.add_argument("--delay", type=float, default=0.0, help="extra seconds per step (a slow consumer, for tests)")
-    ap.add_argument("--result", help="write this part's per-step timings and checksums here (JSON)")
-    return ap
-
-
-def plotter_arguments(prog: str, doc: str) -> argparse.ArgumentParser:
-    """A plotter's options: a consumer's, where its frames go and how often it draws one."""
-    ap = arguments(prog, doc)
-    ap.add_argument("--frames", required=True, help="directory for the PNG frames and the animation")
-    ap.add_argument("--every", type=int, default=1, help="draw every n-th step (all are read and checked)")
-    return ap
+def check_plotter(p) -> None:
+    """Refuse a plotter's request that cannot be drawn, before anything starts."""
+    if not p.frames:
+        raise UserError("--frames: a directory for the frames is needed")
+    if p.every < 1:
+        raise UserError(f"--every: draw every n-th step with n at least 1, got {p.every}")
 
 
 def u_and_v_figure(height: float):
@@ -50,12 +38,14 @@ def u_and_v_figure(height: float):
     return plt.subplots(1, 2, figsize=(8, height))
 
 
-def open_reader(args, describe: str, fields: list[str], extras: tuple[str, ...] = ()) -> stream.Reader:
+def open_reader(p, describe: str, fields: list[str], extras: tuple[str, ...] = ()) -> stream.Reader:
+    """The part's reader of `p.stream`; a stream that does not open is status 3."""
+    if not p.stream:
+        raise UserError(f"{describe}: --stream: the stream to read is needed")
     try:
-        return stream.Reader(args.stream, args.engine, fields, args.connect_timeout, describe, extras)
+        return stream.Reader(p.stream, p.engine, fields, p.connect_timeout, describe, extras)
     except stream.ConnectTimeout as e:
-        print(str(e), file=sys.stderr, flush=True)
-        sys.exit(3)
+        raise JobFailed(str(e), status=3) from None
 
 
 def row(r: stream.Received, digest: str) -> dict:
@@ -63,15 +53,14 @@ def row(r: stream.Received, digest: str) -> dict:
             "digest": digest}
 
 
-def pause(args) -> None:
-    if args.delay > 0:
-        time.sleep(args.delay)
+def pause(p) -> None:
+    if p.delay > 0:
+        time.sleep(p.delay)
 
 
-def save_result(args, part: str, rows: list[dict], ranks: int, **more) -> None:
-    if args.result:
-        doc = {"part": part, "ranks": ranks, "node": runtime.node(), "site": runtime.site(), "steps": rows, **more}
-        Path(args.result).write_text(json.dumps(doc))
+def result(part: str, rows: list[dict], ranks: int, **more) -> dict:
+    """What a consumer returns: where it ran and its per-step rows."""
+    return {"part": part, "ranks": ranks, "node": runtime.node(), "site": runtime.site(), "steps": rows, **more}
 
 
 def animate(frames: list[Path], out: Path, fps: int = 5) -> Path | None:
@@ -140,26 +129,23 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
-def plot_frames(args, reader: stream.Reader, part: str, drawer: FrameDrawer, pick) -> int:
+def plot_frames(p, reader: stream.Reader, part: str, drawer: FrameDrawer, pick) -> dict:
     """The plotters' loop: read and check every step; of every --every-th, `pick(step)`
     takes what its frame needs (a slice: small) and hands it to the drawer; then the
-    animation and the result. Exit status 4 for a corrupt step, 5 when drawing failed."""
+    animation and the result. Status 4 for a corrupt step, 5 when drawing failed."""
     rows = []
     try:
         for n, r in enumerate(reader.steps()):
-            if n % args.every == 0:
+            if n % p.every == 0:
                 drawer.put(r.step, pick(r))
-            pause(args)
+            pause(p)
             rows.append(row(r, stream.digest(r.crcs)))
     except stream.CorruptStep as e:
-        print(str(e), file=sys.stderr, flush=True)
-        return 4
+        raise JobFailed(str(e), status=4) from None
     reader.close()
     try:
         frames = drawer.finish()
     except FrameError as e:
-        print(f"{reader.describe}: {e}", file=sys.stderr, flush=True)
-        return 5
+        raise JobFailed(f"{reader.describe}: {e}", status=5) from None
     anim = animate(frames, drawer.frames_dir / f"{drawer.stem}.gif")
-    save_result(args, part, rows, 1, frames=[str(f) for f in frames], animation=str(anim) if anim else None)
-    return 0
+    return result(part, rows, 1, frames=[str(f) for f in frames], animation=str(anim) if anim else None)

@@ -1,14 +1,13 @@
 """2-D cross-sections of U and V: a PNG frame per step and an animation.
 
-    python -m geofed.apps.grayscott.gplot --stream gs.bp --frames DIR [--axis z --index 32]
+    python -m geofed.workloads grayscott-gplot '{"stream": "gs.bp", "frames": "DIR", "axis": "z"}' result.json
 
 One process reads every plane of U and V, so its checksums cover the whole step,
-and draws the slice at --index (default: the middle) across --axis.
+and draws the slice at `index` (default: the middle) across `axis`.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from geofed.apps.grayscott import consumer
@@ -22,28 +21,23 @@ def cross_section(f, axis: str, index: int | None):
     return f.take(i, axis=a), i
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = consumer.plotter_arguments("geofed.apps.grayscott.gplot", __doc__)
-    ap.add_argument("--axis", choices=list(AXES), default="z")
-    ap.add_argument("--index", type=int, help="slice index along --axis (default: the middle)")
-    args = ap.parse_args(argv)
+def plot(p) -> dict:
+    """The cross-section plotter (the grayscott-gplot rank program, one rank; `p` its
+    parameters, geofed.workloads.grayscott_parts.GplotParams)."""
+    consumer.check_plotter(p)
     fig, axes = consumer.u_and_v_figure(3.8)
 
     def pick(r):
-        return {name: cross_section(r.arrays[name], args.axis, args.index) for name in ("U", "V")}
+        return {name: cross_section(r.arrays[name], p.axis, p.index) for name in ("U", "V")}
 
     def draw(step, picked):
         for ax, name, cmap in zip(axes, ("U", "V"), ("viridis", "magma")):
             ax.clear()
             img, i = picked[name]
             ax.imshow(img, cmap=cmap, origin="lower")
-            ax.set_title(f"{name}, {args.axis} = {i}")
+            ax.set_title(f"{name}, {p.axis} = {i}")
         fig.suptitle(f"Gray-Scott step {step}")
 
-    drawer = consumer.FrameDrawer(fig, draw, Path(args.frames), "cross-section")  # before the stream: it forks
-    reader = consumer.open_reader(args, "cross-section plot", ["U", "V"])
-    return consumer.plot_frames(args, reader, "gplot", drawer, pick)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    drawer = consumer.FrameDrawer(fig, draw, Path(p.frames), "cross-section")  # before the stream: it forks
+    reader = consumer.open_reader(p, "cross-section plot", ["U", "V"])
+    return consumer.plot_frames(p, reader, "gplot", drawer, pick)

@@ -1,24 +1,23 @@
 """PDF plots: the PDFs of U and V of one slice, a PNG frame per step and an animation.
 
-    python -m geofed.apps.grayscott.pdfplot --stream pdf.bp --frames DIR [--slice 32]
+    python -m geofed.workloads grayscott-pdfplot '{"stream": "pdf.bp", "frames": "DIR", "slice": 32}' result.json
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from geofed.apps.grayscott import consumer
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = consumer.plotter_arguments("geofed.apps.grayscott.pdfplot", __doc__)
-    ap.add_argument("--slice", type=int, help="which slice's PDF to draw (default: the middle)")
-    args = ap.parse_args(argv)
+def plot(p) -> dict:
+    """The PDF plotter (the grayscott-pdfplot rank program, one rank; `p` its parameters,
+    geofed.workloads.grayscott_parts.PdfplotParams)."""
+    consumer.check_plotter(p)
     fig, axes = consumer.u_and_v_figure(3.4)
 
     def pick(r):
-        i = r.arrays["U/pdf"].shape[0] // 2 if args.slice is None else args.slice
+        i = r.arrays["U/pdf"].shape[0] // 2 if p.slice is None else p.slice
         return i, {name: (r.arrays[f"{name}/pdf"][i], r.arrays[f"{name}/bins"]) for name in ("U", "V")}
 
     def draw(step, picked):
@@ -31,10 +30,6 @@ def main(argv: list[str] | None = None) -> int:
         fig.suptitle(f"PDFs of slice {i}, step {step}")
         fig.tight_layout()
 
-    drawer = consumer.FrameDrawer(fig, draw, Path(args.frames), "pdf")  # before the stream: it forks
-    reader = consumer.open_reader(args, "pdf plot", ["U/pdf", "V/pdf"], extras=("U/bins", "V/bins"))
-    return consumer.plot_frames(args, reader, "pdfplot", drawer, pick)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    drawer = consumer.FrameDrawer(fig, draw, Path(p.frames), "pdf")  # before the stream: it forks
+    reader = consumer.open_reader(p, "pdf plot", ["U/pdf", "V/pdf"], extras=("U/bins", "V/bins"))
+    return consumer.plot_frames(p, reader, "pdfplot", drawer, pick)

@@ -124,3 +124,11 @@ def load(path: str | Path) -> Settings:
     except json.JSONDecodeError as e:
         raise UserError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from None
     return from_dict(doc, str(path))
+
+
+def with_overrides(path: str | None, **overrides) -> Settings:
+    """The settings of a file (none: the tutorial's defaults) with the values given (not
+    None) in their place: `--settings gs.json --L 128`."""
+    base = load(path).to_json() if path else {}
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return from_dict({**base, **given}, path or "parameters")

@@ -1,6 +1,6 @@
 """The Gray-Scott simulation as an MPI program: 3-D decomposition, ghost exchange, staging.
 
-    geofed run --placement G2 -n 2 -- python -m geofed.apps.grayscott.simulation settings.json --readers 2
+    python -m geofed.workloads grayscott-simulation '{"settings": "gs.json", "readers": 2}' result.json
 
 Ranks form a periodic 3-D Cartesian grid (MPI_Dims_create); each holds its block
 with one ghost cell per side and swaps faces with its six neighbours before every
@@ -13,8 +13,6 @@ gather, is measured per step and reported beside the staging time.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import time
@@ -25,7 +23,6 @@ from mpi4py import MPI
 from geofed import runtime
 from geofed.apps.grayscott import model, settings as gs_settings
 from geofed.errors import UserError
-from geofed.validate import positive_int
 
 POLL_S = 0.0002
 SPIN_S = 0.00005
@@ -131,32 +128,18 @@ def restart(path: str, L: int, start: tuple[int, ...], shape: tuple[int, ...], u
     return last.step
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="geofed.apps.grayscott.simulation", description=__doc__.splitlines()[0])
-    ap.add_argument("settings", help="settings JSON (the ADIOS2 tutorial's shape)")
-    ap.add_argument("--stream", help="stream (SST) or file (BP5) name; default: the settings' output")
-    ap.add_argument("--readers", type=int, default=1, help="SST readers to wait for (consumer processes)")
-    ap.add_argument("--connect-timeout", type=float, default=60.0, help="seconds to wait for the readers")
-    ap.add_argument("--result", help="write this part's per-step timings and checksums here (JSON, rank 0)")
-    ap.add_argument("--final", help="write the final U and V here (.npz, rank 0), for checking")
-    ap.add_argument("--checkpoint", help="also write U and V at every output step to this BP5 file (rank 0)")
-    ap.add_argument("--restart", help="start from the last step of this checkpoint (BP5) instead of the initial state")
-    ap.add_argument("--kernel", choices=model.KERNELS, default="native",
-                    help="the stencil: native (Rust, default) or numpy (the reference)")
-    ap.add_argument("--threads", type=positive_int, default=1, help="threads per rank of the native kernel (default 1)")
-    args = ap.parse_args(argv)
-    comm = MPI.COMM_WORLD
-    try:
-        s = gs_settings.load(args.settings)
-    except UserError as e:
-        if comm.Get_rank() == 0:
-            print(f"gray-scott: error: {e}", file=sys.stderr)
-        return 2
+def simulate(comm, p) -> dict | None:
+    """The simulation's ranks (the grayscott-simulation rank program; `p` its parameters,
+    geofed.workloads.grayscott_parts.SimulationParams): rank 0 returns the per-interval
+    rows, with the final U and V when `p.final`."""
+    if p.kernel not in model.KERNELS:
+        raise UserError(f"kernel {p.kernel!r}: expected one of {', '.join(model.KERNELS)}")
+    if p.threads < 1:
+        raise UserError(f"threads: must be at least 1, got {p.threads}")
+    s = gs_settings.load(p.settings)
     dims = MPI.Compute_dims(comm.Get_size(), 3)
     if s.L < max(dims):
-        if comm.Get_rank() == 0:
-            print(f"gray-scott: error: L = {s.L} is too small for a {'x'.join(map(str, dims))} process grid", file=sys.stderr)
-        return 2
+        raise UserError(f"L = {s.L} is too small for a {'x'.join(map(str, dims))} process grid")
     cart = comm.Create_cart(dims, periods=[True] * 3, reorder=False)
     rank = cart.Get_rank()
     where = runtime.rank_map(cart)
@@ -166,30 +149,23 @@ def main(argv: list[str] | None = None) -> int:
 
     start, shape = model.block(s.L, dims, cart.Get_coords(rank))
     u, v = model.initial(s.L, start, shape)
-    first = 1
-    if args.restart:
-        try:
-            first = restart(args.restart, s.L, start, shape, u, v) + 1
-        except UserError as e:
-            if rank == 0:
-                print(f"gray-scott: error: {e}", file=sys.stderr)
-            return 2
+    first = restart(p.restart, s.L, start, shape, u, v) + 1 if p.restart else 1
     u2, v2 = np.empty_like(u), np.empty_like(v)
     # Noise is reproducible for a given seed and rank count (one stream per rank); a
     # restart draws from a fresh stream, so only noise 0 resumes exactly.
     rng = np.random.default_rng([s.seed, rank] + ([first] if first > 1 else [])) if s.noise > 0 else None
-    stepper = model.Stepper(s, shape, rng, args.kernel, args.threads)
-    gatherer = Gatherer(cart, s.L, dims) if s.engine != "none" or args.final or args.checkpoint else None
+    stepper = model.Stepper(s, shape, rng, p.kernel, p.threads)
+    gatherer = Gatherer(cart, s.L, dims) if s.engine != "none" or p.final or p.checkpoint else None
 
     from geofed.apps.grayscott.stream import Writer
     fields = {"U": (s.L,) * 3, "V": (s.L,) * 3}
     # Rank 0 writes the stream and the checkpoint.
     writer = checkpoint = None
     if s.engine != "none" and rank == 0:
-        writer = Writer(args.stream or s.output, s.engine, args.readers, fields, args.connect_timeout,
+        writer = Writer(p.stream or s.output, s.engine, p.readers, fields, p.connect_timeout,
                         describe="gray-scott simulation")
-    if args.checkpoint and rank == 0:
-        checkpoint = Writer(args.checkpoint, "BP5", 0, fields, args.connect_timeout, describe="checkpoint")
+    if p.checkpoint and rank == 0:
+        checkpoint = Writer(p.checkpoint, "BP5", 0, fields, p.connect_timeout, describe="checkpoint")
     runtime.quiet_barrier(cart)
 
     # One row per output interval (plotgap steps), with staging on or off: `interval_s`
@@ -206,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         row = {"step": step, "compute_s": compute, "gather_s": 0.0, "stage_s": 0.0, "published": None,
                "bytes": 0, "digest": None}
-        if s.engine != "none" or args.checkpoint:
+        if s.engine != "none" or p.checkpoint:
             t1 = time.perf_counter()
             if gatherer.gather(u, v):
                 row["gather_s"] = time.perf_counter() - t1
@@ -227,16 +203,12 @@ def main(argv: list[str] | None = None) -> int:
     for out in (writer, checkpoint):
         if out is not None:
             out.close()
-    if args.final and gatherer.gather(u, v):
-        np.savez(args.final, U=gatherer.U, V=gatherer.V)
-    if rank == 0 and args.result:
-        result = {"part": "simulation", "ranks": cart.Get_size(), "dims": list(dims), "where": where,
-                  "settings": s.to_json(), "wall_s": wall, "steps_run": s.steps - first + 1, "first_step": first,
-                  "steps": rows}
-        with open(args.result, "w") as f:
-            json.dump(result, f)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    final = gatherer.gather(u, v) if p.final else False
+    if rank != 0:
+        return None
+    result = {"part": "simulation", "ranks": cart.Get_size(), "dims": list(dims), "where": where,
+              "settings": s.to_json(), "wall_s": wall, "steps_run": s.steps - first + 1, "first_step": first,
+              "steps": rows}
+    if final:
+        result["final"] = {"U": gatherer.U.tolist(), "V": gatherer.V.tolist()}
+    return result

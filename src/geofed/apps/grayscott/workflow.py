@@ -1,6 +1,7 @@
 """`geofed workflow grayscott`: simulation at one site, analysis and plots at another.
 
-Four MPI jobs on the testbed, each placed on its own nodes and started at once:
+Four MPI jobs on the testbed, each placed on its own nodes and started at once, each
+the rank program of a part (geofed.workloads.grayscott_parts, launched by name):
 
     simulation  (sim site, 4 ranks)   --SST gs-->   pdf analysis (analysis site)  --SST pdf-->  pdf plot
                                       --SST gs-->   cross-section plot (analysis site)
@@ -14,10 +15,11 @@ for a reader that is gone (SST would carry on without it and lose its steps).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import statistics
 import subprocess
-import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -29,29 +31,29 @@ from geofed.apps.grayscott import outputs, stream
 from geofed.apps.grayscott.settings import Settings
 from geofed.errors import JobFailed, UserError
 from geofed.federation import Federation
-from geofed.launch import job as launch
 from geofed.launch import runner
 from geofed.launch.placement import Placement, on_nodes
-from geofed.testbed import host
 
-MODULE = "geofed.apps.grayscott"
 PDF_FILE, CHECKPOINT = "pdf.bp", "gs.bp"  # BP5 files the run leaves in its directory
 
 
 @dataclass
 class Part:
-    name: str  # simulation, pdf, gplot, pdfplot
+    name: str  # simulation, pdf, gplot, pdfplot: its rank program is grayscott-NAME
     describe: str
     placement: Placement  # names its nodes, so that parts at one site do not share a node
     ranks_per_node: int
-    argv: list[str]
-    result: Path
+    params: dict  # of its rank program (geofed.workloads.grayscott_parts)
     log: Path
     running: runner.Running | None = None
 
     @property
     def nodes(self) -> list[str]:
         return self.placement.node_names()
+
+    @property
+    def workload(self) -> str:
+        return f"grayscott-{self.name}"
 
 
 class WorkflowFailed(JobFailed):
@@ -92,48 +94,32 @@ def plan_parts(fed: Federation, s: Settings, run_dir: Path, stream_dir: Path, *,
                checkpoint: bool = False) -> list[Part]:
     check_sites(fed, sim_site=sim_site, analysis_site=analysis_site, pdf_site=pdf_site, plot_site=plot_site)
     taken: dict[str, int] = {}
-    py = [*stream.preload_argv(), sys.executable]
     gs, pdf = str(stream_dir / "gs.bp"), str(stream_dir / "pdf.bp")
-    frames = run_dir / "frames"
+    frames = str(run_dir / "frames")
     settings_path = run_dir / "settings.json"
     settings_path.write_text(json.dumps(s.to_json(), indent=1))
     n_nodes, per_node = sim_layout(fed, sim_site, sim_ranks)
     if pdf_ranks < 1:
         raise UserError(f"--pdf-ranks: must be at least 1, got {pdf_ranks}")
 
-    def part(name, describe, site, nodes, per, argv):
+    def part(name, describe, site, nodes, per, params):
         where = pick_nodes(fed, site, nodes, taken, f"{describe} (--{name}-ranks)")
-        result, log = run_dir / f"{name}.json", run_dir / f"{name}.log"
-        extra = ["--delay", str(delays[name])] if delays.get(name) else []
-        return Part(name, describe, where, per, [*py, "-m", f"{MODULE}.{name}", *argv, *extra,
-                                                   "--result", str(result)], result, log)
+        delay = {"delay": delays[name]} if delays.get(name) else {}
+        return Part(name, describe, where, per, {**params, **delay, "connect_timeout": connect_timeout},
+                    run_dir / f"{name}.log")
 
-    common = ["--connect-timeout", str(connect_timeout)]
     return [
         part("simulation", "the simulation", sim_site, n_nodes, per_node,
-             [str(settings_path), "--stream", gs, "--readers", str(pdf_ranks + 1), *common,
-              *(["--checkpoint", str(run_dir / CHECKPOINT)] if checkpoint else [])]),
+             {"settings": str(settings_path), "stream": gs, "readers": pdf_ranks + 1,
+              **({"checkpoint": str(run_dir / CHECKPOINT)} if checkpoint else {})}),
         part("pdf", "the pdf analysis", pdf_site or analysis_site, 1, pdf_ranks,
-             ["--stream", gs, "--out-stream", pdf, "--out-readers", "1", "--out-file", str(run_dir / PDF_FILE),
-              "--planes", str(s.L), *common]),
+             {"stream": gs, "out_stream": pdf, "out_readers": 1, "out_file": str(run_dir / PDF_FILE),
+              "planes": s.L}),
         part("gplot", "the cross-section plot", plot_site or analysis_site, 1, 1,
-             ["--stream", gs, "--frames", str(frames), "--every", str(frame_every), *common]),
+             {"stream": gs, "frames": frames, "every": frame_every}),
         part("pdfplot", "the pdf plot", plot_site or analysis_site, 1, 1,
-             ["--stream", pdf, "--frames", str(frames), "--every", str(frame_every), *common]),
+             {"stream": pdf, "frames": frames, "every": frame_every}),
     ]
-
-
-def _start(fed: Federation, p: Part, hostfile: str | None) -> None:
-    job = launch.Job(fed, p.placement, p.argv, p.ranks_per_node)
-    with host.interrupt_after():  # held in p.running before Ctrl-C can strike
-        p.running = runner.start(job, p.log, hostfile=hostfile)
-
-
-def _stop_all(parts: list[Part]) -> None:
-    # Also parts whose mpiexec has ended: their ranks in other namespaces may still be exiting.
-    for p in parts:
-        if p.running is not None:
-            p.running.stop()
 
 
 def _last_words(p: Part) -> str:
@@ -142,15 +128,22 @@ def _last_words(p: Part) -> str:
     return (said or lines or ["(no output)"])[-1][:300]
 
 
-def run_parts(fed: Federation, parts: list[Part], timeout: float, progress: Callable[[str], None],
-              hostfile: str | None = None) -> float:
-    """Start every part, wait for all; stop everything at the first failure. Returns the wall time.
-    Each part runs where any job does (launch.runner): on the testbed, the hosts of
-    `hostfile`, or inside the Slurm allocation this process runs in."""
+def run_parts(fed: Federation, parts: list[Part], work: Path, timeout: float, progress: Callable[[str], None],
+              hostfile: str | None = None) -> tuple[float, dict[str, dict]]:
+    """Start every part, wait for all; stop everything at the first failure. Returns the
+    wall time and every part's result by name. Each part's rank program runs where any
+    job does (launch.runner), under the SST preload: on the testbed, the hosts of
+    `hostfile`, or inside the Slurm allocation this process runs in; `work` is a
+    directory every rank sees (runner.work_directory), where the results come home."""
     t0 = time.monotonic()
-    try:
+    # Every part is stopped at the end, however it ends; also one whose mpiexec has ended:
+    # its ranks in other namespaces may still be exiting.
+    with contextlib.ExitStack() as jobs:
+        # Under their nodes' CPU quota: the parts compute and stage, they do not measure the link.
         for p in parts:
-            _start(fed, p, hostfile)
+            p.running = jobs.enter_context(runner.ranks_started(
+                fed, p.placement, p.workload, p.params, work, log=p.log, ranks_per_node=p.ranks_per_node,
+                hostfile=hostfile, cpu_limit=True, prefix=stream.preload_argv()))
             progress(f"started {p.describe} on {','.join(p.nodes)} ({len(p.nodes) * p.ranks_per_node} ranks)")
         while True:
             running = [p for p in parts if p.running.poll() is None]
@@ -161,7 +154,7 @@ def run_parts(fed: Federation, parts: list[Part], timeout: float, progress: Call
                                      f"the workflow was stopped. It said: {_last_words(p)} (log {p.log})",
                                      exit_status=p.running.poll(), log=p.log)
             if not running:
-                return time.monotonic() - t0
+                break
             if time.monotonic() - t0 > timeout:
                 raise WorkflowFailed(f"the workflow did not finish within {timeout:g} s and was stopped; still running: "
                                      + ", ".join(f"{p.describe} on {','.join(p.nodes)}" for p in running), status=124)
@@ -169,8 +162,8 @@ def run_parts(fed: Federation, parts: list[Part], timeout: float, progress: Call
                 running[0].running.proc.wait(timeout=0.2)
             except subprocess.TimeoutExpired:
                 pass
-    finally:
-        _stop_all(parts)
+        wall = time.monotonic() - t0
+    return wall, {p.name: p.running.rank_result(0, p.describe, timeout) for p in parts}
 
 
 def verify(sim: dict, consumers: dict[str, dict], pdf_out: dict | None, expected: list[int],
@@ -262,9 +255,7 @@ def run(fed: Federation, s: Settings, out: Path, *, sim_site: str = "G", analysi
     the hosts of `hostfile`; returns a `workflow.grayscott` record. The PDF analysis writes
     pdf.bp into the run's directory; with `checkpoint` the simulation writes gs.bp (U, V
     at every output step) there too. The bytes the link carried are the testbed's
-    emulator's count, so there are none with a hostfile."""
-    import tempfile
-
+    emulator's count, read as root: there are none with a hostfile, nor under Slurm as a user."""
     from geofed.testbed.core import link_tx_bytes
     if s.engine != "SST":
         raise UserError(f"workflow grayscott streams between sites: engine must be SST, the settings say {s.engine}")
@@ -278,16 +269,16 @@ def run(fed: Federation, s: Settings, out: Path, *, sim_site: str = "G", analysi
     run_dir.mkdir(parents=True)
     every = frame_every or max(1, len(expected) // 20)
     # SST contact files live outside the output: a stale one would send readers to a dead writer.
-    with tempfile.TemporaryDirectory(prefix="geofed-gs-") as streams:
-        parts = plan_parts(fed, s, run_dir, Path(streams), sim_site=sim_site, analysis_site=analysis_site,
+    with runner.work_directory("grayscott", hostfile) as work:
+        parts = plan_parts(fed, s, run_dir, work, sim_site=sim_site, analysis_site=analysis_site,
                            pdf_site=pdf_site, plot_site=plot_site, sim_ranks=sim_ranks, pdf_ranks=pdf_ranks,
                            connect_timeout=connect_timeout, frame_every=every, delays=delays or {},
                            checkpoint=checkpoint)
-        counted = hostfile is None
+        # The emulator's counters are root's: a job of the testbed's Slurm runs as its user.
+        counted = hostfile is None and os.geteuid() == 0
         before = link_tx_bytes(fed, sim_site, analysis_site) if counted else None
-        wall = run_parts(fed, parts, timeout, progress, hostfile)
+        wall, res = run_parts(fed, parts, work, timeout, progress, hostfile)
         after = link_tx_bytes(fed, sim_site, analysis_site) if counted else None
-    res = {p.name: json.loads(p.result.read_text()) for p in parts}
     consumers = {"pdf": res["pdf"], "gplot": res["gplot"]}
     files = {PDF_FILE: outputs.check(run_dir / PDF_FILE, ["U/pdf", "V/pdf"],
                                      {r["step"]: r["out_digest"] for r in res["pdf"]["steps"]})}
