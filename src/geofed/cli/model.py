@@ -26,7 +26,8 @@ def _calibration(args, fed):
     path = calibration.find(args.federation)
     if path.exists():
         return calibration.load(path, fed)
-    found = calibration.fit_found(fed, args.federation, Path(options.DEMO_OUT))  # the demo's one-site runs, on first use
+    # none yet: the first use calibrates from the demo's one-site runs
+    found = calibration.fit_found(fed, args.federation, Path(options.DEMO_OUT))
     if found is None:
         from geofed.demo import DEMO_FEDERATION
         run = "`geofed demo`, which measures them there, or " if fed.name == DEMO_FEDERATION else ""
