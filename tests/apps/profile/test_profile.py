@@ -12,6 +12,7 @@ import pytest
 
 from conftest import needs_root, own_testbed, run_geofed
 from geofed import federation, records
+from geofed.bench.link import two_site_toml
 from geofed.launch.placement import parse
 from geofed.model import app, calibration
 
@@ -56,27 +57,10 @@ int main(int argc, char **argv) {{
 }}
 """
 
-FED = f"""
-name = "{NAME}"
-[local]
-latency_us = 2.0
-[[site]]
-code = "A"
-nodes = 3
-[[site]]
-code = "B"
-nodes = 3
-[[link]]
-sites = ["A", "B"]
-rtt_ms = {RTT_MS}
-bandwidth_gbps = 1.0
-"""
-
-
 @pytest.fixture(scope="module")
 def fed(tmp_path_factory):
     path = tmp_path_factory.mktemp("fed") / "fed.toml"
-    path.write_text(FED)
+    path.write_text(two_site_toml(RTT_MS, 1.0, name=NAME, a_nodes=3, local_latency_us=2.0))
     with own_testbed(path, NAME) as fed_path:
         yield fed_path
 
@@ -154,7 +138,7 @@ def test_a_c_program_with_nonblocking_calls(fed, tmp_path):
     source.write_text(HALO_C)
     exe = tmp_path / "halo"
     subprocess.run([str(Path(sys.executable).parent / "mpicc"), "-O2", "-o", str(exe), str(source)], check=True)
-    d = profile(fed, "B3", tmp_path / "profile", str(exe)).data
+    d = profile(fed, "A3", tmp_path / "profile", str(exe)).data
     for r, rank in enumerate(d.ranks):
         assert patterns(rank) == {("irecv", (r - 1) % 3, -1, 4096, 0, ITERATIONS),
                                   ("isend", (r + 1) % 3, -1, 4096, 0, ITERATIONS),

@@ -269,23 +269,14 @@ int MPI_Recv##SUF(void *buf, COUNT count, MPI_Datatype type, int source, int tag
     return rc;                                                                                          \
 }
 
-#define ISEND(SUF, COUNT)                                                                               \
-int MPI_Isend##SUF(const void *buf, COUNT count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,   \
-                   MPI_Request *req) {                                                                  \
+/* Isend and Irecv: the request is kept to measure its overlap at the wait that completes it. */
+#define NONBLOCKING(CALL, KIND, BUF, SUF, COUNT)                                                        \
+int MPI_##CALL##SUF(BUF buf, COUNT count, MPI_Datatype type, int peer, int tag, MPI_Comm comm,          \
+                    MPI_Request *req) {                                                                 \
     double t0 = now();                                                                                  \
-    int rc = PMPI_Isend##SUF(buf, count, type, dest, tag, comm, req);                                   \
+    int rc = PMPI_##CALL##SUF(buf, count, type, peer, tag, comm, req);                                  \
     double t1 = now();                                                                                  \
-    posted(*req, record(K_ISEND, world_of(comm, dest), -1, type_bytes(count, type), 0, t0, t1), t1);   \
-    return rc;                                                                                          \
-}
-
-#define IRECV(SUF, COUNT)                                                                               \
-int MPI_Irecv##SUF(void *buf, COUNT count, MPI_Datatype type, int source, int tag, MPI_Comm comm,      \
-                   MPI_Request *req) {                                                                  \
-    double t0 = now();                                                                                  \
-    int rc = PMPI_Irecv##SUF(buf, count, type, source, tag, comm, req);                                 \
-    double t1 = now();                                                                                  \
-    posted(*req, record(K_IRECV, world_of(comm, source), -1, type_bytes(count, type), 0, t0, t1), t1); \
+    posted(*req, record(KIND, world_of(comm, peer), -1, type_bytes(count, type), 0, t0, t1), t1);      \
     return rc;                                                                                          \
 }
 
@@ -305,10 +296,10 @@ SEND(, int)
 SEND(_c, MPI_Count)
 RECV(, int)
 RECV(_c, MPI_Count)
-ISEND(, int)
-ISEND(_c, MPI_Count)
-IRECV(, int)
-IRECV(_c, MPI_Count)
+NONBLOCKING(Isend, K_ISEND, const void *, , int)
+NONBLOCKING(Isend, K_ISEND, const void *, _c, MPI_Count)
+NONBLOCKING(Irecv, K_IRECV, void *, , int)
+NONBLOCKING(Irecv, K_IRECV, void *, _c, MPI_Count)
 SENDRECV(, int)
 SENDRECV(_c, MPI_Count)
 
