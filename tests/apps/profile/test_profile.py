@@ -13,6 +13,7 @@ import pytest
 from conftest import needs_root, own_testbed, run_geofed
 from geofed import federation, records
 from geofed.bench.link import two_site_toml
+from geofed.errors import UserError
 from geofed.launch.placement import parse
 from geofed.model import app, calibration
 
@@ -154,3 +155,36 @@ def test_a_spanning_placement_is_refused(tmp_path):
     assert res.returncode == 2 and res.stderr.count("\n") == 1
     assert "a profile is taken at one site" in res.stderr
 
+
+
+THREE_SITES = """
+name = "gftest-three"
+[[site]]
+code = "M"
+nodes = 1
+[[site]]
+code = "F"
+nodes = 1
+[[site]]
+code = "H"
+nodes = 1
+[[link]]
+sites = ["M", "F"]
+rtt_ms = 4
+bandwidth_gbps = 1
+[[link]]
+sites = ["F", "H"]
+rtt_ms = 2
+bandwidth_gbps = 1
+"""
+
+
+def test_what_if_changes_one_link_or_all(write_fed):
+    from geofed.model import whatif
+    fed = federation.load(write_fed(THREE_SITES))
+    one = whatif.apply(fed, ["link.M-F.bandwidth=10x"])
+    assert [l.bandwidth_gbps for l in one.links] == [10.0, 1.0]
+    every = whatif.apply(fed, ["link.rtt_ms=8"])
+    assert [l.rtt_ms for l in every.links] == pytest.approx([8.0, 8.0])
+    with pytest.raises(UserError, match="has no link M-H; its links: M-F, F-H"):
+        whatif.apply(fed, ["link.M-H.loss=0.1"])
