@@ -98,9 +98,10 @@ def test_a_ring_profile_predicted_and_rehearsed(fed, tmp_path):
         assert abs(rank["compute_s"] + rank["comm_s"] - rank["total_s"]) < 1e-9
     path = next((tmp_path / "profile").glob("*.json"))
 
-    # Inside one site the link adds nothing; across it, the link's part grows in proportion to
-    # its round trip (the messages are small: latency), and by at least the allreduce's two
-    # crossings (the third rank folds into rank 0, then gets the result) per iteration.
+    # Inside one site the link adds nothing; across it, the link's part grows with its round trip
+    # (the messages are small: latency): by at least the allreduce's two crossings per iteration
+    # (the third rank folds into rank 0, then gets the result) and at most by every crossing
+    # message of an iteration (3 + 3 of the ring, 2 of the allreduce) on the critical path.
     fed_obj = federation.load(fed)
     one = app.MODELS[0].predict(fed_obj, calibration.found_or_empty(fed, fed_obj), "A3",
                                 parse("A3", fed_obj).nodes(fed_obj), app.AppParams(profile=str(path)))
@@ -112,8 +113,8 @@ def test_a_ring_profile_predicted_and_rehearsed(fed, tmp_path):
         assert res.returncode == 0, res.stderr
         spans[rtt] = json.loads(res.stdout)
     link = [spans[rtt]["parts"]["link_comm"] for rtt in sorted(spans)]
-    assert link[2] - link[1] == pytest.approx(2 * (link[1] - link[0]), rel=0.01), link
-    assert link[1] - link[0] >= 2 * ITERATIONS * RTT_MS / 2 / 1e3
+    for (low, high), one_way in zip([(0, 1), (1, 2)], [RTT_MS / 2, RTT_MS]):
+        assert 2 * ITERATIONS * one_way / 1e3 <= link[high] - link[low] <= 8 * ITERATIONS * one_way / 1e3, link
     assert spans[RTT_MS]["total_s"] > one.total_s
 
     res = run_geofed("advise", "app", str(path), "-f", fed)
