@@ -292,6 +292,32 @@ int MPI_Sendrecv##SUF(const void *sendbuf, COUNT sendcount, MPI_Datatype sendtyp
     return rc;                                                                                          \
 }
 
+/* A matched receive (mpi4py's pickled recv: MPI_Mprobe, then MPI_Mrecv) is one recv,
+ * timed from the probe: the probe is where it waits. */
+static double probe_start = -1;
+static MPI_Comm probe_comm = MPI_COMM_NULL;
+
+int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status) {
+    probe_start = now();
+    probe_comm = comm;
+    return PMPI_Mprobe(source, tag, comm, message, status);
+}
+
+#define MRECV(SUF, COUNT)                                                                               \
+int MPI_Mrecv##SUF(void *buf, COUNT count, MPI_Datatype type, MPI_Message *message, MPI_Status *status) { \
+    MPI_Status own;                                                                                     \
+    if (status == MPI_STATUS_IGNORE) status = &own;                                                     \
+    double t0 = probe_start >= 0 ? probe_start : now();                                                 \
+    probe_start = -1;                                                                                   \
+    int rc = PMPI_Mrecv##SUF(buf, count, type, message, status);                                        \
+    double t1 = now();                                                                                  \
+    int got = MPI_UNDEFINED;                                                                            \
+    PMPI_Get_count(status, MPI_BYTE, &got);                                                             \
+    int from = probe_comm == MPI_COMM_NULL ? status->MPI_SOURCE : world_of(probe_comm, status->MPI_SOURCE);  \
+    record(K_RECV, from, -1, got == MPI_UNDEFINED ? type_bytes(count, type) : got, 0, t0, t1);         \
+    return rc;                                                                                          \
+}
+
 SEND(, int)
 SEND(_c, MPI_Count)
 RECV(, int)
@@ -302,6 +328,8 @@ NONBLOCKING(Irecv, K_IRECV, void *, , int)
 NONBLOCKING(Irecv, K_IRECV, void *, _c, MPI_Count)
 SENDRECV(, int)
 SENDRECV(_c, MPI_Count)
+MRECV(, int)
+MRECV(_c, MPI_Count)
 
 /* ------------------------------------------------------------ waits */
 
