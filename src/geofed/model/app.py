@@ -24,12 +24,15 @@ deviations of the time inside the calls (calls taken as independent), at least t
 profiled ranks' spread of total time.
 
 Without a calibration file the federation file alone describes the link; with one
-(the testbed's), the host's crossing costs are added as for the other models.
+(the testbed's), the host's crossing costs are added as for the other models: its
+one-way crossing time, and the host CPU its link emulator takes from computing ranks
+(`Calibration.crossing_cpu_s`).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -100,6 +103,8 @@ class Replay:
     """One profile on one placement: the link's share of every rank's calls."""
 
     def __init__(self, prof, fed, cal: Calibration, nodes):
+        if cal.crossing_frame_bytes and not any("mpi_sizes" in c for c in cal.sites.values()):
+            cal = replace(cal, crossing_frame_bytes=0)  # its store and forward is priced by the local curve: none
         self.prof, self.fed, self.cal = prof, fed, cal
         data = prof.data
         self.ranks = len(data.ranks)
@@ -127,13 +132,13 @@ class Replay:
         serial = nbytes / self.local_rate if self.local_rate else 0.0
         return crossing_s(self.fed, self.cal, a, b, nbytes, serial, flows)
 
-    def message(self, src: int, dst: int, p: dict, scale: dict) -> float:
-        """What the link adds to a message of pattern `p` from rank src to rank dst."""
+    def message(self, src: int, dst: int, p: dict, scale: dict) -> tuple[float, float]:
+        """What the link adds to a message of pattern `p` from rank src to rank dst: (latency, bandwidth)."""
         a, b = self.site[src], self.site[dst]
         if a == b:
-            return 0.0
+            return 0.0, 0.0
         lat, bw = self.crossing(a, b, p["bytes"], self.flows.get((p["kind"], p["bytes"], a, b), 1))
-        return lat * scale["latency"] + bw * scale["bandwidth"]
+        return lat * scale["latency"], bw * scale["bandwidth"]
 
     def collective_exit(self, p: dict, entry: list[float], scale: dict) -> list[float]:
         """Every rank's time out of a collective entered at `entry`: its algorithm's rounds,
@@ -167,7 +172,7 @@ class Replay:
         pos, clock = [0] * n, [0.0] * n
         sent: dict[tuple[int, int], list[float]] = {}
         taken: dict[tuple[int, int], int] = {}
-        pending: list[list] = [[] for _ in range(n)]  # a rank's outstanding requests: (src, index) or None
+        pending: list[list] = [[] for _ in range(n)]  # outstanding requests: (source, index), ("sent", time)
         entries: dict[int, dict[int, float]] = {}
         collectives = [0] * n
         posted = [False] * n  # the current call's message has left
@@ -199,20 +204,26 @@ class Replay:
                     advance(x)
                 del entries[i]
                 return True
-            if (kind in SENDS or kind == "sendrecv") and not posted[r] and 0 <= p["peer"] < n:
-                # a send never waits here (eager): its message leaves once, even if the call's receive must wait
-                sent.setdefault((r, p["peer"]), []).append(at + self.message(r, p["peer"], p, scale))
-                posted[r] = True
             done = at
+            if (kind in SENDS or kind == "sendrecv") and 0 <= p["peer"] < n:
+                # its message leaves once, even if the call's receive must wait; MPI moves it only while
+                # the sender is in a call, so the sender waits until the link has taken all of it
+                lat, bw = self.message(r, p["peer"], p, scale)
+                if not posted[r]:
+                    sent.setdefault((r, p["peer"]), []).append(at + lat + bw)
+                    posted[r] = True
+                if kind == "isend":
+                    pending[r].append(("sent", at + bw))
+                else:
+                    done = at + bw
             src = self._sender(r, p)
             if kind in WAITS:
                 count = min(len(pending[r]), p["size"] if kind == "waitall" else 1)
                 for req in pending[r][:count]:
-                    if req is not None:
-                        got = arrival(req[0], r, req[1], force)
-                        if got is None:
-                            return False
-                        done = max(done, got)
+                    got = req[1] if req[0] == "sent" else arrival(req[0], r, req[1], force)
+                    if got is None:
+                        return False
+                    done = max(done, got)
                 del pending[r][:count]
             elif src is not None and kind != "irecv":
                 got = arrival(src, r, taken.get((src, r), 0), force)
@@ -223,8 +234,6 @@ class Replay:
             elif kind == "irecv" and src is not None:
                 pending[r].append((src, taken.get((src, r), 0)))
                 taken[(src, r)] = taken.get((src, r), 0) + 1
-            elif kind == "isend":
-                pending[r].append(None)
             clock[r] = done + p["min_s"]
             advance(r)
             return True
@@ -289,8 +298,12 @@ class App(Model, name="app", measured_unit="s", Params=AppParams, needs_calibrat
         half = max(Z_95 * math.sqrt(variance), (max(measured) - min(measured)) / 2)
         link_bytes = sum(p["count"] * p["bytes"] for r, rank in enumerate(data.ranks) for p in rank["patterns"]
                          if (src := replay._sender(r, p)) is not None and replay.site[src] != replay.site[r])
+        # the testbed's link emulator takes host CPU from computing ranks (none on a real federation)
+        forwarding = cal.crossing_cpu_s(link_bytes, replay.ranks, compute, total)
         notes = [f"the link: {(latency - inside) * 1e3:.3f} ms of latency, {(total - unexplained - latency) * 1e3:.3f} "
-                 f"ms of bandwidth", f"profiled at site {data.site} of {prof.federation}"]
+                 f"ms of bandwidth" + (f", {forwarding * 1e3:.3f} ms of the emulator's host CPU" if forwarding else ""),
+                 f"profiled at site {data.site} of {prof.federation}"]
+        total += forwarding
         subs = sorted({p["size"] for r in data.ranks for p in r["patterns"]
                        if p["size"] and p["kind"] not in WAITS and p["size"] != replay.ranks})
         if subs:
