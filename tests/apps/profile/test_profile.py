@@ -189,3 +189,13 @@ def test_what_if_changes_one_link_or_all(write_fed):
     assert [l.rtt_ms for l in every.links] == pytest.approx([8.0, 8.0])
     with pytest.raises(UserError, match="has no link M-H; its links: M-F, F-H"):
         whatif.apply(fed, ["link.M-H.loss=0.1"])
+
+
+def test_the_iteration_is_found_in_the_order_of_calls():
+    from geofed.apps.profile import iteration
+    order = [9, 8] + [1, 2, 3] * 5 + [1, 7]
+    assert iteration(order, len(order)) == ([9, 8], [1, 2, 3], 5, [1, 7])
+    # more calls than the library kept: the period goes on to the end
+    kept = [5] + [1, 2] * 10
+    assert iteration(kept, 1 + 2 * 50 + 1) == ([5], [1, 2], 50, [1])
+    assert iteration([4, 5, 6], 3) == ([4, 5, 6], [], 0, [])

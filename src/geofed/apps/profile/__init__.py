@@ -77,13 +77,12 @@ def iteration(order: list[int], calls: int) -> tuple[list[int], list[int], int, 
     if not period:
         return list(order), [], 0, []
     covered = n - uncovered
-    if calls > n and start + covered == n:  # the period runs to the end of what was kept, and beyond
+    after = list(order[start + covered:])
+    if calls > n and not after:  # the period runs to the end of what was kept, and beyond
         covered = calls - start
-    iterations = covered // period
-    rest = covered - iterations * period
+    iterations, rest = divmod(covered, period)
     pattern = list(order[start:start + period])
-    suffix = pattern[:rest] + list(order[start + covered:]) if calls <= n else pattern[:rest]
-    return list(order[:start]), pattern, iterations, suffix
+    return list(order[:start]), pattern, iterations, pattern[:rest] + after
 
 
 def merge(directory: Path, ranks: int, nodes: list[str]) -> tuple[list[dict], int]:
