@@ -3,6 +3,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -43,6 +44,28 @@ def write_fed(tmp_path):
         p.write_text(text)
         return p
     return write
+
+
+@contextmanager
+def slurm_testbed(text: str):
+    """The testbed of the federation `text` with its Slurm up, taken down afterwards,
+    leaving nothing. Its file lies where every user reads it (jobs run as the cluster's
+    user; pytest's tmp_path is root's alone)."""
+    from geofed import federation
+    from geofed.testbed import core, slurm
+    top = Path(tempfile.mkdtemp(prefix="geofed-test-fed-"))
+    os.chmod(top, 0o755)
+    (top / "fed.toml").write_text(text)
+    fed = federation.load(top / "fed.toml")
+    try:
+        core.up(fed)
+        slurm.up(fed)
+        yield fed
+    finally:
+        slurm.down(fed.name)
+        core.down(fed.name)
+        shutil.rmtree(top)
+    assert no_leftovers(fed.name) == []
 
 
 def two_site_federation(name: str, rtt_ms: float, gbps: float = 1.0) -> str:

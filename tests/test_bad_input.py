@@ -67,6 +67,8 @@ FLAG_CASES = [
     (["run", "-p", "W1G1", "--timeout", "{v}", "--", "true"], ("nan", "inf", "zero", "negative")),
     (["run", "-p", "W1G1", "--ranks-per-node", "{v}", "--", "true"], ("zero", "negative", "word")),
     (["bench", "link", "--rtt", "{v}"], ("nan", "inf", "zero", "negative")),
+    (["bench", "link", "--streams", "{v}"], ("zero", "negative", "word")),
+    (["bench", "link", "--parts", "{v}"], ("word",)),
     (["bench", "mpi", "latency", "-p", "W1G1", "--budget", "{v}"], ("nan", "inf", "zero", "negative")),
     (["bench", "mpi", "latency", "-p", "W1G1", "--timeout", "{v}"], ("nan", "zero", "negative")),
     (["bench", "mpi", "bw", "-p", "W1G1", "--window", "{v}"], ("zero", "negative", "word")),
@@ -95,6 +97,8 @@ FLAG_CASES = [
     (["bench", "hpl", "-p", "W1G1", "--memory", "{v}"], ("nan", "inf", "zero", "negative")),
     (["bench", "hpl", "-p", "W1G1", "--n", "{v}"], ("zero", "negative", "word")),
     (["bench", "hpl", "-p", "W1G1", "--timeout", "{v}"], ("nan", "zero", "negative")),
+    (["bench", "hpl", "-p", "W1G1", "--depth", "{v}"], ("negative", "word")),
+    (["bench", "hpl-sweep", "--n", "{v}"], ("zero", "negative", "word")),
 ]
 
 # Names a user can get wrong, some with shell metacharacters.
@@ -117,6 +121,7 @@ NAME_CASES = [
     ["bench", "mpi", "allreduce", "-p", "W1"],
     ["bench", "matrix", "-p", "W1"],
     ["bench", "compare", "latency", "-p", "W1G1", "--osu", "{in}/no-such-osu"],
+    ["bench", "compare", "latency", "-p", "W1G1"],
     ["bench", "check", "{in}/no-such-run.json", "--references", "{in}/refs.toml"],
     ["bench", "check", "{in}/truncated/record-0.json", "--references", "{in}/not-utf8"],
     ["mdfs", "run", "{in}/not-utf8"],
@@ -143,6 +148,9 @@ NAME_CASES = [
     ["bench", "hpl", "-p", "W1G1", "--memory", "0.95"],
     ["bench", "hpl", "-p", "W1G1", "--n", "1000", "--memory", "0.1"],
     ["bench", "hpl", "-p", "Z1"],
+    ["bench", "hpl", "-p", "W1G1", "--depth", "3"],
+    ["bench", "hpl-sweep", "--placements", "W2,G1W1"],
+    ["bench", "hpl-sweep", "--placements", "W1,Q1"],
     ["report", "{in}/empty"],
     ["report", "{in}/truncated"],
     ["report", "{in}/no-such-directory"],

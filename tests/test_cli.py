@@ -44,6 +44,19 @@ def test_show_prints_the_link_model():
     assert "RTT 9.004 ms" in res.stdout and "BDP 4.5 MB" in res.stdout
 
 
+def test_show_prints_a_credit_links_window_and_ceiling(tmp_path):
+    fed = tmp_path / "credit.toml"
+    fed.write_text('name = "cli-credit"\n[[site]]\ncode = "M"\nnodes = 1\n[[site]]\ncode = "H"\nnodes = 1\n'
+                   '[[link]]\nsites = ["M", "H"]\nfibre_km = 28.6\nbandwidth_gbps = 1.86\nextender = "longbow-10km"\n')
+    res = run_geofed("federation", "show", str(fed))
+    assert res.returncode == 0, res.stderr
+    # 10 km of credits (23 kB at 1.86 Gb/s) over 28.6 km: about 10/28.6 of the rate.
+    assert "longbow-10km: Obsidian Longbow licensed for 10 km" in res.stdout
+    assert "each way credits 0.02325 MB, ceiling 0.6359 of 1.86 Gb/s" in res.stdout
+    fed.write_text(fed.read_text().replace('extender = "longbow-10km"', 'flow = "credit"'))
+    assert_user_error(run_geofed("federation", "show", str(fed)), str(fed), "link[0]: flow = \"credit\" needs")
+
+
 def test_dry_run_prints_the_launch():
     res = run_geofed("run", "--placement", "G1W1", "--dry-run", "--", "hostname")
     assert res.returncode == 0

@@ -91,6 +91,8 @@ bandwidth_gbps = 1
     assert fed.one_way_ms("A", "C") == pytest.approx(fed.links[0].one_way_ms + fed.links[1].one_way_ms)
 
 
+CREDIT_LINK = '[local]\nlatency_us = 2\n[[link]]\nsites = ["W", "G"]\nfibre_km = 28.6\nbandwidth_gbps = 1.86\n'
+
 ERRORS = [
     ("name = \"t\"\n[[site\n", "invalid TOML"),
     ('name = "T T"\n[[site]]\ncode = "W"\nnodes = 1\n', "name: must be"),
@@ -120,6 +122,18 @@ ERRORS = [
     (BASE + '[[link]]\nsites = ["W", "G"]\nfibre_km = 1\nbandwidth_gbps = 1\n[link.back]\nloss = 1\n', "link[0].back.loss: must be below 1"),
     (BASE + '[[link]]\nsites = ["W", "G"]\nfibre_km = 1\nbandwidth_gbps = 1\n[link.back]\nbandwidth_gbps = 0\n',
      "link[0].back.bandwidth_gbps: must be positive"),
+    (BASE + CREDIT_LINK + 'flow = "credit"\n', 'link[0]: flow = "credit" needs credits_bytes or extender'),
+    (BASE + CREDIT_LINK + 'flow = "credit"\ncredits_bytes = 100000\nextender = "longbow-40km"\n',
+     'link[0]: flow = "credit" needs credits_bytes or extender (one of them)'),
+    (BASE + CREDIT_LINK + 'flow = "credit"\ncredits_bytes = 100\n', "link[0].credits_bytes: must be at least 9000"),
+    (BASE + CREDIT_LINK + 'flow = "credit"\ncredits_bytes = 1.5e5\n', "link[0].credits_bytes: must be an integer"),
+    (BASE + CREDIT_LINK + 'credits_bytes = 100000\n', 'link[0].credits_bytes: only a credit link has one'),
+    (BASE + CREDIT_LINK + 'flow = "queue"\nextender = "longbow-40km"\n', "link[0].extender: only a credit link"),
+    (BASE + CREDIT_LINK + 'flow = "lossless"\n', 'link[0].flow: must be "queue"'),
+    (BASE + CREDIT_LINK + 'extender = "longbow-1km"\n',
+     "link[0].extender: unknown extender 'longbow-1km' (known: longbow-10km, longbow-40km, ibex-g40)"),
+    (BASE + CREDIT_LINK + 'extender = "ibex-g40"\nloss = 0.001\n', "link[0].loss: a credit link is lossless"),
+    (BASE + CREDIT_LINK + 'extender = "ibex-g40"\n[link.back]\nloss = 0.001\n', "link[0].back.loss: a credit link"),
 ]
 
 
@@ -185,3 +199,28 @@ def test_non_finite_numbers_are_refused_with_their_place(write_fed, value):
     text = federation.load("icm-task").path.read_text().replace("bandwidth_gbps = 4.0", f"bandwidth_gbps = {value}")
     with pytest.raises(UserError, match=r"link.*bandwidth_gbps.*finite"):
         federation.load(write_fed(text))
+
+
+@pytest.mark.parametrize("km", [10, 40])
+def test_an_extender_lends_its_licensed_distance_as_credits(write_fed, km):
+    # Seed 001: a Longbow licensed for 40 km keeps 28 km full, one for 10 km does not.
+    fed = federation.load(write_fed(BASE + CREDIT_LINK + f'extender = "longbow-{km}km"\n'))
+    way = fed.links[0]
+    assert way.credits_bytes == bdp_bytes(1.86, 2 * km / 200) and way.credit_rtt_ms == pytest.approx(0.286)
+    # A credit is held for the fibre round trip and one 1514-byte frame on the wire.
+    loop_s = 0.286e-3 + 1514 * 8 / 1.86e9
+    assert fed.bandwidth_gbps("W", "G") == pytest.approx(min(1.86, way.credits_bytes * 8 / loop_s / 1e9))
+    assert (fed.bandwidth_gbps("W", "G") < 0.4 * 1.86) == (km == 10)
+    assert way.queue_bytes == federation.CREDIT_WAIT_BYTES
+    assert way.way("G").credits_bytes == way.credits_bytes
+
+
+def test_credits_given_in_bytes_follow_each_ways_rate(write_fed):
+    fed = federation.load(write_fed(BASE + CREDIT_LINK + 'flow = "credit"\ncredits_bytes = 20000\n'
+                                    'queue_bytes = 10000000\n[link.back]\nbandwidth_gbps = 0.1\n'))
+    link = fed.links[0]
+    assert link.extender is None and link.queue_bytes == 10_000_000
+    assert fed.bandwidth_gbps("W", "G") == pytest.approx(20000 * 8 / (0.286e-3 + 1514 * 8 / 1.86e9) / 1e9)
+    # 20 kB per round trip is more than 0.1 Gb/s needs: the rate holds the way back.
+    assert fed.bandwidth_gbps("G", "W") == 0.1
+    assert "W->G credits 0.02 MB" in federation.credit_summary(link)

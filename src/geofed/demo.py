@@ -57,7 +57,9 @@ STEPS = [
          params={"source": "W1", "destination": "G1", "mbytes": 300}),
     # Seed 002's storage checks at their smallest: W's shared file system from W1 (local)
     # and from G1 (across the link); BT-I/O class S at G into it.
-    *(Step(f"storage: W's data file system from {n}", "storage", params={"node": n, "filesystem": "W:data"})
+    *(Step(f"storage: W's data file system from {n}", "io",
+           params={"node": n, "filesystem": "W:data", "sizes": "4M", "records": "64K,1M", "modes": "buffered",
+                   "ops": "write,rewrite,read,reread", "budget": 120.0, "repeat": 1})
       for n in ("W1", "G1")),
     Step("storage: BT-I/O class S at G into W's data file system", "btio", "G2", {"cls": "S"}, ranks_per_node=2),
     # The MPI curves the models need: inside a site (calibration) and across the link (their check).

@@ -24,6 +24,17 @@ MIN_QUEUE_BYTES = 256 * 1024
 # TCP's payload per byte on an Ethernet wire of MTU 1500: 1448 bytes (1500 less IP, TCP
 # and its timestamp option) in every 1514-byte frame. A link's rate is the wire's.
 TCP_PAYLOAD_PER_WIRE_BYTE = 1448 / 1514
+# The largest frame on the emulated wire (Ethernet, MTU 1500): a credit is held from its
+# first bit on the wire, so a credit's round trip also pays one frame's serialisation.
+WIRE_FRAME_BYTES = 1514
+# How a link meets more traffic than it carries: a router's tail-drop queue, or the
+# credit-based flow control of an InfiniBand range extender (lossless: a sender sends
+# only into buffer the far end advertised).
+FLOWS = ("queue", "credit")
+# In front of a credit link's wire, frames wait for credits; the emulator cannot push
+# back onto a sender's socket across a veth, so this wait is bounded: room for four
+# testbed TCP windows (16 MiB each). Its overflow is a violation, counted by the emulator.
+CREDIT_WAIT_BYTES = 64 * 1024 * 1024
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 CODE_RE = re.compile(r"^[A-Z]$")
@@ -46,6 +57,30 @@ def fibre_one_way_ms(fibre_km: float) -> float:
 def bdp_bytes(bandwidth_gbps: float, rtt_ms: float) -> int:
     """Bandwidth-delay product: bytes in flight needed to keep the link full."""
     return int(bandwidth_gbps * 1e9 / 8 * rtt_ms / 1e3)
+
+
+@dataclass(frozen=True)
+class Extender:
+    """An InfiniBand range extender whose buffer, lent to the far end as credits, is
+    licensed by distance: it keeps `licensed_km` of fibre full at the link's rate."""
+
+    device: str
+    licensed_km: float
+
+    def credits_bytes(self, bandwidth_gbps: float) -> int:
+        """The licensed buffer: the BDP of `licensed_km` of fibre, there and back, at the rate."""
+        return bdp_bytes(bandwidth_gbps, 2 * fibre_one_way_ms(self.licensed_km))
+
+
+# The seeds' devices, for `extender = "NAME"` on a [[link]] (docs/federation.md).
+EXTENDERS = {
+    # seed 001, slide 9: "License for 10 km is not sufficient" for MA-HD's 28 km
+    "longbow-10km": Extender("Obsidian Longbow", 10.0),
+    # seed 001, slide 9: "Obsidian needs a license for 40 km"
+    "longbow-40km": Extender("Obsidian Longbow", 40.0),
+    # seed 000: "Total buffer capacity allows extending InfiniBand connection up to 15,000 km"
+    "ibex-g40": Extender("Vcinity IBEX G40", 15000.0),
+}
 
 
 @dataclass(frozen=True)
@@ -151,6 +186,17 @@ class Way:
     queue_bytes: int
     jitter_us: float
     loss: float
+    credits_bytes: int | None  # a credit link's window (None: a router's tail-drop queue)
+    credit_rtt_ms: float | None  # the fibre there and back, which a credit travels
+
+    @property
+    def ceiling_gbps(self) -> float:
+        """What the way carries at most: its rate, and on a credit link no more than its
+        credits per credit round trip (held from a frame's first bit to its credit's return)."""
+        if self.credits_bytes is None:
+            return self.bandwidth_gbps
+        loop_s = self.credit_rtt_ms / 1e3 + WIRE_FRAME_BYTES * 8 / (self.bandwidth_gbps * 1e9)
+        return min(self.bandwidth_gbps, self.credits_bytes * 8 / loop_s / 1e9)
 
 
 @dataclass(frozen=True)
@@ -162,6 +208,7 @@ class Link(Way):
     b: str
     fibre_km: float | None
     back: Way | None = None  # from b to a, where it differs
+    extender: str | None = None  # the EXTENDERS profile its credits come from
 
     def way(self, src: str) -> Way:
         """The direction that leaves site `src`."""
@@ -268,10 +315,10 @@ class Federation:
         return out
 
     def bandwidth_gbps(self, src: str, dst: str) -> float | None:
-        """Modelled bandwidth cap between nodes at sites `src` and `dst`."""
+        """Modelled bandwidth cap between nodes at sites `src` and `dst` (a credit link's ceiling)."""
         if src == dst:
             return self.site(src).local.bandwidth_gbps
-        return min(way.bandwidth_gbps for way in self.ways(src, dst))
+        return min(way.ceiling_gbps for way in self.ways(src, dst))
 
     def rtt_ms(self, src: str, dst: str) -> float:
         """Modelled round trip between nodes at sites `src` and `dst`: the one RTT of a site pair."""
@@ -281,6 +328,21 @@ class Federation:
         """Bytes in flight that keep the path from `src` to `dst` full (None: no bandwidth cap)."""
         gbps = self.bandwidth_gbps(src, dst)
         return None if gbps is None else bdp_bytes(gbps, self.rtt_ms(src, dst))
+
+
+def credit_summary(link: Link) -> str:
+    """A credit link's window and the ceiling it sets (each way where they differ), in one line."""
+    source = ""
+    if link.extender:
+        e = EXTENDERS[link.extender]
+        source = f" ({link.extender}: {e.device} licensed for {e.licensed_km:g} km)"
+
+    def window(w: Way) -> str:
+        return f"credits {w.credits_bytes / 1e6:.4g} MB, ceiling {w.ceiling_gbps:.4g} of {w.bandwidth_gbps:g} Gb/s"
+    ways = ([f"each way {window(link)}"] if link.back is None else
+            [f"{link.a}->{link.b} {window(link)}", f"{link.b}->{link.a} {window(link.back)}"])
+    return (f"credit flow control{source} over a {link.credit_rtt_ms:.4g} ms fibre round trip: " + "; ".join(ways)
+            + "; the queue is where frames wait for credits")
 
 
 # ---------------------------------------------------------------- loading
@@ -615,7 +677,8 @@ class _Parser:
     def link(self, d, where: str, sites: dict[str, Site]) -> Link:
         if not isinstance(d, dict):
             raise self.fail(where, "must be a table")
-        self.keys(d, where, {"sites", "fibre_km", "rtt_ms", "bandwidth_gbps", "queue_bytes", "jitter_us", "loss", "back"})
+        self.keys(d, where, {"sites", "fibre_km", "rtt_ms", "bandwidth_gbps", "queue_bytes", "jitter_us", "loss",
+                             "back", "flow", "credits_bytes", "extender"})
         ends = d.get("sites")
         if not (isinstance(ends, list) and len(ends) == 2 and all(isinstance(e, str) for e in ends)):
             raise self.fail(f"{where}.sites", f"must be two site codes like [\"W\", \"G\"], got {ends!r}")
@@ -644,33 +707,74 @@ class _Parser:
                 )
         else:
             propagation = fibre_one_way_ms(fibre_km)
-        forward = self.way(d, where, propagation, local_one_way_ms, None)
-        back = None
-        if "back" in d:
-            back_doc = d["back"]
+        back_doc = d.get("back")
+        if back_doc is not None:
             if not isinstance(back_doc, dict):
                 raise self.fail(f"{where}.back", "must be a table (the way from the second site to the first)")
             self.keys(back_doc, f"{where}.back", {"fibre_km", "bandwidth_gbps", "queue_bytes", "jitter_us", "loss"})
             if "fibre_km" in back_doc and fibre_km is None:
                 raise self.fail(f"{where}.back.fibre_km", "needs the link's own fibre_km (rtt_ms describes both ways)")
-            back_propagation = (fibre_one_way_ms(float(self.number(back_doc, "fibre_km", f"{where}.back", positive=True)))
-                                if "fibre_km" in back_doc else propagation)
-            back = self.way(back_doc, f"{where}.back", back_propagation, local_one_way_ms, forward)
-        return Link(a=a, b=b, fibre_km=fibre_km, back=back, **asdict(forward))
+        back_propagation = (fibre_one_way_ms(float(self.number(back_doc, "fibre_km", f"{where}.back", positive=True)))
+                            if back_doc and "fibre_km" in back_doc else propagation)
+        flow = self.flow(d, where, propagation + back_propagation)
+        forward = self.way(d, where, propagation, local_one_way_ms, None, flow)
+        back = None if back_doc is None else self.way(back_doc, f"{where}.back", back_propagation, local_one_way_ms,
+                                                      forward, flow)
+        return Link(a=a, b=b, fibre_km=fibre_km, back=back, extender=flow.extender, **asdict(forward))
 
-    def way(self, d: dict, where: str, propagation: float, local_one_way_ms: float, forward: Way | None) -> Way:
-        """One direction's rate, queue, jitter and loss; the way back takes what it leaves out from `forward`."""
+    def flow(self, d: dict, where: str, round_trip_ms: float) -> _Flow:
+        """The link's flow control: `flow = "credit"` with `credits_bytes` or an `extender` profile."""
+        flow = self.string(d, "flow", where, default="credit" if "extender" in d else "queue")
+        if flow not in FLOWS:
+            raise self.fail(f"{where}.flow", f"must be \"queue\" (a router's tail-drop queue) or \"credit\" "
+                                             f"(an InfiniBand range extender's buffer credits), got {flow!r}")
+        if flow == "queue":
+            for key in ("credits_bytes", "extender"):
+                if key in d:
+                    raise self.fail(f"{where}.{key}", "only a credit link has one; add flow = \"credit\"")
+            return _Flow(None, None, None)
+        if ("credits_bytes" in d) == ("extender" in d):
+            raise self.fail(where, "flow = \"credit\" needs credits_bytes or extender (one of them)")
+        if "credits_bytes" in d:
+            return _Flow(int(self.number(d, "credits_bytes", where, integer=True, minimum=9000)), None, round_trip_ms)
+        name = self.string(d, "extender", where)
+        if name not in EXTENDERS:
+            raise self.fail(f"{where}.extender", f"unknown extender {name!r} (known: {', '.join(EXTENDERS)})")
+        return _Flow(None, name, round_trip_ms)
+
+    def way(self, d: dict, where: str, propagation: float, local_one_way_ms: float, forward: Way | None,
+            flow: _Flow) -> Way:
+        """One direction's rate, queue, jitter, loss and credits; the way back takes what it leaves out from
+        `forward`."""
         def given(key, **checks):
             if forward is not None and key not in d:
                 return getattr(forward, key)
             return self.number(d, key, where, **checks)
         bandwidth = float(given("bandwidth_gbps", positive=True))
         one_way = propagation + local_one_way_ms
+        credits = EXTENDERS[flow.extender].credits_bytes(bandwidth) if flow.extender else flow.credits_bytes
         queue = self.number(d, "queue_bytes", where, default=-1, integer=True)
         if queue == -1:
-            queue = max(bdp_bytes(bandwidth, 2 * one_way), MIN_QUEUE_BYTES)
+            queue = CREDIT_WAIT_BYTES if flow.is_credit else max(bdp_bytes(bandwidth, 2 * one_way), MIN_QUEUE_BYTES)
         elif queue < 9000:
             raise self.fail(f"{where}.queue_bytes", f"must hold at least one jumbo frame (9000 bytes), got {queue}")
+        loss = float(given("loss", default=0.0, minimum=0, below=1))
+        if flow.is_credit and loss:
+            raise self.fail(f"{where}.loss", "a credit link is lossless (frames wait for credits, none is dropped): "
+                                             "leave loss out or use flow = \"queue\"")
         return Way(propagation_ms=propagation, one_way_ms=one_way, bandwidth_gbps=bandwidth, queue_bytes=int(queue),
-                   jitter_us=float(given("jitter_us", default=0.0, minimum=0)),
-                   loss=float(given("loss", default=0.0, minimum=0, below=1)))
+                   jitter_us=float(given("jitter_us", default=0.0, minimum=0)), loss=loss,
+                   credits_bytes=credits, credit_rtt_ms=flow.round_trip_ms)
+
+
+@dataclass(frozen=True)
+class _Flow:
+    """A [[link]]'s flow control as written: credits given, or the extender they come from."""
+
+    credits_bytes: int | None
+    extender: str | None
+    round_trip_ms: float | None  # set on a credit link: the fibre there and back
+
+    @property
+    def is_credit(self) -> bool:
+        return self.round_trip_ms is not None

@@ -42,6 +42,12 @@ def param(default: Any, help: str, type: Callable[[str], Any] | None = None,
     return dataclasses.field(default=default, metadata={"help": help, "type": type, "choices": choices})
 
 
+def joined(parse: Callable[[str], list]) -> Callable[[str], str]:
+    """A field's type for a list given as words separated by commas: checked by `parse` (an
+    argparse type that returns the list) and kept as text, as a Params field holds it."""
+    return lambda text: ",".join(map(str, parse(text)))
+
+
 def add_options(ap: argparse.ArgumentParser, params_type: type) -> None:
     """One option per field: --field-name VALUE (a switch for a bool)."""
     for f in dataclasses.fields(params_type):

@@ -39,12 +39,18 @@ nonnegative_float = _bounded(float, lambda v: v >= 0, "a number >= 0")
 probability = _bounded(float, lambda v: 0 <= v <= 1, "a number from 0 to 1")
 
 
-def positive_int_list(text) -> list[int]:
-    """Positive integers separated by commas (`--ranks 16,32,64`)."""
-    values = [positive_int(x) for x in str(text).split(",") if x.strip()]
-    if not values:
-        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got {text!r}")
-    return values
+def _listed(parse, expected: str):
+    """An argparse type: values `parse` accepts, separated by commas."""
+    def check(text) -> list:
+        values = [parse(x) for x in str(text).split(",") if x.strip()]
+        if not values:
+            raise argparse.ArgumentTypeError(f"expected {expected} separated by commas, got {text!r}")
+        return values
+    return check
+
+
+positive_int_list = _listed(positive_int, "positive integers")  # --ranks 16,32,64
+positive_float_list = _listed(positive_float, "positive numbers")  # --rtt 0.145,9
 
 
 def finite_float(text) -> float:

@@ -40,7 +40,7 @@ LONG = {
     "workflow": ["workflow", "grayscott", "--L", "32", "--steps", "100000", "--plotgap", "1000"],
 }
 # A module each workload's ranks run, to know when the job is really under way.
-RANK_MODULE = {"mdfs": b"geofed.apps.mdfs.dist", "obstacle": b"geofed.apps.obstacle.dist",
+RANK_MODULE = {"mdfs": b"geofed.workloads", "obstacle": b"geofed.workloads",
                "bench": b"geofed.workloads", "workflow": b"grayscott-simulation"}
 
 
@@ -110,12 +110,14 @@ def _mpi_ready(pid: int) -> bool:
 
 
 def wait_for_rank(module: bytes, proc: subprocess.Popen, deadline_s: float = 120) -> None:
-    """Until a rank running `module` has initialised MPI (polling, bounded by a deadline)."""
+    """Until a rank of `proc`'s job running `module` has initialised MPI (polling, bounded by
+    a deadline); a rank of other work on the host, with another mark, does not count."""
     deadline = time.monotonic() + deadline_s
+    mine = f"GEOFED_TEST_MARK={proc.mark}".encode()
     while time.monotonic() < deadline and proc.poll() is None:
         for p in (int(d) for d in os.listdir("/proc") if d.isdigit()):
             cmd = _cmdline(p)
-            if module in cmd and b"hydra_pmi_proxy" not in cmd and b"GEOFED_JOB=" in _environ(p) and _mpi_ready(p):
+            if module in cmd and b"hydra_pmi_proxy" not in cmd and mine in _environ(p) and _mpi_ready(p):
                 return
         time.sleep(0.1)
     raise AssertionError(f"no rank of {module.decode()} initialised MPI (geofed exited with {proc.poll()})")

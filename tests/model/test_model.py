@@ -137,6 +137,17 @@ def test_pingpong_and_bandwidth_models(fed):
     assert 90 < bw.rate_MBps(pred, args) < 100
 
 
+def test_a_credit_link_carries_its_credits_per_round_trip(write_fed):
+    # 1 MB of credits over a 10 ms fibre round trip: 100 MB/s of a 10 Gb/s (1250 MB/s) link.
+    text = FED.format(rtt=10.004, gbps=10.0, loss=0.0).replace("loss = 0.0", 'flow = "credit"\ncredits_bytes = 1000000')
+    fed = federation.load(write_fed(text, "credit.toml"))
+    loop_s = 10e-3 + 1514 * 8 / 10e9
+    assert network.route(fed, "A", "B").rate_Bps == pytest.approx(1e6 / loop_s)
+    args = MpiBandwidthParams(size=1 << 20, window=64)
+    pred = mpi.Bandwidth().predict(fed, cal_for(fed), "A1B1", parse("A1B1", fed).nodes(fed), args)
+    assert 90 < mpi.Bandwidth.rate_MBps(pred, args) < 100 * PAYLOAD
+
+
 def test_a_window_of_small_messages_goes_at_the_local_per_message_pace(fed):
     cal = cal_for(fed, mpi_bw_sizes=[1, 1 << 20], mpi_bw_curve_MBps=[0.1, 1000.0])
     nodes = parse("A1B1", fed).nodes(fed)

@@ -59,24 +59,159 @@ def test_a_file_and_a_tree_arrive_identical(fed, tmp_path):
             assert sha(tmp_path / "copy" / f.relative_to(tree)) == sha(f), f
 
 
+# A tree as a data manager has it: checked at the destination with find and stat, not with geofed.
+MTIME_NS = 1_577_934_245_123_456_789  # 2020-01-02 03:04:05.123456789 UTC
+SPARSE_SIZE = 64 << 20
+
+
+def make_tree(root: Path, big: int = 0) -> Path:
+    """An empty directory, a symbolic link, a hard link, a sparse file, modes 600/640/755,
+    an owner other than root, set mtimes and a FIFO (not sent); with big, a file of that
+    many bytes named to come last."""
+    (root / "empty").mkdir(parents=True)
+    (root / "sub" / "deeper").mkdir(parents=True)
+    for rel, mode in (("secret.txt", 0o600), ("sub/data.csv", 0o640), ("run.sh", 0o755)):
+        make(root / rel, 5000 + mode, seed=mode).chmod(mode)
+    os.chown(root / "sub/data.csv", 4321, 8765)
+    os.link(root / "sub/data.csv", root / "sub/deeper/same.csv")
+    (root / "latest").symlink_to("sub/data.csv")
+    with open(root / "sparse.img", "wb") as f:  # data, a hole, data, and a hole to the end
+        f.write(random.Random(7).randbytes(100_000))
+        f.seek(20 << 20)
+        f.write(random.Random(8).randbytes(3 << 20))
+        f.truncate(SPARSE_SIZE)
+    os.mkfifo(root / "pipe")
+    if big:
+        make(root / "zz-big.bin", big, seed=9)
+    for p in sorted(root.rglob("*"), key=lambda p: -len(p.parts)) + [root]:  # a directory after what it holds
+        os.utime(p, ns=(MTIME_NS, MTIME_NS + len(p.name)), follow_symlinks=False)
+    return root
+
+
+def listing(root: Path) -> list[str]:
+    """find's view of a tree: path, type, mode, owner, size, mtime, link count, link target."""
+    out = subprocess.run(["find", str(root), "-printf", r"%P %y %m %U:%G %s %T@ %n %l\n"],
+                         capture_output=True, text=True, check=True).stdout
+    return sorted(out.splitlines())
+
+
+def stat_of(path: Path, fmt: str) -> str:
+    return subprocess.run(["stat", "-c", fmt, str(path)], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def assert_same_tree(src: Path, dst: Path) -> None:
+    want = [line for line in listing(src) if not line.startswith("pipe ")]
+    assert listing(dst) == want
+    kinds = [line.split()[:2] for line in want if line.startswith(("empty ", "latest "))]
+    assert kinds == [["empty", "d"], ["latest", "l"]]  # the tree holds what it is meant to
+    # one inode for the two names of the hard link
+    assert stat_of(dst / "sub/data.csv", "%i") == stat_of(dst / "sub/deeper/same.csv", "%i")
+    # the holes stay holes: the data's 3.1 MB allocated, not the file's 64 MiB
+    allocated = int(stat_of(dst / "sparse.img", "%b")) * int(stat_of(dst / "sparse.img", "%B"))
+    assert allocated <= int(stat_of(src / "sparse.img", "%b")) * 512 + (1 << 20) and allocated < 8 << 20
+    for rel in ("sparse.img", "secret.txt", "sub/data.csv", "run.sh"):
+        assert sha(dst / rel) == sha(src / rel), rel
+    assert not list(dst.rglob("*" + xfer_ends.PARTIAL + "*"))
+
+
+@needs_root
+def test_a_tree_arrives_with_its_metadata(fed, tmp_path):
+    src = make_tree(tmp_path / "project")
+    assert not (tmp_path / "copy").exists()
+    data = transfer.run(fed, f"A1:{src}", f"B1:{tmp_path / 'copy'}", streams=2, chunk=1 << 20)
+    assert_same_tree(src, tmp_path / "copy")
+    assert data["tree"] == {"file": 4, "dir": 4, "link": 1, "hardlink": 1, "deleted": 0, "not_sent": 1}
+    written = 100_000 + (3 << 20) + 3 * 5000 + 0o600 + 0o640 + 0o755  # the holes are not sent
+    assert data["moved_bytes"] == data["bytes"] and written <= data["bytes"] < written + (1 << 20)
+    # the same command again: every file is there with its size and mtime, nothing moves
+    again = transfer.run(fed, f"A1:{src}", f"B1:{tmp_path / 'copy'}", streams=2, chunk=1 << 20)
+    assert again["moved_bytes"] == 0 and again["held_bytes"] == data["bytes"]
+    assert_same_tree(src, tmp_path / "copy")
+
+
+@needs_root
+def test_copy_links_sends_what_a_link_points_to(fed, tmp_path):
+    src = make_tree(tmp_path / "project")
+    transfer.run(fed, f"A1:{src}", f"B1:{tmp_path / 'copy'}", copy_links=True)
+    assert stat_of(tmp_path / "copy/latest", "%F") == "regular file"
+    assert sha(tmp_path / "copy/latest") == sha(src / "sub/data.csv")
+
+
+@needs_root
+def test_an_interrupted_tree_says_how_to_resume_and_the_same_command_completes_it(fed, tmp_path):
+    src = make_tree(tmp_path / "project", big=48 << 20)
+    dst = tmp_path / "copy"
+    manifest = Path(str(dst / "zz-big.bin") + xfer_ends.MANIFEST)
+    proc = started(fed, src, dst, manifest)  # the receiver has verified chunks of the last file
+    proc.send_signal(signal.SIGINT)  # Ctrl-C
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "run the same command again to resume" in err.strip().splitlines()[-1], err
+    assert _ends() == []  # the ends were stopped with it
+    # the files that arrived have their names; only the one arriving is partial
+    assert sorted(p.name for p in dst.rglob("*" + xfer_ends.PARTIAL + "*")) == \
+        ["zz-big.bin" + xfer_ends.PARTIAL, "zz-big.bin" + xfer_ends.MANIFEST]
+    assert sha(dst / "sparse.img") == sha(src / "sparse.img")
+    held = len(verified(manifest)) << 20
+    # the same command (streams and chunks): the files that arrived and the verified chunks are not sent again
+    data = transfer.run(fed, f"A1:{src}", f"B1:{dst}", streams=1, chunk=1 << 20)
+    assert data["moved_bytes"] == (48 << 20) - held and data["held_bytes"] == data["bytes"] - data["moved_bytes"]
+    assert_same_tree(src, dst)
+
+
+@needs_root
+def test_delete_removes_what_is_gone_at_the_source_and_nothing_else(fed, tmp_path):
+    src, dst = make_tree(tmp_path / "project"), tmp_path / "copy"
+    transfer.run(fed, f"A1:{src}", f"B1:{dst}")
+    outside = make(tmp_path / "neighbour" / "keep.bin", 100)
+    kept = sha(outside)
+    # gone at the source: a file, a directory with what it holds; new: a file
+    (src / "secret.txt").unlink()
+    (src / "sub/deeper/same.csv").unlink()
+    (src / "sub/deeper").rmdir()
+    make(src / "new.txt", 10)
+    # at the destination only: a file, and a link to a directory outside the destination
+    make(dst / "stray.log", 10)
+    (dst / "outside").symlink_to(tmp_path / "neighbour")
+    # without --delete nothing goes
+    transfer.run(fed, f"A1:{src}", f"B1:{dst}")
+    assert (dst / "secret.txt").exists() and (dst / "sub/deeper/same.csv").exists() and (dst / "new.txt").exists()
+    before = listing(dst)
+    # a dry run says what would go and changes nothing
+    preview = run_geofed("transfer", "-f", str(fed.path), f"A1:{src}", f"B1:{dst}", "--delete", "--dry-run")
+    assert preview.returncode == 0, preview.stderr
+    deletes = [line.split()[1] for line in preview.stdout.splitlines() if line.startswith("delete ")]
+    assert deletes == ["outside", "secret.txt", "stray.log", "sub/deeper"]
+    assert "not sent pipe" in preview.stdout and "0 file(s) to send" in preview.stdout
+    assert listing(dst) == before
+    res = run_geofed("transfer", "-f", str(fed.path), f"A1:{src}", f"B1:{dst}", "--delete")
+    assert res.returncode == 0 and "deleted 4" in res.stdout, res.stderr
+    assert listing(dst) == [line for line in listing(src) if not line.startswith("pipe ")]
+    assert sha(outside) == kept
+
+
+@needs_root
+def test_a_directory_where_the_source_has_a_file_is_refused_without_delete(fed, tmp_path):
+    src, dst = make_tree(tmp_path / "project"), tmp_path / "copy"
+    make(dst / "run.sh" / "results.dat", 10)
+    res = run_geofed("transfer", "-f", str(fed.path), f"A1:{src}", f"B1:{dst}")
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert f"{dst / 'run.sh'} is a directory" in res.stderr and "--delete" in res.stderr
+    assert (dst / "run.sh" / "results.dat").exists()
+    transfer.run(fed, f"A1:{src}", f"B1:{dst}", delete=True)
+    assert_same_tree(src, dst)
+
 @needs_root
 def test_a_killed_sender_resumes_and_a_damaged_chunk_is_sent_again(fed, tmp_path):
     src = make(tmp_path / "big.bin", 60 << 20)
     dst = tmp_path / "out.bin"
     manifest = Path(str(dst) + xfer_ends.MANIFEST)
     # the whole command, killed with SIGKILL (its ends too) once some chunks are verified
-    proc = subprocess.Popen([GEOFED, "transfer", "-f", str(fed.path),
-                             f"A1:{src}", f"B1:{dst}", "--streams", "1", "--chunk-mb", "1"],
-                            start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while not (manifest.exists() and len(manifest.read_text().splitlines()) >= 5):
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.01)
+    proc = started(fed, src, dst, manifest)
     for pid in _ends():
         os.kill(pid, signal.SIGKILL)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    held = manifest.read_text().splitlines()
+    held = verified(manifest)
     assert 5 <= len(held) < 60 and not dst.exists()
     # damage a verified chunk on disk: it must be found and sent again
     first = int(held[0].split()[0])
@@ -99,22 +234,48 @@ def test_a_killed_receiver_fails_the_command_and_the_same_command_resumes(fed, t
     src = make(tmp_path / "big.bin", 48 << 20, seed=3)
     dst = tmp_path / "out.bin"
     manifest = Path(str(dst) + xfer_ends.MANIFEST)
-    proc = subprocess.Popen([GEOFED, "transfer", "-f", str(fed.path), f"A1:{src}", f"B1:{dst}", "--streams", "1",
-                             "--chunk-mb", "1"], start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while not (manifest.exists() and len(manifest.read_text().splitlines()) >= 5):
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.01)
+    proc = started(fed, src, dst, manifest)
     for pid in _ends("recv"):
         os.kill(pid, signal.SIGKILL)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1 and "run the same command again to resume" in err, err
     assert _ends() == []  # the sender was stopped with it
-    held = len(manifest.read_text().splitlines())
+    held = len(verified(manifest))
     data = transfer.run(fed, f"A1:{src}", f"B1:{dst}", streams=2, chunk=1 << 20)
     assert sha(dst) == sha(src) and data["held_bytes"] == held << 20
     assert data["moved_bytes"] == src.stat().st_size - data["held_bytes"]
+
+
+@needs_root
+def test_a_source_changed_since_the_interruption_is_sent_whole(fed, tmp_path):
+    src = make(tmp_path / "big.bin", 24 << 20, seed=4)
+    dst = tmp_path / "out.bin"
+    proc = started(fed, src, dst, Path(str(dst) + xfer_ends.MANIFEST))
+    for pid in _ends():
+        os.kill(pid, signal.SIGKILL)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    make(src, 24 << 20, seed=5)  # the same size, other bytes, a newer mtime
+    data = transfer.run(fed, f"A1:{src}", f"B1:{dst}", streams=1, chunk=1 << 20)
+    assert data["held_bytes"] == 0 and data["moved_bytes"] == 24 << 20 and sha(dst) == sha(src)
+
+
+def started(fed, src: Path, dst: Path, manifest: Path) -> subprocess.Popen:
+    """`geofed transfer SRC DST` over one stream in 1 MiB chunks, returned once the receiver
+    has verified 5 chunks of the file whose manifest is given."""
+    proc = subprocess.Popen([GEOFED, "transfer", "-f", str(fed.path), f"A1:{src}", f"B1:{dst}", "--streams", "1",
+                             "--chunk-mb", "1"], start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(verified(manifest)) < 5:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.01)
+    return proc
+
+
+def verified(manifest: Path) -> list[str]:
+    """The chunks a receiver has verified so far ("offset digest" lines after the line naming the source)."""
+    return manifest.read_text().splitlines()[1:] if manifest.exists() else []
 
 
 def _ends(which: str = "") -> list[int]:
@@ -210,7 +371,8 @@ def test_report_shows_transfers_and_the_benchmark(tmp_path):
     one = {"source": "W1:/d", "destination": "G1:/e", "bytes": 10 ** 9, "moved_bytes": 6 * 10 ** 8,
            "held_bytes": 4 * 10 ** 8, "seconds": 1.5, "rate_mbps": 3200.0, "streams": 2, "buffer_bytes": 4502000,
            "chunk_bytes": 8 << 20, "resent_chunks": 1, "corrupt_found": 1, "sender_cpu_s_per_gb": 0.41,
-           "receiver_cpu_s_per_gb": 0.77, "link": link}
+           "receiver_cpu_s_per_gb": 0.77, "link": link,
+           "tree": {"file": 1, "dir": 0, "link": 0, "hardlink": 0, "deleted": 0, "not_sent": 0}}
     row = {"loss": 0.0, "streams": 2, "bytes": 10 ** 9, "repeat": 3, "geofed_mbps": 3623.0, "iperf3_mbps": 3707.0,
            "geofed_sender_cpu_s_per_gb": 0.41, "iperf3_sender_cpu_s_per_gb": 0.17}
     row |= {"gridftp_mbps": 3724.0, "xrootd_mbps": 2255.0}

@@ -1,6 +1,8 @@
 """Real Slurm on the testbed (Debian's slurmctld/slurmd and MUNGE, as geofed's children):
 the nodes and their sites as Slurm sees them, an MPI job through `geofed run` inside an
-allocation, site confinement enforced by Slurm, and `down` leaving nothing behind."""
+allocation, site confinement enforced by Slurm whichever way a job asks for nodes, jobs
+that know their site and run as the user who submitted them, and `down` leaving nothing
+behind."""
 
 import json
 import os
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GEOFED, needs_root, no_leftovers, run_group, two_site_federation
+from conftest import GEOFED, needs_root, no_leftovers, run_group, slurm_testbed, two_site_federation
 from geofed import federation
 from geofed.testbed import slurm
 from geofed.testbed import core, host, services
@@ -22,24 +24,32 @@ pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow,
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    name = f"gfslurm-{os.getpid()}"
-    path = tmp_path_factory.mktemp("slurm") / "fed.toml"
-    path.write_text(two_site_federation(name, rtt_ms=9.0, gbps=1.0))
-    fed = federation.load(path)
-    try:
-        core.up(fed)
-        slurm.up(fed)
+def cluster():
+    with slurm_testbed(two_site_federation(f"gfslurm-{os.getpid()}", rtt_ms=9.0, gbps=1.0)) as fed:
         yield fed
-    finally:
-        slurm.down(name)
-        core.down(name)
-    assert no_leftovers(name) == []
 
 
 def client(fed, *argv, timeout=120):
     plan, c = slurm.require_up(fed)
     return run_group(slurm.client_argv(plan, c, list(argv)), timeout, env=dict(os.environ, **slurm.client_env(plan, c)))
+
+
+def home(fed) -> Path:
+    plan, c = slurm.require_up(fed)
+    return slurm.home(plan, c)
+
+
+def wait_done(fed, job: str) -> None:
+    deadline = time.monotonic() + 120
+    while client(fed, "squeue", "-h", "-j", job).stdout.strip():  # poll until the job has left the queue
+        assert time.monotonic() < deadline, f"job {job} did not finish"
+        time.sleep(0.2)
+
+
+def ran_on(out: str) -> list[tuple[str, str]]:
+    """(node, site) of every task, from their `printenv GEOFED_NODE GEOFED_SITE`."""
+    words = out.split()
+    return sorted(zip(words[0::2], words[1::2]))
 
 
 def ours(d) -> list[int]:
@@ -58,8 +68,8 @@ def test_sinfo_lists_every_node_with_its_site_and_own_feature(cluster):
     assert all(state == "idle" for _, state in rows.values())
 
 
-def test_mpi_pingpong_in_an_allocation_crosses_the_link(cluster, tmp_path):
-    out = tmp_path / "pp.json"
+def test_mpi_pingpong_in_an_allocation_crosses_the_link(cluster):
+    out = home(cluster) / "pp.json"
     res = client(cluster, "salloc", "-N", "2", "-C", "[site_A*1&site_B*1]", GEOFED, "run", "-f", str(cluster.path),
                  "-p", "A1B1", "--", os.path.join(os.path.dirname(GEOFED), "python"), "-m", "geofed.bench.pingpong",
                  "--seconds", "1", "--out", str(out), timeout=300)
@@ -73,51 +83,167 @@ def test_mpi_pingpong_in_an_allocation_crosses_the_link(cluster, tmp_path):
     assert pair["min_ms"] == pytest.approx(pair["model_rtt_ms"], rel=0.05), pair
 
 
-def test_a_job_stays_at_one_site_unless_it_asks_to_span(cluster):
+TASKS = ("printenv", "GEOFED_NODE", "GEOFED_SITE")
+
+
+def test_a_job_naming_no_site_stays_at_one(cluster):
     for _ in range(3):
-        res = client(cluster, "srun", "-N", "2", "printenv", "SLURMD_NODENAME")
+        res = client(cluster, "srun", "-N", "2", *TASKS)
         assert res.returncode == 0, res.stderr
-        nodes = res.stdout.split()
-        assert len(nodes) == 2 and len({n[0] for n in nodes}) == 1, nodes
+        assert ran_on(res.stdout) == [("A1", "A"), ("A2", "A")]  # B has one node: only A holds two
     # 3 nodes exist only across both sites: refused, and Slurm says why.
     res = client(cluster, "srun", "-N", "3", "--immediate=5", "true")
     assert res.returncode != 0 and "Requested node configuration is not available" in res.stderr
-    res = client(cluster, "srun", "-N", "3", "-C", "[site_A*2&site_B*1]", "printenv", "SLURMD_NODENAME")
-    assert res.returncode == 0 and sorted(res.stdout.split()) == ["A1", "A2", "B1"], res.stderr
 
 
-def test_submit_keeps_a_job_at_one_site_and_spans_only_when_asked(cluster, tmp_path):
+REFUSED_ACROSS_SITES = "geofed: this job names sites A, B"
+
+
+@pytest.mark.parametrize("argv, refusal", [
+    # A node list across sites, from each client.
+    (["srun", "-w", "A1,B1", *TASKS], REFUSED_ACROSS_SITES),
+    (["srun", "-w", "A[1-2],B1", *TASKS], REFUSED_ACROSS_SITES),
+    (["salloc", "-w", "A1,B1", "true"], REFUSED_ACROSS_SITES),
+    (["sbatch", "-w", "A1,B1", "--wrap", "true"], REFUSED_ACROSS_SITES),
+    (["srun", "-C", "site_A", "-w", "B1", *TASKS], REFUSED_ACROSS_SITES),
+    # An OR of sites, or of nodes at two sites, becomes Slurm's matching OR: 3 nodes are at no one site.
+    (["srun", "-N", "3", "-C", "site_A|site_B", "--immediate=5", *TASKS], "Requested node configuration"),
+    (["srun", "-N", "2", "-C", "node_A1|node_B1", "--immediate=5", *TASKS], "Requested node configuration"),
+    # Excluding A2 leaves two nodes only across the sites.
+    (["srun", "-N", "2", "-x", "A2", "--immediate=5", *TASKS], "Requested node configuration"),
+    # A heterogeneous job: its components at two sites, or at none named.
+    (["srun", "-N", "1", "-C", "site_A", *TASKS, ":", "-N", "1", "-C", "site_B", *TASKS],
+     "components of this heterogeneous job name sites A and B"),
+    (["srun", "-w", "A1", *TASKS, ":", "-w", "B1", *TASKS], "components of this heterogeneous job name sites A and B"),
+    (["srun", "-N", "1", *TASKS, ":", "-N", "1", *TASKS], "a heterogeneous job runs at one site"),
+], ids=["srun -w", "srun -w range", "salloc -w", "sbatch -w", "-C a -w b", "-C a|b", "-C node OR", "--exclude", "hetjob -C",
+        "hetjob -w", "hetjob unnamed"])
+def test_no_way_puts_a_job_on_two_sites(cluster, argv, refusal):
+    res = client(cluster, *argv)
+    assert res.returncode != 0 and res.stdout == "", res.stdout
+    assert refusal in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("argv, nodes", [
+    # A node list at one site: the job gets its other nodes there.
+    (["srun", "-N", "2", "-w", "B1", "--immediate=5", *TASKS], None),
+    (["srun", "-N", "2", "-w", "A2", *TASKS], [("A1", "A"), ("A2", "A")]),
+    (["srun", "-N", "2", "-C", "site_A|site_B", *TASKS], [("A1", "A"), ("A2", "A")]),
+    (["srun", "-N", "1", "-x", "A1,A2", *TASKS], [("B1", "B")]),
+    (["srun", "-N", "1", "-C", "site_A", *TASKS, ":", "-w", "A2", *TASKS], [("A1", "A"), ("A2", "A")]),
+], ids=["-w one node, more asked", "-w one node", "-C a|b", "--exclude", "hetjob at one site"])
+def test_a_job_at_one_site_runs_there(cluster, argv, nodes):
+    res = client(cluster, *argv)
+    if nodes is None:  # B has one node: two there are refused, never made up from A
+        assert res.returncode != 0 and "Requested node configuration" in res.stderr, res.stdout + res.stderr
+    else:
+        assert res.returncode == 0, res.stderr
+        assert ran_on(res.stdout) == nodes
+
+
+def test_a_pending_job_cannot_be_moved_across_sites(cluster):
+    res = client(cluster, "sbatch", "--parsable", "--hold", "-w", "A1", "--wrap", "true")
+    assert res.returncode == 0, res.stderr
+    job = res.stdout.strip()
+    try:
+        res = client(cluster, "scontrol", "update", f"JobId={job}", "ReqNodeList=A1,B1", "NumNodes=2")
+        assert res.returncode != 0
+        shown = client(cluster, "scontrol", "show", "job", job).stdout
+        assert "ReqNodeList=A1 " in shown and "Features=site_A " in shown, shown
+    finally:
+        client(cluster, "scancel", job)
+
+
+def test_every_task_of_a_job_array_stays_at_one_site(cluster):
+    res = client(cluster, "sbatch", "--parsable", "--array=0-3", "-N", "2", "-o", "array-%A-%a.out",
+                 "--wrap", "srun " + " ".join(TASKS))
+    assert res.returncode == 0, res.stderr
+    job = res.stdout.strip()
+    wait_done(cluster, job)
+    for task in range(4):
+        nodes = ran_on((home(cluster) / f"array-{job}-{task}.out").read_text())
+        assert len(nodes) == 2 and len({site for _, site in nodes}) == 1, (task, nodes)
+
+
+def test_a_job_spans_when_it_asks_with_counts(cluster):
+    res = client(cluster, "srun", "-N", "3", "-C", "[site_A*2&site_B*1]", *TASKS)
+    assert res.returncode == 0 and ran_on(res.stdout) == [("A1", "A"), ("A2", "A"), ("B1", "B")], res.stderr
+    res = client(cluster, "srun", "-N", "2", "-C", "[node_A1*1&node_B1*1]", *TASKS)
+    assert res.returncode == 0 and ran_on(res.stdout) == [("A1", "A"), ("B1", "B")], res.stderr
+
+
+def test_a_plain_srun_tells_every_task_its_site_and_node(cluster):
+    res = client(cluster, "srun", "-w", "B1", "printenv", "GEOFED_SITE")
+    assert res.returncode == 0 and res.stdout == "B\n", res.stderr
+    python = os.path.join(os.path.dirname(GEOFED), "python")
+    res = client(cluster, "srun", "-N", "2", python, "-c", "from geofed import runtime; print(runtime.node(), runtime.site())")
+    assert res.returncode == 0 and ran_on(res.stdout) == [("A1", "A"), ("A2", "A")], res.stderr
+
+
+def test_a_job_runs_as_the_user_who_submitted_it(cluster):
+    plan, c = slurm.require_up(cluster)
+    user = slurm.user(cluster.name, c)
+    assert user != "root"
+    res = client(cluster, "srun", "-N", "1", "id", "-un")
+    assert res.returncode == 0 and res.stdout == f"{user}\n", res.stderr
+    res = client(cluster, "sbatch", "--parsable", "-o", "whoami-%j.out", "--wrap", "id -un")
+    job = res.stdout.strip()
+    wait_done(cluster, job)
+    assert (home(cluster) / f"whoami-{job}.out").read_text() == f"{user}\n"
+
+
+def submitted(res) -> tuple[str, Path]:
+    """The job id and output file `geofed submit` printed."""
+    assert res.returncode == 0, res.stderr
+    words = res.stdout.split()
+    return words[2].rstrip(":"), Path(words[-1])
+
+
+def test_submit_keeps_a_job_at_one_site_and_spans_only_when_asked(cluster):
     from conftest import run_geofed
     res = run_geofed("submit", "-f", str(cluster.path), "-p", "A1B1", "--", "true")
     assert res.returncode == 2 and "--span" in res.stderr and len(res.stderr.strip().splitlines()) == 1
-    out = tmp_path / "job.out"
-    res = run_geofed("submit", "-f", str(cluster.path), "-p", "A1B1", "--span", "--output", str(out), "--",
+    res = run_geofed("submit", "-f", str(cluster.path), "-p", "A1B1", "--span", "--",
                      os.path.join(os.path.dirname(GEOFED), "python"), "-c",
-                     "from geofed import runtime; print(runtime.node())")
-    assert res.returncode == 0, res.stderr
-    job = res.stdout.split()[2].rstrip(":")
-    deadline = time.monotonic() + 120
-    while client(cluster, "squeue", "-h", "-j", job).stdout.strip():  # poll until the job has left the queue
-        assert time.monotonic() < deadline, "the submitted job did not finish"
-        time.sleep(0.2)
-    assert sorted(out.read_text().split()) == ["A1", "B1"]
+                     "from geofed import runtime; print(runtime.node(), runtime.site())")
+    job, out = submitted(res)
+    # The output file as Slurm names it: in the user's home, the job's id filled in.
+    assert out == home(cluster) / f"geofed-job-{job}.out"
+    wait_done(cluster, job)
+    assert ran_on(out.read_text()) == [("A1", "A"), ("B1", "B")]
 
 
-def test_submit_of_a_named_node_runs_there(cluster, tmp_path):
+def test_submit_of_a_named_node_runs_there(cluster):
     from conftest import run_geofed
     # On an idle cluster Slurm hands out A1 first; the node's own feature asks for A2.
-    out = tmp_path / "job.out"
-    res = run_geofed("submit", "-f", str(cluster.path), "-p", "A[2]", "--output", str(out), "--",
-                     os.path.join(os.path.dirname(GEOFED), "python"), "-c",
-                     "from geofed import runtime; print(runtime.node(), runtime.placement())")
-    assert res.returncode == 0, res.stderr
+    res = run_geofed("submit", "-f", str(cluster.path), "-p", "A[2]", "--", os.path.join(os.path.dirname(GEOFED), "python"),
+                     "-c", "from geofed import runtime; print(runtime.node(), runtime.placement())")
     assert "(node_A2)" in res.stdout
-    job = res.stdout.split()[2].rstrip(":")
-    deadline = time.monotonic() + 120
-    while client(cluster, "squeue", "-h", "-j", job).stdout.strip():  # poll until the job has left the queue
-        assert time.monotonic() < deadline, "the submitted job did not finish"
-        time.sleep(0.2)
+    job, out = submitted(res)
+    wait_done(cluster, job)
     assert out.read_text().split() == ["A2", "A[2]"]
+
+
+def test_submit_without_a_federation_uses_the_testbed_whose_slurm_is_up(cluster):
+    from conftest import run_geofed
+    res = run_group([GEOFED, "submit", "-p", "B1", "--", "id", "-un"], 60,
+                    env=dict(os.environ, GEOFED_TESTBED=cluster.name))
+    job, out = submitted(res)
+    wait_done(cluster, job)
+    plan, c = slurm.require_up(cluster)
+    assert out.read_text() == f"{slurm.user(cluster.name, c)}\n"
+    # With no testbed named, this one, unless others have Slurm up too: then they are named.
+    res = run_geofed("submit", "-p", "B1", "--", "true")
+    assert res.returncode == 0 or (res.returncode == 2 and cluster.name in res.stderr and "choose one with -f"
+                                   in res.stderr), res.stderr
+    res = run_group([GEOFED, "submit", "-p", "B1", "--", "true"], 60, env=dict(os.environ, GEOFED_TESTBED="gfnone"))
+    assert res.returncode == 2 and "no testbed here has Slurm up" in res.stderr
+
+
+def test_submit_refuses_an_output_the_user_cannot_write(cluster, tmp_path):
+    from conftest import run_geofed
+    res = run_geofed("submit", "-f", str(cluster.path), "-p", "A1", "--output", str(tmp_path / "x.out"), "--", "true")
+    assert res.returncode == 2 and f"cannot write to {tmp_path}" in res.stderr, res.stderr
 
 
 def small(tmp_path, tag: str):

@@ -2,6 +2,7 @@
 the site-confinement rule, a placement's constraint, and srun's rank pinning inside an
 allocation of the testbed's Slurm."""
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -52,11 +53,21 @@ def test_a_partition_per_site_and_one_spanning_all_by_default(icm):
         assert "Default=YES" in only and f"PartitionName={c.controller}" in only
 
 
-def test_the_submit_rule_confines_jobs_that_name_no_site_or_node(icm):
+def test_the_submit_rule_knows_the_sites_fastest_first_and_every_nodes_site(icm):
     lua = slurm.job_submit_lua(icm, slurm.federated(icm))
     assert 'local sites = "[site_W|site_G]"' in lua  # the faster site's nodes first
-    # A job naming a site, or its nodes, keeps its own constraint.
-    assert 'string.find(f, "site_", 1, true)' in lua and 'string.find(f, "node_", 1, true)' in lua
+    assert '["W5"] = "W"' in lua and '["G1"] = "G"' in lua  # a node list's sites
+
+
+def test_every_task_is_told_its_node_and_site(icm, tmp_path):
+    prolog = slurm.task_prolog(slurm.federated(icm))
+    assert "TaskProlog=/run/x/task_prolog" in conf_lines(icm, slurm.federated(icm), "TaskProlog=")
+    # What Slurm does with it: run it on the task's node, export what it prints.
+    script = tmp_path / "prolog"
+    script.write_text(prolog)
+    for node, site in (("G2", "G"), ("W4", "W")):
+        out = subprocess.run(["sh", str(script)], env={"SLURMD_NODENAME": node}, capture_output=True, text=True).stdout
+        assert sorted(out.splitlines()) == [f"export GEOFED_NODE={node}", f"export GEOFED_SITE={site}"]
 
 
 def test_a_placement_becomes_slurms_constraint(icm):

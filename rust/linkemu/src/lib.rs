@@ -7,6 +7,15 @@
 //!
 //! Pipeline per packet: tail-drop queue -> serialisation at `rate` ->
 //! random loss -> propagation `delay` + uniform `jitter` -> FIFO clamp.
+//!
+//! With `credits` (an InfiniBand range extender's flow control) the link is
+//! lossless instead: a frame goes on the wire only into buffer credits the far
+//! end advertised, and its credits come back one fibre round trip after it
+//! started crossing (its serialisation, `delay`, then the reverse way's delay).
+//! Frames wait for credits in the queue in front of the wire; nothing is
+//! dropped unless that queue itself overflows, which is counted apart.
+
+use std::collections::VecDeque;
 
 pub mod gso;
 
@@ -29,6 +38,17 @@ pub struct LinkConfig {
     pub loss: f64,
     /// Seed of the PRNG used for jitter and loss, so runs are reproducible.
     pub seed: u64,
+    /// Credit-based flow control; None: a router's tail-drop queue.
+    pub credits: Option<Credits>,
+}
+
+/// The far end's receive buffer, lent to the sender as credits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Credits {
+    /// Wire bytes that may be in flight (sent, their credits not yet back).
+    pub bytes: u64,
+    /// The reverse way's delay, which a returning credit travels.
+    pub return_delay_ns: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +56,9 @@ pub enum ConfigError {
     ZeroRate,
     ZeroQueue,
     BadLoss,
+    ZeroCredits,
+    /// A credit link is lossless: loss on its wire contradicts it.
+    LossyCredits,
 }
 
 impl fmt::Display for ConfigError {
@@ -44,6 +67,8 @@ impl fmt::Display for ConfigError {
             ConfigError::ZeroRate => write!(f, "rate must be > 0 bit/s"),
             ConfigError::ZeroQueue => write!(f, "queue limit must be > 0 bytes"),
             ConfigError::BadLoss => write!(f, "loss must be a probability in [0, 1]"),
+            ConfigError::ZeroCredits => write!(f, "credits must be > 0 bytes"),
+            ConfigError::LossyCredits => write!(f, "a credit link is lossless: loss must be 0"),
         }
     }
 }
@@ -56,6 +81,9 @@ pub enum Reason {
     Queue,
     /// Random loss on the wire.
     Loss,
+    /// A credit link's wait for credits overflowed its queue: a violation of
+    /// the losslessness it emulates, counted apart from tail drops.
+    CreditWaitOverflow,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +109,8 @@ pub struct Counters {
     pub delivered: u64,
     pub dropped_queue: u64,
     pub dropped_loss: u64,
+    /// Frames a credit link could not hold while they waited for credits.
+    pub credit_wait_overflow: u64,
     /// Bytes of delivered packets.
     pub bytes: u64,
 }
@@ -131,6 +161,18 @@ pub struct LinkModel {
     carry: u128,
     last_release_ns: u64,
     counters: Counters,
+    credit: CreditState,
+}
+
+/// What credit-based flow control keeps between frames.
+#[derive(Debug, Clone, Default)]
+struct CreditState {
+    /// (when its credits come back, wire bytes) per frame in flight, in send order.
+    in_flight: VecDeque<(u64, u64)>,
+    in_flight_bytes: u64,
+    /// (when it starts on the wire, wire bytes) per frame still waiting.
+    waiting: VecDeque<(u64, u64)>,
+    waiting_bytes: u64,
 }
 
 impl LinkModel {
@@ -144,8 +186,24 @@ impl LinkModel {
         if !(cfg.loss >= 0.0 && cfg.loss <= 1.0) {
             return Err(ConfigError::BadLoss);
         }
+        if let Some(c) = cfg.credits {
+            if c.bytes == 0 {
+                return Err(ConfigError::ZeroCredits);
+            }
+            if cfg.loss > 0.0 {
+                return Err(ConfigError::LossyCredits);
+            }
+        }
         let rng = SplitMix64::new(cfg.seed);
-        Ok(LinkModel { cfg, rng, busy_until_ns: 0, carry: 0, last_release_ns: 0, counters: Counters::default() })
+        Ok(LinkModel {
+            cfg,
+            rng,
+            busy_until_ns: 0,
+            carry: 0,
+            last_release_ns: 0,
+            counters: Counters::default(),
+            credit: CreditState::default(),
+        })
     }
 
     pub fn config(&self) -> &LinkConfig {
@@ -185,27 +243,54 @@ impl LinkModel {
         Burst { release_ns, dropped }
     }
 
+    /// Bytes of a credit link waiting in front of the wire at `now_ns`.
+    pub fn credit_wait_bytes(&mut self, now_ns: u64) -> u64 {
+        let c = &mut self.credit;
+        while let Some(&(start, bytes)) = c.waiting.front() {
+            if start > now_ns {
+                break;
+            }
+            c.waiting.pop_front();
+            c.waiting_bytes -= bytes;
+        }
+        c.waiting_bytes
+    }
+
     /// Queue, serialisation and loss of one frame; counts what happened.
     fn wire(&mut self, now_ns: u64, bytes: usize) -> Result<(), Reason> {
         let bytes64 = bytes as u64;
-        if self.backlog_bytes(now_ns).saturating_add(bytes64) > self.cfg.queue_limit_bytes {
+        let mut start = now_ns.max(self.busy_until_ns);
+        if let Some(credits) = self.cfg.credits {
+            if self.credit_wait_bytes(now_ns).saturating_add(bytes64) > self.cfg.queue_limit_bytes {
+                self.counters.credit_wait_overflow += 1;
+                return Err(Reason::CreditWaitOverflow);
+            }
+            start = self.take_credits(credits, start, bytes64);
+        } else if self.backlog_bytes(now_ns).saturating_add(bytes64) > self.cfg.queue_limit_bytes {
             // A dropped packet never reaches the wire, so busy_until stays.
             self.counters.dropped_queue += 1;
             return Err(Reason::Queue);
         }
 
-        let start = if self.busy_until_ns > now_ns {
-            self.busy_until_ns
-        } else {
+        if start > self.busy_until_ns {
             // The wire went idle: an old fractional remainder means nothing now.
             self.carry = 0;
-            now_ns
-        };
+        }
         let num = bytes64 as u128 * 8 * NS_PER_S + self.carry;
         let rate = self.cfg.rate_bps as u128;
         let ser_ns = (num / rate) as u64;
         self.carry = num % rate;
         self.busy_until_ns = start.saturating_add(ser_ns);
+        if let Some(credits) = self.cfg.credits {
+            // Delivered `delay` after it has crossed; the far end's credit
+            // update then travels the reverse way. Jitter delays the frame's
+            // hand-off past the far end, not the buffer it occupied there.
+            let back = self.busy_until_ns.saturating_add(self.cfg.delay_ns).saturating_add(credits.return_delay_ns);
+            self.credit.in_flight.push_back((back, bytes64));
+            self.credit.in_flight_bytes += bytes64;
+            self.credit.waiting.push_back((start, bytes64));
+            self.credit.waiting_bytes += bytes64;
+        }
 
         // Loss is applied after serialisation: a frame corrupted on the fibre
         // still occupied the wire, so it delays the packets behind it. This
@@ -217,6 +302,25 @@ impl LinkModel {
         self.counters.delivered += 1;
         self.counters.bytes += bytes64;
         Ok(())
+    }
+
+    /// The earliest time from `ready_ns` at which `bytes` of credits are free;
+    /// takes them. Credits come back in send order (one delay per way), so the
+    /// oldest in flight is the next to return. A frame larger than the whole
+    /// window waits for every credit and then goes alone.
+    fn take_credits(&mut self, credits: Credits, ready_ns: u64, bytes: u64) -> u64 {
+        let c = &mut self.credit;
+        let mut start = ready_ns;
+        while let Some(&(back, b)) = c.in_flight.front() {
+            let free_now = back <= start;
+            if !free_now && c.in_flight_bytes + bytes <= credits.bytes {
+                break;
+            }
+            start = start.max(back);
+            c.in_flight.pop_front();
+            c.in_flight_bytes -= b;
+        }
+        start
     }
 
     /// When what has been serialised so far reaches the far end: propagation
@@ -238,7 +342,7 @@ mod tests {
     use super::*;
 
     fn cfg(delay_ns: u64, rate_bps: u64, queue: u64) -> LinkConfig {
-        LinkConfig { delay_ns, rate_bps, queue_limit_bytes: queue, jitter_ns: 0, loss: 0.0, seed: 1 }
+        LinkConfig { delay_ns, rate_bps, queue_limit_bytes: queue, jitter_ns: 0, loss: 0.0, seed: 1, credits: None }
     }
 
     fn release(v: Verdict) -> u64 {
@@ -450,6 +554,100 @@ mod tests {
         let mut m = LinkModel::new(c).unwrap();
         assert_eq!(m.on_packet(0, 1500), Verdict::Drop(Reason::Loss));
         assert_eq!(m.backlog_bytes(0), 1500);
+    }
+
+    /// A credit link of `rtt_ns` (half each way) at `rate_bps` with `credits` bytes.
+    fn credit_cfg(rtt_ns: u64, rate_bps: u64, credits: u64, queue: u64) -> LinkConfig {
+        let mut c = cfg(rtt_ns / 2, rate_bps, queue);
+        c.credits = Some(Credits { bytes: credits, return_delay_ns: rtt_ns / 2 });
+        c
+    }
+
+    /// Offers `n` wire frames of 1514 bytes in `burst`s at 1.25 x the rate (more
+    /// than any credit window lets through) and returns the delivered rate in
+    /// bit/s, counted between the releases of the last 80 % of the frames so the
+    /// first window, which crosses before any credit is due back, is left out.
+    fn delivered_bps(m: &mut LinkModel, n: usize, burst: usize) -> f64 {
+        const FRAME: usize = 1514;
+        let rate = m.config().rate_bps as f64;
+        let gap = (burst * FRAME) as f64 * 8.0 * 1e9 / (1.25 * rate);
+        let mut releases = Vec::with_capacity(n / burst);
+        for i in 0..n / burst {
+            let b = m.on_burst((i as f64 * gap) as u64, &vec![FRAME; burst]);
+            assert!(b.dropped.is_empty(), "a credit link dropped {:?}", b.dropped);
+            releases.push(b.release_ns.unwrap());
+        }
+        let from = releases.len() / 5;
+        let frames = (releases.len() - 1 - from) * burst;
+        (frames * FRAME) as f64 * 8.0 * 1e9 / (releases[releases.len() - 1] - releases[from]) as f64
+    }
+
+    #[test]
+    fn credit_link_delivers_min_of_rate_and_credits_per_rtt() {
+        // The three RTTs at 10 Gb/s, with a window of half and of twice the BDP.
+        let rate = 10_000_000_000u64;
+        for rtt_ns in [145_000u64, 1_000_000, 9_000_000] {
+            let bdp = rate / 8 * rtt_ns / 1_000_000_000;
+            for credits in [bdp / 2, bdp * 2] {
+                let mut m = LinkModel::new(credit_cfg(rtt_ns, rate, credits, u64::MAX)).unwrap();
+                // Fifty round trips' worth of frames at the ceiling.
+                let ceiling = (rate as f64).min(credits as f64 * 8.0 * 1e9 / rtt_ns as f64);
+                let n = (ceiling * 50.0 * rtt_ns as f64 / 1e9 / 8.0 / 1514.0) as usize;
+                let got = delivered_bps(&mut m, n, 1);
+                assert!((got / ceiling - 1.0).abs() < 0.02, "rtt {rtt_ns} credits {credits}: {got} of {ceiling} bit/s");
+                let c = m.counters();
+                assert_eq!((c.dropped_queue, c.dropped_loss, c.credit_wait_overflow), (0, 0, 0));
+                assert_eq!(c.delivered as usize, n);
+            }
+        }
+    }
+
+    #[test]
+    fn credits_count_wire_frames_of_a_burst() {
+        // 64 KiB super-frames (44 wire frames) on a window smaller than one of
+        // them: each wire frame takes its own credits, so the ceiling holds.
+        let (rate, rtt_ns, credits) = (10_000_000_000u64, 1_000_000u64, 40_000u64);
+        let mut m = LinkModel::new(credit_cfg(rtt_ns, rate, credits, u64::MAX)).unwrap();
+        let ceiling = credits as f64 * 8.0 * 1e9 / rtt_ns as f64;
+        let got = delivered_bps(&mut m, 44 * 400, 44);
+        assert!((got / ceiling - 1.0).abs() < 0.02, "{got} of {ceiling} bit/s");
+    }
+
+    #[test]
+    fn no_frame_starts_before_its_credits_are_back() {
+        // Window of exactly two frames, 1 ms each way: frames 3 and 4 start
+        // when frames 1 and 2's credits return, one RTT after these crossed.
+        let (frame, ser) = (1500usize, 12_000u64);
+        let mut m = LinkModel::new(credit_cfg(2_000_000, 1_000_000_000, 3000, u64::MAX)).unwrap();
+        let r: Vec<u64> = (0..4).map(|_| release(m.on_packet(0, frame))).collect();
+        assert_eq!(r[..2], [ser + 1_000_000, 2 * ser + 1_000_000]);
+        assert_eq!(r[2], (ser + 2_000_000) + ser + 1_000_000);
+        assert_eq!(r[3], (2 * ser + 2_000_000) + ser + 1_000_000);
+        // In front of the wire: frame 2 for the wire, frames 3 and 4 for credits.
+        assert_eq!(m.credit_wait_bytes(0), 3 * frame as u64);
+        assert_eq!(m.credit_wait_bytes(2_012_000), frame as u64);
+    }
+
+    #[test]
+    fn a_full_credit_wait_is_counted_not_silent() {
+        // Room for three frames in front of the wire; the fourth overflows.
+        let mut m = LinkModel::new(credit_cfg(2_000_000, 1_000_000_000, 1500, 4500)).unwrap();
+        for _ in 0..4 {
+            assert!(matches!(m.on_packet(0, 1500), Verdict::Deliver { .. }));
+        }
+        assert_eq!(m.on_packet(0, 1500), Verdict::Drop(Reason::CreditWaitOverflow));
+        let c = m.counters();
+        assert_eq!((c.delivered, c.credit_wait_overflow, c.dropped_queue), (4, 1, 0));
+    }
+
+    #[test]
+    fn a_credit_link_is_lossless() {
+        let mut c = credit_cfg(1_000_000, 1_000_000_000, 1_000_000, 1 << 30);
+        c.loss = 0.01;
+        assert_eq!(LinkModel::new(c.clone()).unwrap_err(), ConfigError::LossyCredits);
+        c.loss = 0.0;
+        c.credits = Some(Credits { bytes: 0, return_delay_ns: 0 });
+        assert_eq!(LinkModel::new(c).unwrap_err(), ConfigError::ZeroCredits);
     }
 
     #[test]

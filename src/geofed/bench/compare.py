@@ -59,12 +59,19 @@ def verdict(bench: str, size: int, osu: float, ours: float) -> str:
     return "ok" if abs(ours / osu - 1) <= BANDWIDTH_SLACK else "differs"
 
 
-def run(fed, placement, names: list[str], sizes: str, osu_root: str, repeat: int, ranks_per_node: int,
-        timeout: float, progress: Callable[[str], None]) -> dict:
+def check(placement, names: list[str], sizes: str, osu_root: str | None, ranks_per_node: int):
+    """The benchmarks, the sizes and OSU's program for each; UserError for what cannot run."""
     benches = suite.resolve(names)
     suite.check_ranks(benches, placement.node_count * ranks_per_node, f"placement {placement.code}")
     wanted = validate.parse_sizes(sizes)
-    osu_bins = {b.name: find_osu(osu_root, b.name) for b in benches}
+    if not osu_root:
+        raise UserError("bench compare: --osu PREFIX is needed (an OSU Micro-Benchmarks install prefix, see docs/bench.md)")
+    return benches, wanted, {b.name: find_osu(osu_root, b.name) for b in benches}
+
+
+def run(fed, placement, names: list[str], sizes: str, osu_root: str, repeat: int, ranks_per_node: int,
+        timeout: float, progress: Callable[[str], None]) -> dict:
+    benches, wanted, osu_bins = check(placement, names, sizes, osu_root, ranks_per_node)
     rows, runs = [], []
     for b in benches:
         bsizes = suite.sizes_for(b, wanted)

@@ -69,24 +69,16 @@ COMMANDS: list[Command] = [
                                            "(seed 003)", apps.obstacle_args),
 
     Command("bench", G, "benchmarks"),
-    Command("bench link", core.cmd_bench_link, "link emulator accuracy: RTT and throughput against configured (root)",
-            core.bench_link_args),
     Command("bench mpi", bench.cmd_mpi, "MPI micro-benchmarks with OSU definitions: latency, bw, bibw, collectives",
             bench.mpi_args),
     Command("bench compare", bench.cmd_compare, "geofed's micro-benchmarks side by side with OSU's (C) on the same ranks",
             bench.compare_args),
     Command("bench matrix", bench.cmd_matrix, "latency and bandwidth between every pair of nodes (heat map in the report)",
             bench.matrix_args),
-    Command("bench io", bench.cmd_io, "storage: IOzone's grid of file x record sizes, buffered, O_SYNC and O_DIRECT, "
-                                      "beside IOzone and fio (docs/storage.md)", bench.io_args),
     Command("bench check", bench.cmd_check, "compare runs with reference values and tolerances; exit 1 when any fails",
             bench.check_args),
     Command("bench btio", bench.cmd_bench_btio, "NPB BT-I/O's pattern over MPI-IO on a placement: simple and full subtypes",
             bench.btio_args),
-    Command("bench hpl", bench.cmd_bench_hpl, "High-Performance Linpack (HPL 2.0) on a placement: time, GFLOPS, "
-                                              "residual check", bench.hpl_args),
-    Command("bench hpl-sweep", bench.cmd_bench_hpl_sweep, "seed 002's HPL tables T, S, SP, SPF over placements and N "
-                                                          "on a private copy of the federation (root)", bench.hpl_sweep_args),
     Command("bench mdfs", apps.cmd_bench_mdfs, "MDFS kernel side by side with the reference (PyPI mdfs), same data "
                                                "and parameters", apps.bench_mdfs_args),
     Command("bench grayscott", apps.cmd_bench_grayscott, "Gray-Scott time per step with SST staging across a link "
@@ -112,6 +104,10 @@ COMMANDS: list[Command] = [
             ops.monitor_run_args),
     Command("monitor show", ops.cmd_monitor_show, "series and sustained level shifts from a store",
             ops.monitor_show_args),
+    Command("monitor serve", ops.cmd_monitor_serve, "run a monitoring schedule until stopped: one-way delay, MPI, "
+            "throughput, judgement and alerts (docs/monitor.md)", ops.monitor_serve_args),
+    Command("monitor status", ops.cmd_monitor_status, "one line per path of a store: ok, degraded or down and why "
+            "(exit 1 when any is not ok)", ops.monitor_status_args),
 
     Command("ops", G, "operations: directories, Slurm, ssh, storage"),
     Command("ops directory", G, "the sites' directory servers and the federation's (root)"),

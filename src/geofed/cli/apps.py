@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from geofed import federation, records
 from geofed.cli import options
-from geofed.cli.common import emit
-from geofed.errors import UserError
-from geofed.params import from_args
-from geofed.progress import Bar, progress
+from geofed.cli.bench import run_workload
+from geofed.params import add_options, from_args
+from geofed.progress import progress
 from geofed.validate import nonnegative_float, nonnegative_int, positive_float, positive_int, probability
 
 
@@ -21,53 +19,34 @@ def _mdfs_params(args):
                   seed=args.seed, range_=args.range, pc_xi=args.pc_xi, n_contrast=args.contrast, level=args.level)
 
 
-def mdfs_input(args):
-    from geofed.apps.mdfs import data
-    if args.data in (None, "madelon-like"):
-        return data.madelon_like(seed=args.data_seed)
-    header = {None: None, "yes": True, "no": False}[args.header]
-    return data.load_csv(args.data, decision=args.decision, decision_file=args.decision_file, header=header)
-
-
 def cmd_mdfs_run(args) -> int:
-    from geofed.apps.mdfs import core, jobs, output
-    from geofed.launch import runner
-
-    params = _mdfs_params(args)
-    params.check()
-    ds = mdfs_input(args)
-    if args.hostfile and not args.placement:
-        raise UserError("--hostfile: only with --placement (it names the hosts the placement's nodes run on)")
-    if args.placement:
-        fed = federation.load(args.federation)
-        with runner.work_directory("mdfs", args.hostfile) as tmp:
-            npz = jobs.save_npz(tmp / "data.npz", ds.x, ds.y)
-            result = jobs.run_on_placement(fed, args.placement, npz, params, args.split, args.threads,
-                                           args.timeout, progress=True, hostfile=args.hostfile)
-        meta = records.federation_meta(fed)
-    else:
-        if args.split != "speed":
-            raise UserError("--split: only with --placement (it splits the work among nodes)")
-        result = core.analyse(ds.x, ds.y, params, threads=args.threads or os.cpu_count() or 1, progress=Bar("mdfs: tuples"))
-        meta = {}
-    files = output.write(result, ds.names, args.out)
-    print(output.table(result, ds.names))
-    t = result["timing"]
-    print("time: " + ", ".join(f"{k.removesuffix('_s')} {v:.2f} s" for k, v in t.items()))
-    rec = records.make("mdfs.run", output.record_data(result, ds.names, ds.source, args.placement, files), **meta)
-    print(f"results: {files['ig_csv']}, {files['tuples_csv']}, {files['json']}")
-    emit(rec, args.out)
-    return 0
+    """The `mdfs` workload: on this machine, or across the placement."""
+    from geofed import workloads
+    from geofed.launch.placement import parse
+    w = workloads.get("mdfs")
+    fed = federation.load(args.federation) if args.placement else None
+    ctx = workloads.Context(fed, parse(args.placement, fed) if fed else None, 1, args.hostfile, args.timeout,
+                            Path(args.out), progress)
+    params = w.Params(data=args.data, decision=args.decision, decision_file=args.decision_file, header=args.header,
+                      data_seed=args.data_seed, analysis=_mdfs_params(args), split=args.split, threads=args.threads)
+    return run_workload(w, ctx, params, args.out)
 
 
 def cmd_mdfs_sweep(args) -> int:
-    from geofed.apps.mdfs import sweep
-    return sweep.main(args, _mdfs_params(args), progress)
+    """The `mdfs-sweep` workload on a private copy of the federation, brought up and taken down here."""
+    from geofed import workloads
+    w = workloads.get("mdfs-sweep")
+    params = w.Params(placements=args.placements, splits=args.split, repeat=args.repeat,
+                      discretizations=args.discretizations, analysis=_mdfs_params(args), data_seed=args.data_seed,
+                      private=True)
+    return run_workload(w, workloads.Context(federation.load(args.federation), progress=progress), params, args.out)
 
 
 def cmd_bench_mdfs(args) -> int:
-    from geofed.apps.mdfs import bench
-    return bench.main(args, progress)
+    """The `mdfs-kernel` workload, on this machine."""
+    from geofed import workloads
+    w = workloads.get("mdfs-kernel")
+    return run_workload(w, workloads.Context(None, progress=progress), from_args(w.Params, args), args.out)
 
 
 def mdfs_analysis_args(p: argparse.ArgumentParser, dim: int = 2, discretizations: int = 1) -> None:
@@ -97,7 +76,6 @@ def cmd_bench_grayscott(args) -> int:
 def _run_grayscott(name: str, args, hostfile: str | None = None) -> int:
     """The workload `name` with the command's options as its parameters."""
     from geofed import workloads
-    from geofed.cli.bench import run_workload
     w = workloads.get(name)
     ctx = workloads.Context(federation.load(args.federation), hostfile=hostfile,
                             timeout=args.timeout, out=Path(args.out), progress=progress)
@@ -112,45 +90,24 @@ def grayscott_settings_args(p) -> None:
     p.add_argument("--noise", type=nonnegative_float, help="override the settings' noise")
 
 
-def _obstacle_outputs(result: dict, out: str) -> dict:
-    """solution.npy, residual-history.csv, peers.csv; returns their paths."""
-    from pathlib import Path
-
-    import numpy as np
-    d = Path(out)
-    d.mkdir(parents=True, exist_ok=True)
-    files = {"solution": d / "solution.npy", "history": d / "residual-history.csv", "peers": d / "peers.csv"}
-    np.save(files["solution"], result["u"])
-    files["history"].write_text("seconds,certified_residual\n" + "".join(f"{t:.6f},{r:.6e}\n" for t, r in result["residual_history"]))
-    files["peers"].write_text("rank,node,site,planes,iterations,seconds,halos_received,snapshots\n" + "".join(
-        f"{p['rank']},{p['node']},{p['site']},{p['hi'] - p['lo']},{p['iterations']},{p['seconds']:.6f},"
-        f"{p['halos_received']},{p['snapshots']}\n" for p in result["peers"]))
-    return {k: str(v) for k, v in files.items()}
-
-
 def cmd_obstacle(args) -> int:
-    from geofed.apps.obstacle import job
-
+    """The `obstacle` workload on the placement."""
+    from geofed import workloads
+    from geofed.launch.placement import parse
+    w = workloads.get("obstacle")
     fed = federation.load(args.federation)
-    spec = job.Spec(args.n, args.tol, args.scheme, args.c, args.delta, args.network, args.secret_file)
-    res = job.run_on_placement(fed, args.placement, spec, timeout=args.timeout, hostfile=args.hostfile)
-    files = _obstacle_outputs(res, args.out)
-    data = {k: v for k, v in res.items() if k != "u"} | {"files": files}
-    rec = records.make("obstacle.run", data, **records.federation_meta(fed))
-    print(f"{'rank':>4} {'node':>4} {'planes':>6} {'iterations':>10} {'seconds':>8}")
-    for p in res["peers"]:
-        print(f"{p['rank']:>4} {p['node']:>4} {p['hi'] - p['lo']:>6} {p['iterations']:>10} {p['seconds']:>8.3f}")
-    print(f"{args.scheme} on {args.placement}: {res['time_to_solution_s']:.3f} s to a certified residual "
-          f"{res['certified_residual']:.3g} <= {args.tol:g} (recomputed {res['recomputed_residual']:.3g}), "
-          f"max error <= {res['error_bound']:.3g}")
-    print(f"results: {files['solution']}, {files['history']}, {files['peers']}")
-    emit(rec, args.out)
-    return 0
+    ctx = workloads.Context(fed, parse(args.placement, fed), 1, args.hostfile, args.timeout, Path(args.out), progress)
+    return run_workload(w, ctx, from_args(w.Params, args), args.out)
 
 
 def cmd_bench_obstacle(args) -> int:
-    from geofed.apps.obstacle import bench
-    return bench.main(args, progress)
+    """`obstacle-table` on private copies of the federation, brought up and taken down here."""
+    from geofed import workloads
+    w = workloads.get("obstacle-table")
+    ctx = workloads.Context(federation.load(args.federation), progress=progress)
+    params = w.Params(placements=args.placements, n=args.n, tol=args.tol, repeat=args.repeat, part=args.part,
+                      mbytes=args.mbytes, loss=args.loss, private=True)
+    return run_workload(w, ctx, params, args.out)
 
 
 def mdfs_run_args(p: argparse.ArgumentParser) -> None:
@@ -180,10 +137,8 @@ def mdfs_sweep_args(p: argparse.ArgumentParser) -> None:
 
 
 def bench_mdfs_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cases", default="2d30,3d1", help="cases: 2d30 (2D, 30 discretizations), 3d1, 2d1, 1d1 (default 2d30,3d1)")
-    p.add_argument("--variables", type=positive_int, default=500, help="variables of the Madelon-like data (default 500)")
-    p.add_argument("--repeat", type=positive_int, default=3, help="runs of each side; medians (default 3)")
-    p.add_argument("--threads", type=nonnegative_int, default=0, help="threads for the threaded runs (default: all cores)")
+    from geofed.workloads.mdfs import KernelParams
+    add_options(p, KernelParams)
     options.out(p, "geofed-out/bench", "the JSON record")
 
 
@@ -221,18 +176,10 @@ def bench_grayscott_args(p: argparse.ArgumentParser) -> None:
 
 
 def obstacle_args(p: argparse.ArgumentParser) -> None:
-    from geofed.apps.obstacle.dist import SCHEMES
-    p.add_argument("--n", type=positive_int, default=32, help="interior points per axis (default 32)")
-    p.add_argument("--scheme", choices=[*SCHEMES, "mpi"], default="async",
-                   help="sync, async, hybrid (sync inside a site), auto (async across sites), "
-                        "or mpi (the synchronous projected Jacobi on MPI); default async")
+    from geofed.apps.obstacle.job import Spec
     options.placement(p, text="one peer per node: nodes per site like G2W2, or by name like 'W[1,3]G[2]'")
     options.federation(p, what="federation (its testbed must be up)")
-    p.add_argument("--tol", type=positive_float, default=1e-6, help="certified fixed-point residual max|u - F(u)| (default 1e-6)")
-    p.add_argument("--c", type=nonnegative_float, default=10.0, help="reaction coefficient c >= 0 (default 10)")
-    p.add_argument("--delta", type=positive_float, help="Richardson step (default and maximum h^2/(6 + c h^2))")
-    p.add_argument("--network", choices=["eth", "fabric"], default="eth", help="P2PSAP network context (default eth)")
-    p.add_argument("--secret-file", help="the job secret peers authenticate with (default: a fresh random one per job)")
+    add_options(p, Spec)
     options.hostfile(p)
     options.timeout(p, 600)
     options.out(p, "geofed-out/obstacle", "solution, history and the record")

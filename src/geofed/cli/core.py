@@ -1,4 +1,4 @@
-"""`geofed federation`, `geofed testbed`, `geofed run`, `geofed bench link`, `geofed report`, `geofed demo`."""
+"""`geofed federation`, `geofed testbed`, `geofed run`, `geofed report`, `geofed demo`."""
 
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ def cmd_federation_show(args) -> int:
               f"(propagation {l.propagation_ms * 1e3:.1f} us), RTT {l.rtt_ms:.4g} ms, {l.bandwidth_gbps:g} Gb/s, "
               f"BDP {l.bdp_bytes / 1e6:.3g} MB, queue {l.queue_bytes / 1e6:.3g} MB"
               + (f", jitter {l.jitter_us:g} us" if l.jitter_us else "") + (f", loss {l.loss:g}" if l.loss else ""))
+        if l.credits_bytes is not None:
+            print(f"  {federation.credit_summary(l)}")
     return 0
 
 
@@ -105,33 +107,6 @@ def cmd_run(args) -> int:
     return rc
 
 
-def _floats(text: str) -> list[float]:
-    """Positive finite numbers separated by commas."""
-    vals = [positive_float(x) for x in text.split(",") if x]
-    if not vals:
-        raise argparse.ArgumentTypeError(f"expected positive numbers separated by commas, got {text!r}")
-    return vals
-
-LINK_PARTS = ("rtt", "throughput", "ways")
-
-
-def _parts(text: str) -> list[str]:
-    parts = [x.strip() for x in text.split(",") if x.strip()]
-    bad = [x for x in parts if x not in LINK_PARTS]
-    if bad or not parts:
-        raise argparse.ArgumentTypeError(f"expected some of {', '.join(LINK_PARTS)} separated by commas, got {text!r}")
-    return parts
-
-
-def cmd_bench_link(args) -> int:
-    from geofed.bench import link
-    parts = set(args.parts)
-    rec = link.run(args.rtt if "rtt" in parts else [], args.rate if "throughput" in parts else [],
-                   [int(s) for s in args.streams], args.throughput_rtt, args.seconds, progress, ways="ways" in parts)
-    emit(rec, args.out, link.format_table(rec))
-    return 0
-
-
 def cmd_report(args) -> int:
     from geofed import report
     recs = records.load_dir(args.records)
@@ -170,18 +145,6 @@ def run_args(p: argparse.ArgumentParser) -> None:
                    help="testbed: run ranks without their node's CPU quota (for network benchmarks: busy-polling ranks would be throttled)")
     p.add_argument("--dry-run", action="store_true", help="print the launch command instead of running it")
     options.command_after_dashes(p)
-
-
-def bench_link_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rtt", type=_floats, default=[0.145, 1, 9, 50], help="RTTs in ms (default 0.145,1,9,50)")
-    p.add_argument("--rate", type=_floats, default=[1, 5, 10], help="rates in Gb/s (default 1,5,10)")
-    p.add_argument("--streams", type=_floats, default=[1, 4], help="TCP stream counts (default 1,4)")
-    p.add_argument("--throughput-rtt", type=positive_float, default=9.0, help="RTT of the throughput runs (default 9 ms)")
-    p.add_argument("--seconds", type=positive_float, default=5.0, help="throughput measurement time (default 5)")
-    p.add_argument("--parts", type=_parts, default=list(LINK_PARTS),
-                   help="what to measure, comma-separated: rtt, throughput, ways (each direction of an "
-                        "asymmetric link and the jitter and loss delivered); default all")
-    options.out(p, "geofed-out/bench", "the JSON record")
 
 
 def report_args(p: argparse.ArgumentParser) -> None:

@@ -12,7 +12,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -180,7 +179,7 @@ def advice(fed, placement, comm_gb: float | None) -> str:
 def cmd_submit(args) -> int:
     from geofed.launch.job import slurm_constraint
     from geofed.launch.placement import parse
-    fed = federation.load(args.federation)
+    fed = federation.load(slurm.submit_federation(args.federation))
     placement = parse(args.placement, fed)
     program = command_argv(args.program, "submit", "geofed submit -p W2 -- python app.py")
     spans = len(placement.sites()) > 1
@@ -192,21 +191,27 @@ def cmd_submit(args) -> int:
     geofed = shutil.which("geofed") or os.path.realpath(sys.argv[0])
     run = [geofed, "run", "-f", str(fed.path), "-p", placement.code, "-n", str(args.ranks_per_node)] + \
         (["--no-cpu-limit"] if args.no_cpu_limit else []) + ["--"] + program
+    testbed = "SLURM_CONF" not in os.environ and slurm.status(fed)
+    if testbed:
+        plan, cluster = slurm.require_up(fed)  # the testbed's own Slurm, as its user
+        output = args.output or str(slurm.home(plan, cluster) / "geofed-job-%j.out")
+        slurm.require_user_reaches(plan, cluster, read=[str(fed.path)], write=[os.path.dirname(output)])
+        submitter = slurm.user(fed.name, cluster)
+    else:
+        output = os.path.abspath(args.output or "geofed-job-%j.out")
+        submitter = getpass.getuser()
+    name = f"geofed-{placement.code}"
     sbatch = ["sbatch", "--parsable", f"--nodes={placement.node_count}", f"--ntasks-per-node={args.ranks_per_node}",
-              f"--constraint={slurm_constraint(placement)}", f"--job-name=geofed-{placement.code}",
-              f"--output={os.path.abspath(args.output)}"]
-    with tempfile.TemporaryDirectory(prefix="geofed-submit-") as tmp:
-        script = os.path.join(tmp, "job.sh")
-        with open(script, "w") as f:
-            f.write("#!/bin/sh\n# written by geofed submit\nexec " + shlex.join(run) + "\n")
-        argv, env = sbatch + [script], {}
-        if "SLURM_CONF" not in os.environ and slurm.status(fed):
-            argv, env = slurm_client(fed, argv)  # the testbed's own Slurm
-        res = subprocess.run(argv, env={**os.environ, **env}, capture_output=True, text=True)
+              f"--constraint={slurm_constraint(placement)}", f"--job-name={name}", f"--output={output}"]
+    argv, env = slurm_client(fed, sbatch) if testbed else (sbatch, {})
+    # The script on sbatch's stdin: the submitting user need not reach a file of ours.
+    script = "#!/bin/sh\n# written by geofed submit\nexec " + shlex.join(run) + "\n"
+    res = subprocess.run(argv, env={**os.environ, **env}, input=script, capture_output=True, text=True)
     if res.returncode != 0:
         raise UserError(f"submit: sbatch refused the job: {res.stderr.strip().splitlines()[-1] if res.stderr.strip() else res.returncode}")
     job_id = res.stdout.strip().split(";")[0]
-    print(f"submitted job {job_id}: {placement.code} ({slurm_constraint(placement)}), output {args.output}")
+    print(f"submitted job {job_id}: {placement.code} ({slurm_constraint(placement)}), output "
+          f"{slurm.output_name(output, job_id, name, submitter)}")
     return 0
 
 
@@ -255,13 +260,18 @@ def cmd_transfer(args) -> int:
     fed = federation.load(args.federation)
     from geofed.ops import transfer
     data = transfer.run(fed, args.source, args.destination, streams=args.streams, buffer=args.buffer,
-               chunk=args.chunk_mb << 20 if args.chunk_mb else None, show=True)
+               chunk=args.chunk_mb << 20 if args.chunk_mb else None, show=True, copy_links=args.copy_links,
+               delete=args.delete, dry_run=args.dry_run)
+    if args.dry_run:
+        print(transfer.dry_run_table(data))
+        return 0
     held = f", {data['held_bytes'] / 1e6:.1f} MB already there" if data["held_bytes"] else ""
     emit(records.make("ops.transfer", data, **records.federation_meta(fed)), args.out,
          f"{data['source']} -> {data['destination']}: {data['moved_bytes'] / 1e6:.1f} MB in {data['seconds']:.2f} s, "
          f"{data['rate_mbps']:.0f} Mb/s over {data['streams']} streams{held}; "
          f"CPU {data['sender_cpu_s_per_gb']:.2f} s/GB sending, {data['receiver_cpu_s_per_gb']:.2f} s/GB receiving"
-         + (f"; {data['corrupt_found']} damaged chunk(s) found and sent again" if data["corrupt_found"] else ""))
+         + (f"; {data['corrupt_found']} damaged chunk(s) found and sent again" if data["corrupt_found"] else "")
+         + "\n" + transfer.tree_line(data["tree"]))
     return 0
 
 
@@ -331,6 +341,18 @@ def cmd_monitor_show(args) -> int:
     return 0
 
 
+def cmd_monitor_serve(args) -> int:
+    from geofed.ops import monitor_serve
+    return monitor_serve.serve(monitor_serve.load(args.schedule), log=lambda line: print(line, flush=True))
+
+
+def cmd_monitor_status(args) -> int:
+    from geofed.ops import judge
+    lines, bad = judge.status_lines(args.store)
+    print("\n".join(lines))
+    return 1 if bad else 0
+
+
 def exec_args(p: argparse.ArgumentParser) -> None:
     options.federation_positional(p)
     options.command_after_dashes(p, "command")
@@ -370,17 +392,25 @@ def storage_path_args(p: argparse.ArgumentParser) -> None:
 
 
 def submit_args(p: argparse.ArgumentParser) -> None:
-    options.federation(p)
+    p.add_argument("--federation", "-f", help="federation file or shipped name (default: the one testbed here whose "
+                                               "Slurm is up)")
     options.placement(p)
     options.ranks_per_node(p)
     p.add_argument("--span", action="store_true", help="allow a placement across sites")
     p.add_argument("--comm-gb", type=positive_float, help="data the ranks exchange over the run, for the advice")
     p.add_argument("--no-cpu-limit", action="store_true", help="passed on to geofed run")
-    p.add_argument("--output", default="geofed-job-%j.out", help="the job's output file (default geofed-job-%%j.out)")
+    p.add_argument("--output", help="the job's output file, a pattern of sbatch's (default geofed-job-%%j.out, on the "
+                                    "testbed in the home of the user jobs run as)")
     options.command_after_dashes(p)
 
 
 def transfer_args(p: argparse.ArgumentParser) -> None:
+    p.description = ("A tree arrives with its directories (empty ones too), symbolic links as links (--copy-links: "
+                     "what they point to), hard links within the tree (one inode at the destination), the holes of "
+                     "sparse files, modes, mtimes, and owners (numeric uid and gid) when the receiver runs as root. "
+                     "Not kept: ACLs, extended attributes (SELinux labels, file capabilities), access times, hard "
+                     "links to files outside the tree (a copy each); devices, FIFOs and sockets are not sent (their "
+                     "count is printed).")
     p.add_argument("source", help="NODE:PATH, or NODE:mem:SIZE (bytes made in memory)")
     p.add_argument("destination", help="NODE:PATH, or NODE:/dev/null (checked, not kept)")
     options.federation(p)
@@ -389,6 +419,12 @@ def transfer_args(p: argparse.ArgumentParser) -> None:
                                                           "Linux's autotuning)")
     p.add_argument("--chunk-mb", type=positive_int, help="chunk size in MiB (default 8, less for a small transfer: "
                                                            "16 chunks per stream, at least 1/4)")
+    p.add_argument("--copy-links", "-L", action="store_true", help="send what symbolic links point to, not the links "
+                                                                   "(rsync's -L)")
+    p.add_argument("--delete", action="store_true", help="remove at the destination what the source tree does not "
+                                                         "have, once everything arrived (rsync's --delete-after)")
+    p.add_argument("--dry-run", "-n", action="store_true", help="say what would be sent, made and deleted; change "
+                                                                "nothing")
     options.out(p, "geofed-out/transfer", "the ops.transfer record")
 
 
@@ -405,6 +441,14 @@ def monitor_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bw-size", default="1M", help="bandwidth message size (default 1M)")
     options.hostfile(p)
     p.add_argument("--timeout", type=positive_float, default=120, help="a round that takes longer is stopped and stored as an error")
+
+
+def monitor_serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("schedule", help="the schedule file (TOML; docs/monitor.md)")
+
+
+def monitor_status_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("store", help="the SQLite store `monitor serve` writes")
 
 
 def monitor_show_args(p: argparse.ArgumentParser) -> None:

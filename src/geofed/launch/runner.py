@@ -199,15 +199,17 @@ def run(job: launch.Job, *, what: str, hostfile: str | None = None, timeout: flo
 
 def run_ranks(fed, placement, workload: str, params: dict, *, ranks_per_node: int = 1, hostfile: str | None = None,
               timeout: float | None = 900, cpu_limit: bool = False, echo: bool = False,
-              what: str | None = None) -> dict:
+              what: str | None = None, env: dict[str, str] | None = None) -> dict:
     """Run a workload's rank program on the placement: every rank runs
     `python -m geofed.workloads WORKLOAD PARAMS RESULT` (a process boundary: the workload is
     named, not imported) and rank 0's result comes home as JSON; the one way results of
-    geofed's own MPI programs come home. With `echo` the ranks' output is shown as it comes.
+    geofed's own MPI programs come home. With `echo` the ranks' output is shown as it comes;
+    `env` is set in every rank before Python starts (what a library reads as it loads).
     A request the ranks refuse is UserError; a failure or timeout JobFailed (log kept)."""
     with work_directory(workload, hostfile) as tmp:
+        prefix = ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
         with ranks_started(fed, placement, workload, params, tmp, ranks_per_node=ranks_per_node, hostfile=hostfile,
-                           cpu_limit=cpu_limit, echo=echo) as running:
+                           cpu_limit=cpu_limit, echo=echo, prefix=prefix) as running:
             rc = running.wait(timeout)
         return running.rank_result(rc, what or f"{workload} on {placement.code}", timeout)
 

@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import random
 import statistics
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
-from geofed import federation
 from geofed.errors import UserError
 from geofed.testbed import slurm
 from geofed.progress import progress
@@ -169,19 +167,18 @@ def run(base, seed: int, window_s: float, single_load: float, mpi_load: float) -
     jobs = job_stream(base, seed, window_s, single_load, mpi_load)
     data = {"seed": seed, "window_s": window_s, "single_load": single_load, "mpi_load": mpi_load,
             "sites": {s.code: s.nodes for s in base.sites}, "stream": [asdict(j) for j in jobs], "modes": {}}
-    with tempfile.TemporaryDirectory(prefix="geofed-schedule-") as tmp:
-        fed = federation.load(federation.derive(base, tmp, "schedbench"))
-        with core.owned(fed, progress) as plan:
-            for mode, clusters in (("separate", slurm.separate(fed)), ("federated", [slurm.federated(fed)])):
-                slurm.up(fed, clusters, progress)
-                try:
-                    home = {s.code: next(c for c in clusters if s.code in c.sites()) for s in fed.sites}
-                    play(fed, plan, home, jobs, mode)
-                    recs = [r for c in clusters
-                            for r in parse_jobcomp((slurm.cluster_dir(plan, c) / "jobcomp.txt").read_text())]
-                    data["modes"][mode] = measure(fed, jobs, recs)
-                finally:
-                    slurm.down(fed.name, clusters)
+    with core.owned_copy(base, "gfsched", progress) as fed:
+        plan = core.make_plan(fed)
+        for mode, clusters in (("separate", slurm.separate(fed)), ("federated", [slurm.federated(fed)])):
+            slurm.up(fed, clusters, progress)
+            try:
+                home = {s.code: next(c for c in clusters if s.code in c.sites()) for s in fed.sites}
+                play(fed, plan, home, jobs, mode)
+                recs = [r for c in clusters
+                        for r in parse_jobcomp((slurm.cluster_dir(plan, c) / "jobcomp.txt").read_text())]
+                data["modes"][mode] = measure(fed, jobs, recs)
+            finally:
+                slurm.down(fed.name, clusters)
     return data
 
 

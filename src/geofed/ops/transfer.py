@@ -9,9 +9,15 @@ one control and N data connections to it, each proving a secret made for this tr
 (passed in the environment, never on a command line). Streams and socket buffers come
 from the link's bandwidth-delay product unless given (docs/transfer.md).
 
-A transfer stopped in any way (Ctrl-C, a killed end, a dropped link) leaves
-DEST.geofed-partial and its manifest of verified chunks; the same command again sends
-only the chunks that are missing or no longer verify.
+A tree arrives with its metadata (docs/transfer.md says what is kept and what not); --delete
+removes at the destination what the source no longer has, --dry-run says what would
+be sent and deleted.
+
+A transfer stopped in any way (Ctrl-C, a killed end, a dropped link) leaves a
+NAME.geofed-partial and its manifest of verified chunks for each file still arriving
+(a file is renamed as soon as it is complete); the same command again skips the files
+that arrived (same size and mtime), and sends only the chunks that are missing or no
+longer verify.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ MAX_STREAMS = 8
 MAX_CHUNK, MIN_CHUNK, CHUNKS_PER_STREAM = 8 << 20, 256 << 10, 16
 
 
+
 def parse_end(spec: str, fed, what: str) -> tuple[str, str]:
     node, sep, path = spec.partition(":")
     if not sep or not path:
@@ -54,20 +61,17 @@ def parse_end(spec: str, fed, what: str) -> tuple[str, str]:
     return node, path
 
 
-def check_source(path: str) -> tuple[str, int]:
-    """The source as the sender takes it, and its size; a missing or empty one is the user's mistake."""
+def check_source(path: str, copy_links: bool) -> tuple[str, list[dict]]:
+    """The source as the sender takes it (a link named as the source is sent as a link
+    unless copy_links, like rsync's), and its entries; a missing one is the user's mistake."""
     if path.startswith(xfer_ends.MEM_PREFIX):
         size = validate.parse_size(path[len(xfer_ends.MEM_PREFIX):], f"source {path}")
-        return f"{xfer_ends.MEM_PREFIX}{size}", size
-    p = Path(path)
-    if not p.exists():
+        source = f"{xfer_ends.MEM_PREFIX}{size}"
+    elif not (os.path.exists(path) if copy_links else os.path.lexists(path)):
         raise UserError(f"source {path}: no such file or directory")
-    if p.is_dir():
-        files = [f for f in p.rglob("*") if f.is_file()]
-        if not files:
-            raise UserError(f"source {path}: an empty directory")
-        return str(p.resolve()), sum(f.stat().st_size for f in files)
-    return str(p.resolve()), p.stat().st_size
+    else:
+        source = os.path.abspath(path)
+    return source, xfer_ends.scan(source, copy_links)[0]
 
 
 def check_dest(path: str, need: int) -> str:
@@ -165,13 +169,17 @@ def chunk_for(total: int, streams: int) -> int:
 
 
 def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | None = None,
-        chunk: int | None = None, show=None, secret: bytes | None = None) -> dict:
-    """Move SRC to DST (NODE:PATH each) on the federation's testbed; the transfer's record data."""
+        chunk: int | None = None, show=None, secret: bytes | None = None, copy_links: bool = False,
+        delete: bool = False, dry_run: bool = False) -> dict:
+    """Move SRC to DST (NODE:PATH each) on the federation's testbed; the transfer's record
+    data, or with dry_run what it would do: {"changes": [[what, path, ...]], "not_sent": [...]}."""
     from geofed.testbed import core
     src_node, src_path = parse_end(src, fed, "source")
     dst_node, dst_path = parse_end(dst, fed, "destination")
-    source, size = check_source(src_path)
-    if Path(dst_path).is_dir() and Path(source).is_file():  # into the directory, by the file's name
+    source, entries = check_source(src_path, copy_links)
+    size = xfer_ends.data_bytes(entries)
+    tree = entries[0]["type"] == "dir"
+    if Path(dst_path).is_dir() and not tree:  # into the directory, by the source's name
         dst_path = str(Path(dst_path) / Path(source).name)
     dest = check_dest(dst_path, size)
     plan = core.require_up(fed, [fed.node(src_node), fed.node(dst_node)])
@@ -180,7 +188,7 @@ def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | No
     chunk = chunk or chunk_for(size, n)
     env = dict(os.environ, GEOFED_XFER_SECRET=(secret or secrets.token_bytes(32)).hex())
     rx = End(end_argv(plan.node(dst_node).netns, ["recv", "--bind", plan.node(dst_node).address, "--dest", dest,
-                                                  "--buffer", str(buf)]), env)
+                                                  "--buffer", str(buf)] + ["--delete"] * delete), env)
     tx = None
     try:
         listening = rx.wait_for("listening", 30)
@@ -188,7 +196,8 @@ def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | No
             raise JobFailed(f"transfer: the receiver on {dst_node} did not start: {_why(rx)}")
         tx = End(end_argv(plan.node(src_node).netns, [
             "send", "--connect", f"{plan.node(dst_node).address}:{listening['port']}", "--source", source,
-            "--streams", str(n), "--chunk", str(chunk), "--buffer", str(buf)]), env)
+            "--streams", str(n), "--chunk", str(chunk), "--buffer", str(buf)]
+            + ["--copy-links"] * copy_links + ["--dry-run"] * dry_run), env)
         bar = Bar(f"transfer {src} -> {dst}")
         while True:
             try:
@@ -200,10 +209,15 @@ def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | No
                     bar(p["acked"] / p["bytes"])
         bar.close()
         rx.proc.wait(timeout=30)
-        sent, got = tx.last("done"), rx.last("done")
+        sent, got, planned = tx.last("done"), rx.last("done"), tx.last("plan")
+        if tx.proc.returncode == 2:  # the receiver refused the plan: what stands at the destination
+            raise UserError(f"destination {dst}: {_why(tx)}")
+        if dry_run and tx.proc.returncode == 0:
+            return {"changes": tx.last("dry_run")["changes"], "not_sent": planned["not_sent"]}
         if tx.proc.returncode != 0 or not sent or not got:
-            raise JobFailed(f"transfer {src} -> {dst} failed: {_why(tx) or _why(rx)}; run the same command again "
-                            f"to resume" + ("" if dest == xfer_ends.NULL_SINK else f" ({dest}{xfer_ends.PARTIAL} kept)"))
+            raise JobFailed(f"transfer {src} -> {dst} failed: {_why(tx) or _why(rx)}; {resume_hint(dest, tree)}")
+    except KeyboardInterrupt:
+        raise JobFailed(f"transfer {src} -> {dst} interrupted; {resume_hint(dest, tree)}", status=130) from None
     finally:
         for end in (tx, rx):
             if end is not None:
@@ -214,8 +228,37 @@ def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | No
             "streams": n, "buffer_bytes": buf, "chunk_bytes": chunk, "resent_chunks": sent["resent"],
             "corrupt_found": got["corrupt"],  # damaged on disk since verified, or arrived damaged
             "sender_cpu_s_per_gb": sent["cpu_s"] / gb, "receiver_cpu_s_per_gb": got["cpu_s"] / gb,
+            "tree": planned["entries"] | {"deleted": sent["deleted"], "not_sent": len(planned["not_sent"])},
             "link": {"src_site": s_site, "dst_site": d_site, "rtt_ms": fed.rtt_ms(s_site, d_site),
                      "bandwidth_gbps": fed.bandwidth_gbps(s_site, d_site), "bdp_bytes": bdp}}
+
+
+def dry_run_table(preview: dict) -> str:
+    """What a dry run found, one line per change (rsync -n's list), and a count."""
+    lines = []
+    for what, path, *more in preview["changes"]:
+        arrow = {"link": "->", "hardlink": "=>"}.get(what)  # rsync's marks: a symbolic link, a hard link
+        detail = f" ({more[0]} bytes)" if what == "send" else f" {arrow} {more[0]}" if arrow else ""
+        lines.append(f"{what:<8} {path or '.'}{detail}")
+    lines += [f"not sent {path} (not a file, directory or link)" for path in preview["not_sent"]]
+    sends = [c for c in preview["changes"] if c[0] == "send"]
+    lines.append(f"dry run: {len(sends)} file(s) to send, {sum(c[2] for c in sends) / 1e6:.1f} MB; "
+                 f"{sum(c[0] == 'delete' for c in preview['changes'])} to delete; nothing changed")
+    return "\n".join(lines)
+
+
+def tree_line(tree: dict) -> str:
+    return (f"files {tree['file']}, directories {tree['dir']}, symbolic links {tree['link']}, "
+            f"hard links {tree['hardlink']}; deleted {tree['deleted']}"
+            + (f"; devices, FIFOs or sockets not sent: {tree['not_sent']}" if tree["not_sent"] else ""))
+
+
+def resume_hint(dest: str, tree: bool) -> str:
+    if dest == xfer_ends.NULL_SINK:
+        return "run the same command again to start over"
+    kept = f"each file still arriving is kept as NAME{xfer_ends.PARTIAL} under {dest}" if tree \
+        else f"{dest}{xfer_ends.PARTIAL} kept"
+    return f"run the same command again to resume: it sends only what is missing ({kept})"
 
 
 def _why(end: End) -> str:

@@ -25,11 +25,9 @@ import json
 import os
 import statistics
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
-from geofed import federation
 from geofed.progress import progress
 
 
@@ -183,14 +181,13 @@ def run(base, streams: list[int], losses: list[float], nbytes: int, repeat: int,
     from geofed.testbed import core
     rows = []
     for loss in losses:
-        with tempfile.TemporaryDirectory(prefix="geofed-xferbench-") as tmp:
-            fed = federation.load(federation.derive(base, tmp, "xferbench", loss=loss))
-            with core.owned(fed) as plan:
-                a, b = (next(n.name for n in fed.nodes() if n.site == s.code) for s in fed.sites[:2])
-                size = nbytes if loss == 0 else lossy_bytes
-                with shm_file(size, peers) as source, peer_servers(plan, a, b, peers, source) as served:
-                    rows += [_row(fed, plan, a, b, n, size, repeat, peers, served) | {"loss": loss} for n in streams]
-                auto = transfer.choose(fed, fed.sites[0].code, fed.sites[1].code, None, None)[0]
+        with core.owned_copy(base, "gfxfer", loss=loss) as fed:
+            plan = core.make_plan(fed)
+            a, b = (next(n.name for n in fed.nodes() if n.site == s.code) for s in fed.sites[:2])
+            size = nbytes if loss == 0 else lossy_bytes
+            with shm_file(size, peers) as source, peer_servers(plan, a, b, peers, source) as served:
+                rows += [_row(fed, plan, a, b, n, size, repeat, peers, served) | {"loss": loss} for n in streams]
+            auto = transfer.choose(fed, fed.sites[0].code, fed.sites[1].code, None, None)[0]
     link = base.links[0]
     return {"link": {"rtt_ms": link.rtt_ms, "bandwidth_gbps": link.bandwidth_gbps}, "auto_streams": auto,
             "peers": list(peers), "rows": rows}

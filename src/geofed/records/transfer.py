@@ -15,14 +15,14 @@ class TransferParams(Params):
     streams: int = param(4, "parallel TCP streams")
 
 
-@kind("ops.transfer")
+@kind("ops.transfer", version=2)
 class OpsTransfer:
     """`geofed transfer`, `geofed demo`: one bulk transfer between nodes.
 
     Attributes:
         source: source node:path
         destination: destination node:path
-        bytes: bytes of the data set
+        bytes: bytes of the data set (holes of sparse files not counted)
         moved_bytes: bytes sent
         held_bytes: bytes already there (not sent)
         seconds: transfer time
@@ -35,6 +35,8 @@ class OpsTransfer:
         sender_cpu_s_per_gb: sender CPU per GB
         receiver_cpu_s_per_gb: receiver CPU per GB
         link: src_site, dst_site, rtt_ms, bandwidth_gbps, bdp_bytes
+        tree: the source's entries by kind (file, dir, link, hardlink), and how many were deleted at
+            the destination (--delete) and not sent (devices, FIFOs, sockets)
     """
     source: str
     destination: str
@@ -51,6 +53,12 @@ class OpsTransfer:
     sender_cpu_s_per_gb: float
     receiver_cpu_s_per_gb: float
     link: dict
+    tree: dict
+
+    @classmethod
+    def upgrade(cls, version: int, data: dict) -> dict:
+        """Version 1 sent files only: no count of entries."""
+        return data | {"tree": {}}
 
 
 @kind("bench.transfer")

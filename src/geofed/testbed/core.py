@@ -7,6 +7,7 @@ import os
 import shutil
 import socket
 import statistics
+import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import replace
@@ -179,6 +180,21 @@ def owned(fed: Federation, progress: Progress = _quiet) -> Iterator[Plan]:
         down(fed.name)
 
 
+@contextmanager
+def owned_copy(fed: Federation, tag: str, progress: Progress = _quiet, **link_changes) -> Iterator[Federation]:
+    """A copy of `fed` under a name of our own (`tag`, its name, this process), with every
+    link changed as asked (federation.derive), brought up for the block and taken down after
+    it: a sweep or benchmark that needs a testbed of its own never touches a shipped one."""
+    from geofed import federation
+    with tempfile.TemporaryDirectory(prefix="geofed-copy-") as tmp:
+        name = f"{tag}-{fed.name[:12]}-{os.getpid()}"[:32]
+        copy = federation.load(federation.derive(fed, tmp, name, **link_changes))
+        changed = "".join(f", link {k} {v:g}" for k, v in link_changes.items())
+        progress(f"bringing up {copy.name} (a copy of {fed.name}{changed})")
+        with owned(copy, progress):
+            yield copy
+
+
 def _build(plan: Plan, progress: Progress) -> None:
     progress(f"creating {len(plan.namespaces())} namespaces")
     for ns in plan.namespaces():
@@ -271,12 +287,13 @@ def _emulator_argv(plan: Plan, l: LinkPlan, hold_us: float | None) -> list[str]:
     ways = [link.way(link.a), link.way(link.b)]
     if hold_us is not None:
         # The floor is the host's path: no fibre, and none of the link's randomness.
-        ways = [replace(w, propagation_ms=hold_us / 1e3, jitter_us=0.0, loss=0.0) for w in ways]
+        ways = [replace(w, propagation_ms=hold_us / 1e3, jitter_us=0.0, loss=0.0, credits_bytes=None) for w in ways]
 
     def flags(w, prefix: str) -> list[str]:
         return [f"--{prefix}delay-us", f"{w.propagation_ms * 1e3:.3f}",
                 f"--{prefix}rate-mbps", f"{w.bandwidth_gbps * 1000:.3f}", f"--{prefix}queue-bytes", str(w.queue_bytes),
-                f"--{prefix}jitter-us", f"{w.jitter_us:.3f}", f"--{prefix}loss", f"{w.loss:.6f}"]
+                f"--{prefix}jitter-us", f"{w.jitter_us:.3f}", f"--{prefix}loss", f"{w.loss:.6f}",
+                *([f"--{prefix}credits-bytes", str(w.credits_bytes)] if w.credits_bytes is not None else [])]
     return host.in_netns(l.netns, [
         binary("geofed-linkemu"), "--if-a", EMU_PORT_A, "--if-b", EMU_PORT_B,
         *flags(ways[0], ""), *(flags(ways[1], "back-") if ways[1] != ways[0] else []),

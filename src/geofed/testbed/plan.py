@@ -8,7 +8,7 @@ geofed creates on a host carries the prefix `geofed-<federation>.` (namespaces,
 Topology: every node is a namespace with one interface `eth0` on its site's L2 segment
 (a bridge in the site's namespace, which also routes). Sites are joined only through a
 link namespace per long-haul link, where `geofed-linkemu` forwards frames between two
-interfaces `a` and `b` with delay, rate, queue, jitter and loss. Addresses come from
+interfaces `a` and `b` with delay, rate, queue, jitter and loss, or credits. Addresses come from
 198.18.0.0/15, the range set aside for network benchmarking (RFC 2544): nodes at
 198.18.<site>.<node>, link ends at 198.19.<link>.1 and .2.
 """

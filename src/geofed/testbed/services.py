@@ -22,6 +22,7 @@ deadline), and one that is not ready by then fails with one line quoting its log
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pwd
 import shlex
@@ -118,6 +119,26 @@ class Service:
         crash in between still leaves it where `stop` looks."""
         self.state[kind].append(item)
         self.save()
+
+    def make_user(self, name: str, gecos: str, home: Path) -> pwd.struct_passwd:
+        """A normal user (no password: `*` opens no session, yet is not locked as `!` is)
+        with its home `home` below this service; one of that name is this service's only
+        when its comment (`gecos`) says so, and is then a leftover made afresh."""
+        try:
+            if pwd.getpwnam(name).pw_gecos != gecos:
+                raise host.HostError(f"a user {name} exists already and is not this testbed's; remove it first")
+            subprocess.run(["userdel", name], capture_output=True, check=True)
+        except KeyError:
+            pass
+        self.register("users", {"name": name, "gecos": gecos})
+        res = subprocess.run(["useradd", "-M", "-U", "-d", str(home), "-s", "/bin/sh", "-p", "*", "-c", gecos, name],
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            raise host.HostError(f"useradd {name}: {res.stderr.strip()}")
+        pw = pwd.getpwnam(name)
+        home.mkdir(mode=0o700)
+        os.chown(home, pw.pw_uid, pw.pw_gid)
+        return pw
 
     def mark(self, key: str, value: str) -> None:
         """Processes whose environment sets key=value are this service's too."""
@@ -241,6 +262,12 @@ def summary(state: dict) -> str:
     alive = len(state["daemons"]) - len(dead(state))
     counts = f" {alive}/{len(state['daemons'])}" if state["daemons"] else ""
     return state["service"] + counts + ("" if state["complete"] else " (half started)")
+
+
+def user_name(key: str) -> str:
+    """A testbed user's name for `key` (a federation, a service): geofed's prefix, and
+    short enough for any useradd."""
+    return "geofed-" + hashlib.sha256(key.encode()).hexdigest()[:8]
 
 
 def _made_by_us(user: dict) -> bool:

@@ -14,10 +14,12 @@ a node per emulated node with its CPUs, memory and the features `site_<code>` an
 `node_<name>` (a placement naming nodes asks for them by it); a partition per site and
 one spanning all (the default); node weights from speeds (the faster nodes are given
 out first). Site confinement is policy, enforced by Slurm itself through a job_submit
-Lua rule: a job that names no site or node in its constraint gets
-`[site_W|site_G|...]`, Slurm's "all nodes share one of these features"; so a job
-never spans sites unless it asks to with its own constraint such as
-`[site_W*2&site_G*1]` (what `geofed submit --span` writes).
+Lua rule on every job however submitted: a job runs at one site (node lists, ORs,
+exclusions, heterogeneous components and array tasks kept there, or refused) unless it
+asks to span with a constraint of counts such as `[site_W*2&site_G*1]` (what `geofed
+submit --span` writes). A TaskProlog tells every task its node and site (GEOFED_NODE,
+GEOFED_SITE). Clients run as the cluster's own normal user, so its jobs run as that
+user, never as root.
 
 Traps found (../shared/specs/platform-notes.md): slurmd must be started with
 `nsenter --net` (`ip netns exec` remounts /sys and hides the cgroup tree);
@@ -46,26 +48,128 @@ CTLD_PORT = 6817
 SLURMD_PORT = 6818
 Progress = Callable[[str], None]
 
-JOB_SUBMIT_LUA = """\
--- geofed: site confinement (docs/slurm.md). A job that names no site or node in its
--- constraint runs on the nodes of one site: Slurm's matching OR, "[a|b]", gives it
--- nodes that all share one of these features. A job asks to span sites by naming
--- them, or its nodes, itself, e.g. --constraint '[site_W*2&site_G*1]' or
--- '[node_W3*1&node_G2*1]'.
+JOB_SUBMIT_LUA = r"""
+-- geofed: site confinement (docs/slurm.md, "Site confinement"). A job runs on the nodes
+-- of one site unless it asks to span with a list of counts in brackets, e.g.
+-- --constraint '[site_W*2&site_G*1]' or '[node_W3*1&node_G2*1]'. Whatever else it
+-- says (a node list, features, an OR, exclusions) is kept at one site or refused:
+-- - no site named: Slurm's matching OR "[site_W|site_G]" (all nodes share one feature);
+-- - an OR of sites ("site_W|site_G"): that matching OR;
+-- - one site named (by a site or node feature, or the node list): ANDed with that site;
+-- - several sites named otherwise: refused, saying how to ask;
+-- - a heterogeneous job: every component at the one site its first names.
 local sites = "{sites}"
+local site_of_node = { {site_of_node} }
+local NO_VAL = 4294967294
+local het_site = nil  -- the site of the heterogeneous job being submitted (components come in order)
 
-function slurm_job_submit(job_desc, part_list, submit_uid)
-   local f = job_desc.features
-   if f == nil or f == "" then
-      job_desc.features = sites
-   elseif not string.find(f, "site_", 1, true) and not string.find(f, "node_", 1, true) then
-      job_desc.features = "(" .. f .. ")&" .. sites
+local function spans(f)
+   return string.match(f, "^%[[^|]*%*[^|]*%]$") ~= nil
+end
+
+local function expand(list, out)
+   -- Slurm's host list: "W[1-3,5],G1" -> W1 W2 W3 W5 G1
+   local depth, start = 0, 1
+   for i = 1, #list + 1 do
+      local c = string.sub(list, i, i)
+      if c == "[" then depth = depth + 1 elseif c == "]" then depth = depth - 1 end
+      if (c == "," and depth == 0) or i > #list then
+         local item = string.sub(list, start, i - 1)
+         local head, ranges, tail = string.match(item, "^([^%[]*)%[([^%]]*)%](.*)$")
+         if head == nil then
+            if item ~= "" then table.insert(out, item) end
+         else
+            for r in string.gmatch(ranges, "[^,]+") do
+               local lo, hi = string.match(r, "^(%d+)-(%d+)$")
+               lo, hi = lo or r, hi or r
+               for n = tonumber(lo), tonumber(hi) do
+                  expand(head .. string.format("%0" .. #lo .. "d", n) .. tail, out)
+               end
+            end
+         end
+         start = i + 1
+      end
+   end
+   return out
+end
+
+-- The sites a job names: by its site and node features and by its node list.
+local function named_sites(f, nodes)
+   local found, count, first = {}, 0, nil
+   local function add(s)
+      if s ~= nil and not found[s] then found[s] = true; count = count + 1; first = first or s end
+   end
+   for s in string.gmatch(f, "site_([^&|%*%[%]%(%),:%s]+)") do add(s) end
+   for n in string.gmatch(f, "node_([^&|%*%[%]%(%),:%s]+)") do add(site_of_node[n] or ("?" .. n)) end
+   for _, n in ipairs(expand(nodes, {})) do add(site_of_node[n] or ("?" .. n)) end
+   local list = {}
+   for s in pairs(found) do table.insert(list, s) end
+   table.sort(list)
+   return count, first, list
+end
+
+local function refuse(msg)
+   slurm.log_user("geofed: %s (docs/slurm.md, \"Site confinement\")", msg)
+   return slurm.ERROR
+end
+
+-- "site_W|site_G" or "node_W1|node_G2": an OR of sites or nodes alone.
+local function plain_or(f)
+   local rest, n = string.gsub(f, "[sn][io][td]e_[^&|%*%[%]%(%),:%s]+", "")
+   return n > 1 and rest == string.rep("|", n - 1)
+end
+
+-- Keep the job (features f, node list nodes) at one site, or say why not.
+local function confine(job_desc, f, nodes)
+   local het = job_desc.het_job_offset ~= nil and job_desc.het_job_offset ~= NO_VAL
+   if het and job_desc.het_job_offset == 0 then het_site = nil end
+   if spans(f) then
+      if het then het_site = "*" end
+      return slurm.SUCCESS
+   end
+   local count, first, list = named_sites(f, nodes)
+   if count > 1 and nodes == "" and not het then
+      -- An OR across sites becomes Slurm's matching OR: all nodes share one of them.
+      local g = plain_or(f) and ("[" .. f .. "]") or f
+      if plain_or(string.match(g, "^%[(.*)%]$") or "") then
+         job_desc.features = g
+         return slurm.SUCCESS
+      end
+   end
+   if count > 1 then
+      return refuse("this job names sites " .. table.concat(list, ", ") .. " (constraint '" .. f .. "', nodes '" ..
+                    nodes .. "'); a job runs at one site: name one, let Slurm choose one with '" .. sites ..
+                    "', or ask to span with counts, e.g. '[site_" .. list[1] .. "*1&site_" .. list[2] .. "*1]'")
+   end
+   if het then
+      if het_site == "*" then return slurm.SUCCESS end
+      if count == 0 then
+         return refuse("a heterogeneous job runs at one site: give every component the same site, e.g. -C " ..
+                       string.match(sites, "site_[^|%]]+") .. ", or ask to span with counts")
+      end
+      if het_site ~= nil and het_site ~= first then
+         return refuse("the components of this heterogeneous job name sites " .. het_site .. " and " .. first ..
+                       "; a job runs at one site, or asks to span with counts")
+      end
+      het_site = first
+   end
+   if count == 0 then
+      job_desc.features = (f == "") and sites or ("(" .. f .. ")&" .. sites)
+   elseif nodes ~= "" or string.find(f, "|", 1, true) then
+      -- A node list or an OR within one site: ANDed with the site, so no other node joins.
+      job_desc.features = (f == "") and ("site_" .. first) or ("(" .. f .. ")&site_" .. first)
    end
    return slurm.SUCCESS
 end
 
+function slurm_job_submit(job_desc, part_list, submit_uid)
+   return confine(job_desc, job_desc.features or "", job_desc.req_nodes or "")
+end
+
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
-   return slurm.SUCCESS
+   -- A pending job's new features or node list, held to the same rule.
+   if job_desc.features == nil and job_desc.req_nodes == nil then return slurm.SUCCESS end
+   return confine(job_desc, job_desc.features or job_rec.features or "", job_desc.req_nodes or job_rec.req_nodes or "")
 end
 """
 
@@ -125,7 +229,7 @@ def slurm_conf(fed: Federation, plan: Plan, cluster: Cluster, d: Path, hostname:
         "SlurmUser=root", "SlurmdUser=root",
         f"StateSaveLocation={d}/ctld", f"SlurmctldPidFile={d}/ctld/slurmctld.pid", f"SlurmctldLogFile={d}/ctld/slurmctld.log",
         f"SlurmdSpoolDir={d}/d/%n", f"SlurmdPidFile={d}/d/slurmd.%n.pid", f"SlurmdLogFile={d}/d/%n.log",
-        f"TmpFS={d}/tmp",
+        f"TmpFS={d}/tmp", f"TaskProlog={d}/task_prolog",
         "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "JobAcctGatherType=jobacct_gather/none",
         "AccountingStorageType=accounting_storage/none",
         "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
@@ -154,9 +258,22 @@ def slurm_conf(fed: Federation, plan: Plan, cluster: Cluster, d: Path, hostname:
 
 
 def job_submit_lua(fed: Federation, cluster: Cluster) -> str:
-    """The rule, its sites fastest first: Slurm tries a matching OR's features in order."""
+    """The rule with the cluster's sites, fastest first (Slurm tries a matching OR's
+    features in order), and the site of each node."""
     sites = sorted(cluster.sites(), key=lambda s: (-fed.site(s).speed, s))
-    return JOB_SUBMIT_LUA.replace("{sites}", "[" + "|".join(feature(s) for s in sites) + "]")
+    site_of_node = ", ".join(f'["{n.name}"] = "{n.site}"' for n in cluster.nodes)
+    return JOB_SUBMIT_LUA.replace("{sites}", "[" + "|".join(feature(s) for s in sites) + "]") \
+        .replace("{ {site_of_node} }", "{ " + site_of_node + " }")
+
+
+def task_prolog(cluster: Cluster) -> str:
+    """Slurm's TaskProlog: what it prints as `export` enters every task's environment,
+    so every rank of every job step knows its node and site (geofed.runtime)."""
+    cases = "".join(f'  {"|".join(n.name for n in cluster.nodes if n.site == s)}) echo "export GEOFED_SITE={s}" ;;\n'
+                    for s in cluster.sites())
+    return ("#!/bin/sh\n# generated by geofed ops slurm: every task knows its node and site (docs/slurm.md)\n"
+            'echo "export GEOFED_NODE=$SLURMD_NODENAME"\n'
+            f'case "$SLURMD_NODENAME" in\n{cases}esac\n')
 
 
 # ---------------------------------------------------------------- state
@@ -172,10 +289,21 @@ def client_env(plan: Plan, cluster: Cluster) -> dict[str, str]:
     return {"SLURM_CONF": str(cluster_dir(plan, cluster) / "slurm.conf"), "GEOFED_TESTBED": plan.fed.name}
 
 
+def user(fed_name: str, cluster: Cluster) -> str:
+    """The cluster's user, who submits its jobs: a normal user, never root."""
+    return services.user_name(f"{fed_name}/{service_name(cluster)}")
+
+
+def home(plan: Plan, cluster: Cluster) -> Path:
+    return cluster_dir(plan, cluster) / "home"
+
+
 def client_argv(plan: Plan, cluster: Cluster, argv: list[str]) -> list[str]:
-    """`argv` run on the controller site's login node, where users submit from."""
+    """`argv` run as the cluster's user in its home, on the controller site's login node,
+    where users submit from: its jobs run as that user."""
     login = plan.node(plan.fed.site(cluster.controller).login_node.name)
-    return host.in_netns_keep_mounts(login.netns, argv)
+    return host.in_netns_keep_mounts(login.netns, ["runuser", "-u", user(plan.fed.name, cluster), "--",
+                                                   "env", f"--chdir={home(plan, cluster)}"] + argv)
 
 
 def run_client(plan: Plan, cluster: Cluster, argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
@@ -196,6 +324,51 @@ def require_up(fed: Federation) -> tuple[Plan, Cluster]:
         raise UserError(f"Slurm on testbed {fed.name} is broken ({', '.join(dead)} gone); run: "
                         f"geofed ops slurm down {fed.name}; geofed ops slurm up {fed.name}")
     return plan, c
+
+
+# ---------------------------------------------------------------- submitting
+
+
+def submit_federation(given: str | None) -> str:
+    """The federation `geofed submit` submits on: -f as given, else the testbed it runs
+    in (GEOFED_TESTBED, which `ops slurm exec` sets), else the one testbed here whose
+    Slurm is up; none or several is refused, naming the choices."""
+    if given:
+        return given
+    from geofed.testbed import core
+    names = [os.environ["GEOFED_TESTBED"]] if os.environ.get("GEOFED_TESTBED") else core.testbeds()
+    up = {name: s.get("federation_file") or name for name in names for s in _clusters_up(name)
+          if s["complete"] is not False}
+    if len(up) == 1:
+        return next(iter(up.values()))
+    if up:
+        raise UserError(f"submit: Slurm is up on testbeds {', '.join(sorted(up))}; choose one with -f")
+    raise UserError("submit: no testbed here has Slurm up (geofed ops slurm up FEDERATION); on a real cluster give "
+                    "the federation file with -f")
+
+
+def require_user_reaches(plan: Plan, cluster: Cluster, read: list[str], write: list[str]) -> None:
+    """A job runs as the cluster's user: what it reads and writes must be theirs to reach."""
+    for test, paths, what in (("-r", read, "read"), ("-w", write, "write to")):
+        for p in paths:
+            if run_client(plan, cluster, ["test", test, p]).returncode != 0:
+                raise UserError(f"submit: jobs on testbed {plan.fed.name} run as user {user(plan.fed.name, cluster)}, "
+                                f"who cannot {what} {p}; use a path they can (their home is {home(plan, cluster)})")
+
+
+def output_name(pattern: str, job_id: str, job_name: str, user_name: str) -> str:
+    """An output file name as Slurm makes it from sbatch's pattern: %j, %x, %u and %%
+    filled (the others name a node or task, unknown before the job runs)."""
+    fills = {"j": job_id, "x": job_name, "u": user_name, "%": "%"}
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern[i] == "%" and i + 1 < len(pattern) and pattern[i + 1] in fills:
+            out.append(fills[pattern[i + 1]])
+            i += 2
+        else:
+            out.append(pattern[i])
+            i += 1
+    return "".join(out)
 
 
 # ---------------------------------------------------------------- up
@@ -241,6 +414,9 @@ def _start(fed: Federation, plan: Plan, c: Cluster, svc: services.Service, progr
     os.chmod(d / "munge", 0o755)  # munged refuses a socket directory others cannot reach
     (d / "slurm.conf").write_text(slurm_conf(fed, plan, c, d, socket.gethostname()))
     (d / "job_submit.lua").write_text(job_submit_lua(fed, c))
+    (d / "task_prolog").write_text(task_prolog(c))
+    os.chmod(d / "task_prolog", 0o755)
+    svc.make_user(user(fed.name, c), f"geofed Slurm user ({fed.name}, cluster {c.name})", home(plan, c))
     login = plan.node(fed.site(c.controller).login_node.name)
 
     def daemon(key: str, netns: str, argv: list[str], ready) -> services.Daemon:

@@ -16,9 +16,7 @@ and their sessions, deletes the user and removes the directory, also after a cra
 
 from __future__ import annotations
 
-import hashlib
 import os
-import pwd
 import shutil
 import subprocess
 from pathlib import Path
@@ -44,11 +42,6 @@ SERVICE = "ssh"
 
 def ssh_dir(fed_name: str) -> Path:
     return services.service_dir(fed_name, SERVICE)
-
-
-def user_name(fed_name: str) -> str:
-    """The testbed's user: geofed's prefix, and short enough for any useradd."""
-    return "geofed-" + hashlib.sha256(fed_name.encode()).hexdigest()[:8]
 
 
 def sshd_config(d: Path, user: str, address: str) -> str:
@@ -80,7 +73,7 @@ def up(fed: Federation, progress: Progress = _quiet) -> dict:
     require_tools()
     plan = core.require_up(fed)
     return services.up(fed.name, SERVICE, lambda svc: _start(plan, svc, progress), progress,
-                       federation_file=str(fed.path), user=user_name(fed.name))
+                       federation_file=str(fed.path), user=services.user_name(fed.name))
 
 
 def _keygen(path: Path, comment: str) -> str:
@@ -95,19 +88,8 @@ def _start(plan: Plan, svc: services.Service, progress: Progress) -> None:
     user = svc.state["user"]
     home = d / "home"
     progress(f"user {user} (home {home}), host and user keys")
-    made = {"name": user, "gecos": f"geofed testbed user ({fed.name})"}
-    if _user_exists(user):
-        if pwd.getpwnam(user).pw_gecos != made["gecos"]:
-            raise host.HostError(f"a user {user} exists already and is not this testbed's; remove it first")
-        # This testbed's, left by a run whose marker a reboot took: made afresh.
-        subprocess.run(["userdel", user], capture_output=True, check=True)
-    svc.register("users", made)
-    res = subprocess.run(["useradd", "-M", "-U", "-d", str(home), "-s", "/bin/sh", "-p", "*",
-                          "-c", made["gecos"], user], capture_output=True, text=True)
-    if res.returncode != 0:
-        raise host.HostError(f"useradd {user}: {res.stderr.strip()}")
-    pw = pwd.getpwnam(user)
-    (home / ".ssh").mkdir(parents=True)
+    pw = svc.make_user(user, f"geofed testbed user ({fed.name})", home)
+    (home / ".ssh").mkdir()
     host_pub = _keygen(d / "ssh_host_ed25519_key", f"geofed {fed.name} host key")
     user_pub = _keygen(home / ".ssh" / "id_ed25519", f"{user}@geofed-{fed.name}")
     (d / "authorized_keys").write_text(user_pub + "\n")
@@ -115,10 +97,8 @@ def _start(plan: Plan, svc: services.Service, progress: Progress) -> None:
     (home / ".ssh" / "known_hosts").write_text("".join(
         f"{names([n.node.name, n.address])} {host_pub.rsplit(' ', 1)[0]}\n" for n in plan.nodes))
     (home / ".ssh" / "config").write_text("Host *\n  BatchMode yes\n  StrictHostKeyChecking yes\n  LogLevel ERROR\n")
-    for p in [home, home / ".ssh", *(home / ".ssh").iterdir()]:
+    for p in [home / ".ssh", *(home / ".ssh").iterdir()]:
         os.chown(p, pw.pw_uid, pw.pw_gid)
-    os.chmod(d, 0o755)  # the user's home is below: passable (not listable by others needed)
-    os.chmod(home, 0o700)
     os.chmod(home / ".ssh", 0o700)
     if not PRIVSEP_DIR.exists():
         svc.register("dirs", str(PRIVSEP_DIR))
@@ -135,14 +115,6 @@ def _start(plan: Plan, svc: services.Service, progress: Progress) -> None:
 def in_node(netns: str, node: str, argv: list[str]) -> list[str]:
     """`argv` in a node's namespace (its /etc/hosts) and a UTS namespace named after it."""
     return host.in_netns(netns, ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', node] + argv)
-
-
-def _user_exists(user: str) -> bool:
-    try:
-        pwd.getpwnam(user)
-        return True
-    except KeyError:
-        return False
 
 
 def require_up(fed: Federation) -> tuple[Plan, dict]:

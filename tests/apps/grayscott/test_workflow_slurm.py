@@ -8,8 +8,7 @@ import shutil
 
 import pytest
 
-from conftest import GEOFED, needs_root, no_leftovers, run_group
-from geofed import federation
+from conftest import GEOFED, needs_root, run_group, slurm_testbed
 from geofed.testbed import core, slurm
 
 pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow,
@@ -37,28 +36,22 @@ bandwidth_gbps = 1.0
 
 
 @pytest.fixture(scope="module")
-def fed(tmp_path_factory):
-    path = tmp_path_factory.mktemp("gs-slurm") / "fed.toml"
-    path.write_text(FEDERATION)
-    f = federation.load(path)
-    try:
-        core.up(f)
-        slurm.up(f)
+def fed():
+    with slurm_testbed(FEDERATION) as f:
         yield f
-    finally:
-        slurm.down(NAME)
-        core.down(NAME)
-    assert no_leftovers(NAME) == []
 
 
-def test_the_workflow_runs_as_job_steps_of_an_allocation(fed, tmp_path):
+def test_the_workflow_runs_as_job_steps_of_an_allocation(fed):
     plan, cluster = slurm.require_up(fed)
+    out = slurm.home(plan, cluster)  # the job runs as the cluster's user, who writes there
     argv = ["salloc", "-N", "3", "-C", "[site_G*2&site_W*1]", GEOFED, "workflow", "grayscott", "-f", str(fed.path),
-            "--L", "16", "--steps", "20", "--plotgap", "10", "--out", str(tmp_path), "--timeout", "120"]
+            "--L", "16", "--steps", "20", "--plotgap", "10", "--out", str(out), "--timeout", "120"]
+    before = core.link_tx_bytes(fed, "G", "W")
     res = run_group(slurm.client_argv(plan, cluster, argv), 240, env=dict(os.environ, **slurm.client_env(plan, cluster)))
     assert res.returncode == 0, res.stdout + res.stderr
+    crossed = core.link_tx_bytes(fed, "G", "W") - before
     job = re.search(r"Granted job allocation (\d+)", res.stderr)[1]
-    d = json.loads(next(tmp_path.glob("workflow.grayscott-*.json")).read_text())["data"]
+    d = json.loads(next(out.glob("workflow.grayscott-*.json")).read_text())["data"]
     assert d["verify"]["ok"] and [r["step"] for r in d["steps"]] == [10, 20]
     parts = {p["name"]: p["nodes"] for p in d["parts"]}
     assert parts == {"simulation": ["G1", "G2"], "pdf": ["W1"], "gplot": ["W1"], "pdfplot": ["W1"]}
@@ -70,6 +63,7 @@ def test_the_workflow_runs_as_job_steps_of_an_allocation(fed, tmp_path):
              for n in ("G1", "G2", "W1")}
     assert len(steps["W1"]) == 3 and steps["G1"] == steps["G2"] and len(steps["G1"]) == 1
     assert not steps["G1"] & steps["W1"]
-    # The steps crossed the emulated link (no shared memory between the sites' namespaces).
+    # The steps crossed the emulated link (no shared memory between the sites' namespaces):
+    # counted here, as root; the job, run as the cluster's user, cannot read the emulator.
     x = d["transfer"]
-    assert x["link_bytes"] >= x["payload_bytes"] == 2 * 2 * 2 * 16 ** 3 * 8
+    assert x["link_bytes"] is None and crossed >= x["payload_bytes"] == 2 * 2 * 2 * 16 ** 3 * 8

@@ -8,7 +8,8 @@ import pytest
 
 from conftest import needs_root
 from geofed import federation
-from geofed.apps.mdfs import core, data, jobs
+from geofed.apps.mdfs import core, data, dist
+from geofed.launch.placement import parse
 
 pytestmark = [pytest.mark.root, pytest.mark.slow, needs_root]
 
@@ -30,11 +31,11 @@ def fed(tmp_path_factory):
 
 def test_same_result_for_any_placement_and_split(fed, tmp_path):
     ds = data.madelon_like(n=600, p=80, seed=4)
-    npz = jobs.save_npz(tmp_path / "d.npz", ds.x, ds.y)
+    npz = data.save_npz(tmp_path / "d.npz", ds.x, ds.y)
     params = core.Params(dimensions=2, discretizations=3, range_=0.5)
     local = core.analyse(ds.x, ds.y, params)
     for placement, split in [("G0W1", "speed"), ("G0W2", "even"), ("G1W1", "speed"), ("G2W2", "calibrate")]:
-        res = jobs.run_on_placement(fed, placement, npz, params, split, timeout=240)
+        res = dist.run_on_placement(fed, parse(placement, fed), npz, params, split, timeout=240)
         for key in ("max_ig", "contrast_max_ig", "best_tuple", "best_discretization", "p_value"):
             assert np.array_equal(local[key], res[key]), (placement, key)
         assert list(res["relevant"]) == list(local["relevant"])

@@ -11,6 +11,7 @@ from conftest import needs_root, run_geofed
 from geofed import federation
 from geofed.apps.obstacle import bench, job
 from geofed.apps.obstacle import problem as P
+from geofed.launch.placement import parse
 
 pytestmark = [pytest.mark.root, pytest.mark.slow, needs_root]
 
@@ -19,14 +20,10 @@ N, TOL, LOSS = 16, 1e-8, 0.03
 
 
 @pytest.fixture(scope="module")
-def lossy(tmp_path_factory):
+def lossy():
     from geofed.testbed import core as tb
-    fed = bench.private_copy(federation.load("icm-task"), tmp_path_factory.mktemp("obstfed"), "test", loss=LOSS)
-    try:
-        tb.up(fed)
+    with tb.owned_copy(federation.load("icm-task"), "gftest-obst", loss=LOSS) as fed:
         yield fed
-    finally:
-        tb.down(fed.name)
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +37,7 @@ def reference():
 def test_across_a_lossy_link_agrees_with_sor(lossy, reference, scheme, placement):
     p, ref, ref_bound = reference
     assert lossy.links[0].loss == LOSS
-    res = job.run_on_placement(lossy, placement, job.Spec(N, TOL, scheme), timeout=240)
+    res = job.run_on_placement(lossy, parse(placement, lossy), job.Spec(N, TOL, scheme), timeout=240)
     assert res["certified_residual"] <= TOL
     # the stop certified the vector that came back, not a stale or mixed one
     assert res["recomputed_residual"] <= res["certified_residual"] * (1 + 1e-9) + 1e-15

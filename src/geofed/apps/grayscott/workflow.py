@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import statistics
 import subprocess
 import time
@@ -254,7 +255,7 @@ def run(fed: Federation, s: Settings, out: Path, *, sim_site: str = "G", analysi
     the hosts of `hostfile`; returns a `workflow.grayscott` record. The PDF analysis writes
     pdf.bp into the run's directory; with `checkpoint` the simulation writes gs.bp (U, V
     at every output step) there too. The bytes the link carried are the testbed's
-    emulator's count, so there are none with a hostfile."""
+    emulator's count, read as root: there are none with a hostfile, nor under Slurm as a user."""
     from geofed.testbed.core import link_tx_bytes
     if s.engine != "SST":
         raise UserError(f"workflow grayscott streams between sites: engine must be SST, the settings say {s.engine}")
@@ -273,7 +274,8 @@ def run(fed: Federation, s: Settings, out: Path, *, sim_site: str = "G", analysi
                            pdf_site=pdf_site, plot_site=plot_site, sim_ranks=sim_ranks, pdf_ranks=pdf_ranks,
                            connect_timeout=connect_timeout, frame_every=every, delays=delays or {},
                            checkpoint=checkpoint)
-        counted = hostfile is None
+        # The emulator's counters are root's: a job of the testbed's Slurm runs as its user.
+        counted = hostfile is None and os.geteuid() == 0
         before = link_tx_bytes(fed, sim_site, analysis_site) if counted else None
         wall, res = run_parts(fed, parts, work, timeout, progress, hostfile)
         after = link_tx_bytes(fed, sim_site, analysis_site) if counted else None

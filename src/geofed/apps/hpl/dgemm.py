@@ -1,25 +1,19 @@
-"""Rank program: a node's DGEMM rate, the peak that HPL's SPF is a fraction of.
+"""A node's DGEMM rate, the peak that HPL's SPF is a fraction of.
 
-One rank per node multiplies two n x n matrices (numpy's OpenBLAS, one thread) for
-at least `--seconds`: long enough to span many periods of the node's CPU quota, so
-the rate is the node's speed, not a burst inside one period. Rank 0 writes every
-node's rate (GFLOPS: 2 n^3 flops per product) as JSON.
-
-    geofed run -p W1G1 -- env OPENBLAS_NUM_THREADS=1 python -m geofed.apps.hpl.dgemm --out peaks.json
+One rank per node multiplies two n x n matrices (numpy's OpenBLAS, one thread: the
+caller starts the ranks with OPENBLAS_NUM_THREADS=1) for at least `seconds`: long
+enough to span many periods of the node's CPU quota, so the rate is the node's speed,
+not a burst inside one period. GFLOPS: 2 n^3 flops per product. The rank program is
+the `dgemm` part of the `hpl-sweep` workload.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import time
 
 import numpy as np
-from mpi4py import MPI
 
 from geofed import runtime
-
 
 def rate_gflops(n: int, seconds: float) -> float:
     rng = np.random.default_rng(0)
@@ -33,20 +27,10 @@ def rate_gflops(n: int, seconds: float) -> float:
     return 2 * n**3 * products / elapsed / 1e9
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m geofed.apps.hpl.dgemm", description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=1000)
-    ap.add_argument("--seconds", type=float, default=2.0)
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args(argv)
-    comm = MPI.COMM_WORLD
+def measure(comm, n: int, seconds: float) -> dict | None:
+    """Every rank's rate; rank 0 gets {"nodes": [{node, site, gflops, n}, ...]}, the others None."""
     where = runtime.rank_map(comm)
-    rates = comm.gather(rate_gflops(args.n, args.seconds), root=0)
-    if comm.Get_rank() == 0:
-        with open(args.out, "w") as f:
-            json.dump([{"node": w["node"], "site": w["site"], "gflops": g, "n": args.n} for w, g in zip(where, rates)], f)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    rates = comm.gather(rate_gflops(n, seconds), root=0)
+    if comm.Get_rank() != 0:
+        return None
+    return {"nodes": [{"node": w["node"], "site": w["site"], "gflops": g, "n": n} for w, g in zip(where, rates)]}

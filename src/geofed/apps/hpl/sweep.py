@@ -17,46 +17,41 @@ are throttled under one, which varied the times 2-4 fold from run to run).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import socket
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
-from geofed import federation
-from geofed.apps.hpl import params as P
 from geofed.apps.hpl import run
 from geofed.errors import JobFailed, UserError
-from geofed.launch import job as launch
 from geofed.launch import runner
 from geofed.launch.placement import Placement, parse
 from geofed.records.hpl import HplParams
 
 
 def site_peaks(fed, progress) -> dict[str, float]:
-    """GFLOPS of one node of each site, from DGEMM (no quota, as the HPL runs)."""
+    """GFLOPS of one node of each site, from DGEMM (no quota, as the HPL runs; one
+    OpenBLAS thread, as each HPL rank has)."""
     code = "".join(f"{s.code}1" for s in fed.sites)
     progress(f"hpl sweep: DGEMM on {code} for the peak of each site's nodes")
-    with tempfile.TemporaryDirectory(prefix="geofed-hpl-peak-") as tmp:
-        out = Path(tmp) / "peaks.json"
-        job = launch.Job(fed, parse(code, fed), ["env", "OPENBLAS_NUM_THREADS=1", sys.executable, "-m",
-                                                  "geofed.apps.hpl.dgemm", "--out", str(out)], cpu_limit=False)
-        runner.run(job, what="hpl sweep peak (DGEMM)", timeout=300)
-        return {r["site"]: r["gflops"] for r in json.loads(out.read_text())}
+    data = runner.run_ranks(fed, parse(code, fed), "dgemm", {}, timeout=300, what="hpl sweep peak (DGEMM)",
+                            env={"OPENBLAS_NUM_THREADS": "1"})
+    return {r["site"]: r["gflops"] for r in data["nodes"]}
 
 
-def _peer(fed, placement: Placement, params: HplParams, tmp: Path) -> dict:
+def _peer(fed, placement: Placement, params: HplParams, tmp: Path, timeout: float | None) -> dict:
     """The same rank count on this host: one 'node' holding every rank, through a hostfile."""
     hostfile = tmp / "peer-hosts"
     site = placement.sites()[0]
     hostfile.write_text(f"{socket.gethostname()} {site}\n")
     one = dataclasses.replace(params, ranks_per_node=placement.node_count).on(1, "the peer's host")
-    return run.run(fed, parse(f"{site}1", fed), one, hostfile=str(hostfile), timeout=900)
+    return run.run(fed, parse(f"{site}1", fed), one, hostfile=str(hostfile), timeout=timeout)
 
 
-def sweep(fed, codes: list[str], ns: list[int], nb: int, repeat: int, peer: bool, progress) -> dict:
+def sweep(fed, codes: list[str], ns: list[int], nb: int, repeat: int, peer: bool, timeout: float | None,
+          progress) -> dict:
+    """The tables on `fed`, which is up; `timeout` is each HPL run's."""
     peaks = site_peaks(fed, progress)
     rows = []
     with tempfile.TemporaryDirectory(prefix="geofed-hpl-sweep-") as tmp:
@@ -70,11 +65,11 @@ def sweep(fed, codes: list[str], ns: list[int], nb: int, repeat: int, peer: bool
                 runs = []
                 for r in range(repeat):
                     progress(f"hpl sweep: {code} ({p}x{q}), N = {','.join(map(str, ns))}, run {r + 1}/{repeat}")
-                    runs.append(run.run(fed, pl, params, timeout=1800))
+                    runs.append(run.run(fed, pl, params, timeout=timeout))
                 peer_runs = []
                 if peer:
                     progress(f"hpl sweep: {code}'s peer, {pl.node_count} ranks on this host without the testbed")
-                    peer_runs.append(_peer(fed, pl, params, Path(tmp)))
+                    peer_runs.append(_peer(fed, pl, params, Path(tmp), timeout))
                 nodes = pl.nodes(fed)
                 pp = sum(peaks[n.site] for n in nodes)
                 for i, n in enumerate(ns):
@@ -118,24 +113,18 @@ def format_table(data: dict) -> str:
     return "\n".join(lines)
 
 
-def main(args, progress) -> int:
-    from geofed import records
-    from geofed.testbed import core as tb
-    base = federation.load(args.federation)
-    codes = [c.strip() for c in args.placements.split(",") if c.strip()]
-    ns = P.parse_ns(args.n)
-    for code in codes:  # every mistake before a testbed comes up
-        pl = parse(code, base)
-        HplParams(tuple(ns), args.nb).on(pl.node_count, f"placement {code}")
+def check(base, codes: list[str], ns: list[int], nb: int) -> None:
+    """Every mistake before a testbed comes up: each placement takes HPL's grid, the first is one node."""
+    for code in codes:
+        HplParams(tuple(ns), nb).on(parse(code, base).node_count, f"placement {code}")
     if parse(codes[0], base).node_count != 1:
         raise UserError(f"--placements: the first ({codes[0]}) must be one node, the base of the speed-up")
+
+
+def on_copy(base, codes: list[str], ns: list[int], nb: int, repeat: int, peer: bool, timeout: float | None,
+            progress) -> dict:
+    """The sweep on a private copy of `base`, brought up here and always taken down."""
+    from geofed.testbed import core as tb
     tb.require_root("sweep HPL on")
-    with tempfile.TemporaryDirectory(prefix="geofed-hpl-sweep-") as tmp:
-        fed = federation.load(federation.derive(base, Path(tmp), f"gfhpl-{base.name[:12]}-{os.getpid()}"[:32]))
-        progress(f"hpl sweep: bringing up {fed.name} (a copy of {base.name})")
-        with tb.owned(fed, progress):
-            data = sweep(fed, codes, ns, args.nb, args.repeat, args.peer, progress)
-    print(format_table(data))
-    rec = records.make("bench.hpl.sweep", data, **records.federation_meta(base))
-    print(f"record: {records.save(rec, args.out)}")
-    return 0
+    with tb.owned_copy(base, "gfhpl", progress) as fed:
+        return sweep(fed, codes, ns, nb, repeat, peer, timeout, progress)

@@ -4,6 +4,7 @@ and whether both found the same relevant variables."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import statistics
 import time
@@ -22,22 +23,28 @@ def _timed(fn):
     return out, time.process_time() - c0, time.perf_counter() - w0
 
 
-def main(args, progress) -> int:
-    try:
-        import mdfs
-    except ImportError:
-        raise UserError("bench mdfs: the reference is not installed; pip install 'mdfs==1.5.2'") from None
-    from geofed.apps.mdfs import core, data
-
-    cases = [c.strip() for c in args.cases.split(",") if c.strip()]
-    bad = [c for c in cases if c not in CASES]
+def check(cases: str) -> list[str]:
+    """The cases asked for; refused (UserError) when the reference is missing or a case unknown."""
+    if importlib.util.find_spec("mdfs") is None:
+        raise UserError("bench mdfs: the reference is not installed; pip install 'mdfs==1.5.2'")
+    names = [c.strip() for c in cases.split(",") if c.strip()]
+    bad = [c for c in names if c not in CASES]
     if bad:
         raise UserError(f"--cases: unknown {', '.join(bad)} (known: {', '.join(CASES)})")
-    threads = args.threads or os.cpu_count() or 1
-    ds = data.madelon_like(p=args.variables)
+    return names
+
+
+def measure(cases: str, variables: int, repeat: int, threads: int, progress) -> dict:
+    """Each case by the reference, by geofed on one thread and on `threads` (0: every core)."""
+    import mdfs
+
+    from geofed.apps.mdfs import core, data
+    names = check(cases)
+    threads = threads or os.cpu_count() or 1
+    ds = data.madelon_like(p=variables)
     xf, yi = np.asfortranarray(ds.x), ds.y.astype(np.intc)
     rows = []
-    for case in cases:
+    for case in names:
         dim, disc = CASES[case]
         params = core.Params(dimensions=dim, discretizations=disc, n_contrast=None if (dim, disc) != (1, 1) else 0)
         sides = {"reference": lambda: mdfs.run(xf, yi, dimensions=dim, discretizations=disc, seed=0,
@@ -47,8 +54,8 @@ def main(args, progress) -> int:
         found = {}
         for side, fn in sides.items():
             cpu, wall = [], []
-            for r in range(args.repeat):
-                progress(f"bench mdfs: {case} {side} run {r + 1}/{args.repeat}")
+            for r in range(repeat):
+                progress(f"bench mdfs: {case} {side} run {r + 1}/{repeat}")
                 out, c, w = _timed(fn)
                 cpu.append(c)
                 wall.append(w)
@@ -64,12 +71,8 @@ def main(args, progress) -> int:
                 r["speedup_wall"] = ref["wall_s"] / r["wall_s"]
                 r["speedup_cpu"] = ref["cpu_s"] / r["cpu_s"]
                 r["same_relevant"] = r["relevant"] == ref["relevant"]
-    rec = records.make("bench.mdfs", {"n_objects": int(ds.x.shape[0]), "n_variables": int(ds.x.shape[1]),
-                                      "data": ds.source, "repeat": args.repeat, "host_cpus": os.cpu_count(),
-                                      "rows": rows})
-    print(format_table(rec))
-    print(f"record: {records.save(rec, args.out)}")
-    return 0
+    return {"n_objects": int(ds.x.shape[0]), "n_variables": int(ds.x.shape[1]), "data": ds.source, "repeat": repeat,
+            "host_cpus": os.cpu_count(), "rows": rows}
 
 
 def format_table(rec: records.Record) -> str:

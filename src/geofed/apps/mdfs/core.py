@@ -99,18 +99,25 @@ class Prepared:
     units: list[tuple[int, int, int, int]]  # (discretization, kind, first variable, tuples)
 
 
-def prepare(x: np.ndarray, y: np.ndarray, params: Params, p_values: bool = True) -> Prepared:
-    """`p_values=False`: only the max IG is wanted, so any number of contrasts will do."""
-    import geofed_mdfs
-
+def fit(params: Params, n: int, p: int, p_values: bool = True) -> tuple[float, int]:
+    """The discretisation range and the number of contrast variables for data of `n` objects
+    and `p` variables; UserError when `params` cannot analyse such data. `p_values=False`:
+    only the max IG is wanted, so any number of contrasts will do."""
     params.check()
-    n, p = x.shape
     if p < params.dimensions:
         raise UserError(f"{p} variables are fewer than --dim {params.dimensions}")
     r = resolve_range(params, n)
     nc = params.contrast_count(p)
     if p_values and params.fit_mode != "raw" and nc < 4:
         raise UserError(f"--contrast: the p-value fit needs at least 4 contrast variables, got {nc}")
+    return r, nc
+
+
+def prepare(x: np.ndarray, y: np.ndarray, params: Params, p_values: bool = True) -> Prepared:
+    import geofed_mdfs
+
+    n, p = x.shape
+    r, nc = fit(params, n, p, p_values)
     if nc:
         src, contrast = geofed_mdfs.contrast_variables(np.ascontiguousarray(x), nc, params.seed)
     else:
@@ -294,3 +301,15 @@ def finish(prep: Prepared, res: dict, params: Params, timing: dict) -> dict:
             "contrast_sources": prep.contrast_sources, "tuples_scored": int(sum(u[3] for u in prep.units)),
             "max_ig": res["ig"], "contrast_max_ig": res["contrast"], "best_discretization": res["t"],
             "best_tuple": res["tuples"], **pv, "timing": timing}
+
+
+# The arrays of a result and their types: a result that crossed a process boundary as
+# JSON (lists) is made arrays again, bit for bit (a float64 round-trips through its repr).
+ARRAYS = {"contrast_sources": np.int64, "max_ig": np.float64, "contrast_max_ig": np.float64,
+          "best_discretization": np.int64, "best_tuple": np.int64, "chi_squared": np.float64,
+          "p_value": np.float64, "adjusted_p_value": np.float64, "relevant": np.int64}
+
+
+def from_json(result: dict) -> dict:
+    """A result as `finish` makes it from its JSON form."""
+    return {**result, **{k: np.asarray(result[k], dtype=t) for k, t in ARRAYS.items()}}

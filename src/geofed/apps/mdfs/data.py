@@ -123,6 +123,12 @@ def load_csv(path: str | Path, decision: str | None = None, decision_file: str |
     return Dataset(x, y, [names[j] for j in keep], classes, str(path))
 
 
+def save_npz(path: Path, x: np.ndarray, y: np.ndarray) -> Path:
+    """The data set as the file a placement's storage site holds (dist.stage moves its bytes)."""
+    np.savez(path, x=x, y=y)
+    return path
+
+
 def madelon_like(n: int = 2000, p: int = 500, informative: int = 5, redundant: int = 15,
                  clusters_per_class: int = 16, flip: float = 0.01, seed: int = 0) -> Dataset:
     """Guyon's recipe (the NIPS 2003 MADELON design, as in scikit-learn's

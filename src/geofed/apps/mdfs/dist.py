@@ -1,6 +1,4 @@
-"""The MDFS job across nodes and sites: run under `geofed run` (one rank per node).
-
-    geofed run -f FED -p G1W1 -- python -m geofed.apps.mdfs.dist --data D.npz --params P.json --out R.pkl
+"""The MDFS job across nodes and sites: the `mdfs` workload's ranks (one per node).
 
 1. Staging: the data set lives at the federation's storage site. The first rank
    there reads it; every other site's first rank receives it across the long-haul
@@ -15,20 +13,18 @@
 
 from __future__ import annotations
 
-import argparse
 import io
-import json
-import pickle
-import sys
 import time
+from pathlib import Path
 
 import numpy as np
-from mpi4py import MPI
 
 from geofed import runtime
 from geofed.apps.mdfs import core
+from geofed.apps.mdfs.output import jsonable
 from geofed.progress import Bar
 
+SPLITS = ("speed", "calibrate", "even")  # how the tuples are shared among the ranks (step 3)
 CALIBRATION_TUPLES = 30_000  # ~0.1 s of 2-D counting on one host core at n = 2000
 
 
@@ -80,32 +76,23 @@ def calibrate(prep: core.Prepared, params: core.Params, threads: int) -> float:
     return w / counter.run(sample, threads)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="geofed.apps.mdfs.dist", description=__doc__.splitlines()[0])
-    ap.add_argument("--data", required=True, help="npz with x, y (the copy at the storage site)")
-    ap.add_argument("--params", required=True, help="JSON of core.Params")
-    ap.add_argument("--split", choices=["speed", "calibrate", "even"], default="speed")
-    ap.add_argument("--threads", type=int, default=0, help="per rank (default: its node's cores / ranks there)")
-    ap.add_argument("--out", required=True, help="rank 0 writes the merged result here (pickle)")
-    ap.add_argument("--progress", action="store_true")
-    args = ap.parse_args(argv)
-
-    comm = MPI.COMM_WORLD
+def analyse(comm, data: str, params: core.Params, split: str, threads: int, progress: bool) -> dict | None:
+    """Every rank's part of the analysis of the npz file at `data`; rank 0 returns the
+    merged result, arrays as lists (core.from_json makes them arrays again), the others None."""
     rank = comm.Get_rank()
     where = runtime.rank_map(comm)
     fed = runtime.federation()
-    blob, staging = stage(comm, where, fed.storage if fed else None, args.data)
+    blob, staging = stage(comm, where, fed.storage if fed else None, data)
     with np.load(io.BytesIO(blob)) as z:
         x, y = z["x"], z["y"]
-    params = core.Params(**json.loads(open(args.params).read()))
     prep = core.prepare(x, y, params)
 
     ranks_here = sum(1 for w in where if w["node"] == where[rank]["node"])
-    threads = args.threads or max(1, round(fed.site(where[rank]["node"][0]).cores_per_node / ranks_here)
-                                  if fed and where[rank]["node"] else 1)
-    if args.split == "even":
+    threads = threads or max(1, round(fed.site(where[rank]["node"][0]).cores_per_node / ranks_here)
+                             if fed and where[rank]["node"] else 1)
+    if split == "even":
         mine = 1.0
-    elif args.split == "speed":
+    elif split == "speed":
         mine = node_speed(fed, where[rank]["node"], ranks_here)
     else:
         runtime.quiet_barrier(comm)
@@ -117,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     runtime.quiet_barrier(comm)  # everyone staged and prepared: the analysis starts now
     t0 = time.perf_counter()
 
-    bar = Bar("mdfs rank 0: its share of the tuples") if args.progress and rank == 0 else None
+    bar = Bar("mdfs rank 0: its share of the tuples") if progress and rank == 0 else None
     count_s = counter.run(share, threads, bar)
     mine_out = {"rank": rank, "node": where[rank]["node"], "site": where[rank]["site"], "weight": mine,
                 "threads": threads, "tuples": int(sum(u[3] for u in share)), "units": len(share),
@@ -125,16 +112,21 @@ def main(argv: list[str] | None = None) -> int:
     runtime.quiet_barrier(comm)
     compute_s = time.perf_counter() - t0
     parts = comm.gather(mine_out, root=0)
-    if rank == 0:
-        merged = core.merge([p.pop("result") for p in parts])
-        result = core.finish(prep, merged, params, {"compute_s": compute_s,
-                                                    "staging_s": max(p["staging"]["staging_s"] for p in parts)})
-        result["ranks"] = parts
-        result["split"] = args.split
-        with open(args.out, "wb") as f:
-            pickle.dump(result, f)
-    return 0
+    if rank != 0:
+        return None
+    merged = core.merge([p.pop("result") for p in parts])
+    result = core.finish(prep, merged, params, {"compute_s": compute_s,
+                                                "staging_s": max(p["staging"]["staging_s"] for p in parts)})
+    return jsonable({**result, "ranks": parts, "split": split})
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def run_on_placement(fed, placement, data: Path, params: core.Params, split: str = "speed", threads: int = 0,
+                     timeout: float | None = None, progress: bool = False, hostfile: str | None = None) -> dict:
+    """One MDFS job on `placement` (the testbed, or a real cluster's hostfile) with the data
+    set's npz file at `data`; the merged result with per-rank timings. A failed job raises JobFailed."""
+    from geofed.launch import runner
+    result = runner.run_ranks(fed, placement, "mdfs", {"data": str(data), "analysis": params.as_dict(), "split": split,
+                                                       "threads": threads, "progress": progress},
+                              hostfile=hostfile, timeout=timeout, what=f"mdfs on {placement.code}",
+                              cpu_limit=True)  # under the nodes' CPU quota: the sites' speeds are what is split
+    return core.from_json(result)

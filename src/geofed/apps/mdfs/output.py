@@ -67,6 +67,16 @@ def table(result: dict, names: list[str], limit: int = 40) -> str:
     return "\n".join(lines)
 
 
+def summary(rec_data) -> str:
+    """What a terminal shows of an `mdfs.run` record: the relevant variables (from the
+    result file it names: the record keeps no p-values), the times and the files."""
+    result = json.loads(Path(rec_data.files["json"]).read_text())
+    files = rec_data.files
+    return "\n".join([table(result, result["variables"]),
+                      "time: " + ", ".join(f"{k.removesuffix('_s')} {v:.2f} s" for k, v in rec_data.timing.items()),
+                      f"results: {files['ig_csv']}, {files['tuples_csv']}, {files['json']}"])
+
+
 def record_data(result: dict, names: list[str], source: str, placement: str | None, files: dict) -> dict:
     keep = ("params", "range", "n_objects", "n_variables", "n_contrast", "tuples_scored", "timing", "split")
     d = {k: jsonable(result[k]) for k in keep if k in result}

@@ -1,7 +1,8 @@
 """`geofed mdfs sweep`: seed 000's Tables 1 and 2 on the testbed.
 
-The same analysis on each placement, on a private copy of the federation (its own
-name, brought up here and always taken down). Per placement and split: the median
+The same analysis on each placement, on a private copy of the federation for the
+command (its own name, brought up here and always taken down), on the testbed that is
+up for the demo. Per placement and split: the median
 analysis time (staging apart), speedup over one W node, and the time the combined
 speed of its nodes allows, taken from the single-node runs of each site
 (ideal = 1 / sum over nodes of 1/T_one_node(site)).
@@ -9,43 +10,42 @@ speed of its nodes allows, taken from the single-node runs of each site
 
 from __future__ import annotations
 
-import os
 import statistics
 import tempfile
 from pathlib import Path
 
-from geofed import federation, records
+from geofed import records
 from geofed.errors import UserError
 
 
-def private_copy(fed, directory: Path) -> Path:
-    """The federation file under a name of our own, so shipped testbeds stay untouched."""
-    return federation.derive(fed, directory, f"gfmdfs-{fed.name[:12]}-{os.getpid()}"[:32])
-
-
-def main(args, params, progress) -> int:
-    from geofed.apps.mdfs import data
+def check(fed, placements: str, splits: str, params, on_copy: bool) -> tuple[list[str], list[str]]:
+    """The placement codes and splits; refused (UserError) before anything is brought up."""
+    from geofed.apps.mdfs import dist
     from geofed.launch.placement import parse
     from geofed.testbed import core as tb
-
     params.check()
-    tb.require_root("sweep MDFS on")
-    base = federation.load(args.federation)
-    codes = [c.strip() for c in args.placements.split(",") if c.strip()]
-    splits = [s.strip() for s in args.split.split(",") if s.strip()]
-    if any(s not in ("speed", "even", "calibrate") for s in splits):
-        raise UserError(f"--split: expected speed, even or calibrate, got {args.split!r}")
+    if on_copy:
+        tb.require_root("sweep MDFS on")
+    codes = [c.strip() for c in placements.split(",") if c.strip()]
+    split_list = [s.strip() for s in splits.split(",") if s.strip()]
+    if any(s not in dist.SPLITS for s in split_list):
+        raise UserError(f"--split: expected speed, even or calibrate, got {splits!r}")
     for c in codes:
-        parse(c, base)  # bad codes fail before anything is brought up
-    ds = data.madelon_like(seed=args.data_seed)
-    with tempfile.TemporaryDirectory(prefix="geofed-mdfs-sweep-") as tmp:
-        fed = federation.load(private_copy(base, Path(tmp)))
-        progress(f"mdfs sweep: bringing up {fed.name} (a copy of {base.name})")
-        with tb.owned(fed, progress):
-            rec = sweep(fed, codes, splits, args.repeat, params, ds, progress, record_as=base)
-    print(format_table(rec))
-    print(f"record: {records.save(rec, args.out)}")
-    return 0
+        parse(c, fed)
+    return codes, split_list
+
+
+def measure(fed, placements: str, splits: str, repeat: int, params, data_seed: int, private: bool,
+            progress) -> records.Record:
+    """The sweep on `fed`'s testbed, which is up, or on a private copy of it (`private`)."""
+    from geofed.apps.mdfs import data
+    from geofed.testbed import core as tb
+    codes, split_list = check(fed, placements, splits, params, private)
+    ds = data.madelon_like(seed=data_seed)
+    if not private:
+        return sweep(fed, codes, split_list, repeat, params, ds, progress)
+    with tb.owned_copy(fed, "gfmdfs", progress) as copy:
+        return sweep(copy, codes, split_list, repeat, params, ds, progress, record_as=fed)
 
 
 def sweep(fed, codes: list[str], splits: list[str], repeat: int, params, ds, progress, record_as=None) -> dict:
@@ -54,12 +54,12 @@ def sweep(fed, codes: list[str], splits: list[str], repeat: int, params, ds, pro
     `record_as` is the federation the record names (the shipped one a private copy
     was made of); by default `fed` itself.
     """
-    from geofed.apps.mdfs import jobs
+    from geofed.apps.mdfs import data, dist
     from geofed.launch.placement import parse
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="geofed-mdfs-sweep-") as tmp:
-        npz = jobs.save_npz(Path(tmp) / "data.npz", ds.x, ds.y)
+        npz = data.save_npz(Path(tmp) / "data.npz", ds.x, ds.y)
         for code in codes:
             pl = parse(code, fed)
             one_site = len({n.site for n in pl.nodes(fed)}) == 1
@@ -67,7 +67,7 @@ def sweep(fed, codes: list[str], splits: list[str], repeat: int, params, ds, pro
                 times, staging, results = [], [], None
                 for r in range(repeat):
                     progress(f"mdfs sweep: {code} split {split} run {r + 1}/{repeat}")
-                    res = jobs.run_on_placement(fed, code, npz, params, split)
+                    res = dist.run_on_placement(fed, pl, npz, params, split)
                     times.append(res["timing"]["compute_s"])
                     staging.append(res["timing"]["staging_s"])
                     results = res

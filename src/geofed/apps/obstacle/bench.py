@@ -11,28 +11,18 @@ discipline) against one TCP stream on the same path (geofed-probe), then the
 Ethernet stack again on a copy of the federation whose link loses 1 % of frames,
 which must still deliver every message, in order, intact.
 
-Every testbed here is a private copy of the federation (own name), always taken down.
+The lossy link is always a private copy of the federation (own name), taken down at the end;
+so is the clean one for `geofed bench obstacle` (the demo runs on its own testbed).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
-import sys
-import tempfile
-from pathlib import Path
+from contextlib import nullcontext
 
-from geofed import federation, records
 from geofed.errors import UserError
 
 SCHEMES = ("sync", "async", "mpi")
-
-
-def private_copy(fed, directory: Path, tag: str, loss: float | None = None) -> federation.Federation:
-    """The federation under a name of our own (and optionally a lossy link), so shipped testbeds stay untouched."""
-    name = f"gfobst-{tag}-{os.getpid()}"[:32]
-    return federation.load(federation.derive(fed, directory, name, **({"loss": loss} if loss else {})))
 
 
 def solver_rows(fed, placements: list[str], n: int, tol: float, repeat: int, progress) -> list[dict]:
@@ -44,7 +34,7 @@ def solver_rows(fed, placements: list[str], n: int, tol: float, repeat: int, pro
         for r in range(repeat):
             for scheme in SCHEMES:
                 progress(f"bench obstacle: {code} {scheme} run {r + 1}/{repeat}")
-                res = job.run_on_placement(fed, code, job.Spec(n, tol, scheme), timeout=600)
+                res = job.run_on_placement(fed, parse(code, fed), job.Spec(n, tol, scheme), timeout=600)
                 runs[scheme].append({"seconds": res["time_to_solution_s"], "certified_residual": res["certified_residual"],
                                      "iterations": [p["iterations"] for p in res["peers"]]})
         nodes = parse(code, fed).nodes(fed)
@@ -58,16 +48,12 @@ def solver_rows(fed, placements: list[str], n: int, tol: float, repeat: int, pro
 
 
 def stream(fed, placement: str, mbytes: float, network: str, timeout: float = 900) -> dict:
-    from geofed.launch import job as launch
+    """One P2PSAP session across the link (the `p2psap-stream` workload's two ranks): rank 0's figures."""
     from geofed.launch import runner
     from geofed.launch.placement import parse
-    with tempfile.TemporaryDirectory(prefix="geofed-p2psap-stream-") as tmp:
-        out = Path(tmp) / "result.json"
-        argv = [sys.executable, "-m", "geofed.apps.obstacle.stream", "--mbytes", repr(mbytes),
-                "--location", "inter", "--network", network, "--out", str(out)]
-        j = launch.Job(fed, parse(placement, fed), argv, cpu_limit=False)  # measures the path, not the quota
-        runner.run(j, what=f"P2PSAP stream on {placement}", timeout=timeout)
-        return json.loads(out.read_text())
+    return runner.run_ranks(fed, parse(placement, fed), "p2psap-stream",
+                            {"mbytes": mbytes, "location": "inter", "network": network}, timeout=timeout,
+                            cpu_limit=False, what=f"P2PSAP stream on {placement}")  # measures the path, not the quota
 
 
 def link_pair(fed) -> tuple[str, str]:
@@ -104,36 +90,37 @@ def throughput(fed, mbytes: float, repeat: int, progress) -> dict:
     return {"pair": [b, a], "mbytes": mbytes, "runs": runs, "rows": rows}
 
 
-def main(args, progress) -> int:
+def check(fed, placements: str, on_copies: bool) -> list[str]:
+    """The placement codes, refused (UserError) before anything is brought up if they do not fit."""
     from geofed.launch.placement import parse
     from geofed.testbed import core as tb
+    if on_copies:
+        tb.require_root("benchmark the obstacle solver on")
+    if len(fed.sites) < 2:
+        raise UserError(f"{fed.name}: the benchmark needs two sites joined by a link")
+    codes = [c.strip() for c in placements.split(",") if c.strip()]
+    for c in codes:
+        parse(c, fed)
+    return codes
 
-    tb.require_root("benchmark the obstacle solver on")
-    base = federation.load(args.federation)
-    if len(base.sites) < 2:
-        raise UserError(f"{base.name}: the benchmark needs two sites joined by a link")
-    placements = [c.strip() for c in args.placements.split(",") if c.strip()]
-    for c in placements:
-        parse(c, base)
-    data = {"n": args.n, "tol": args.tol, "repeat": args.repeat, "link_rtt_ms": base.links[0].rtt_ms}
-    with tempfile.TemporaryDirectory(prefix="geofed-bench-obstacle-") as tmp:
-        for loss in ([None] + ([args.loss] if args.part in ("all", "throughput") else [])):
-            fed = private_copy(base, Path(tmp), "loss" if loss else "clean", loss)
-            progress(f"bench obstacle: bringing up {fed.name} (a copy of {base.name}"
-                     + (f", link loss {loss:g})" if loss else ")"))
-            with tb.owned(fed, progress):
-                if loss:
-                    progress(f"bench obstacle: P2PSAP stream at {loss:g} link loss")
-                    data["lossy"] = {"loss": loss, **stream(fed, "".join(link_pair(fed)), args.mbytes, "eth")}
-                    continue
-                if args.part in ("all", "solver"):
-                    data["solver"] = solver_rows(fed, placements, args.n, args.tol, args.repeat, progress)
-                if args.part in ("all", "throughput"):
-                    data["throughput"] = throughput(fed, args.mbytes, args.repeat, progress)
-    rec = records.make("bench.obstacle", data, **records.federation_meta(base))
-    print(format_table(data))
-    print(f"record: {records.save(rec, args.out)}")
-    return 0
+
+def measure(fed, placements: str, n: int, tol: float, repeat: int, part: str, mbytes: float, loss: float,
+            private: bool, progress) -> dict:
+    """The parts asked for (all, solver or throughput): on `fed`'s testbed, which is up, or on a
+    private copy of it (`private`); the lossy stream always on a private copy with a lossy link."""
+    from geofed.testbed import core as tb
+    codes = check(fed, placements, private or part != "solver")
+    data = {"n": n, "tol": tol, "repeat": repeat, "link_rtt_ms": fed.links[0].rtt_ms}
+    with tb.owned_copy(fed, "gfobst", progress) if private else nullcontext(fed) as clean:
+        if part in ("all", "solver"):
+            data["solver"] = solver_rows(clean, codes, n, tol, repeat, progress)
+        if part in ("all", "throughput"):
+            data["throughput"] = throughput(clean, mbytes, repeat, progress)
+    if part in ("all", "throughput"):
+        with tb.owned_copy(fed, "gfobst-loss", progress, loss=loss) as lossy:
+            progress(f"bench obstacle: P2PSAP stream at {loss:g} link loss")
+            data["lossy"] = {"loss": loss, **stream(lossy, "".join(link_pair(lossy)), mbytes, "eth")}
+    return data
 
 
 def format_table(d: dict) -> str:

@@ -1,8 +1,7 @@
-"""Bulk transfer over one P2PSAP synchronous session between two ranks (`geofed run`).
+"""Bulk transfer over one P2PSAP synchronous session between two ranks: the
+`p2psap-stream` workload's ranks, part of `geofed bench obstacle`.
 
-    geofed run -f FED -p G1W1 -- python -m geofed.apps.obstacle.stream --mbytes 200 --location inter --out R.json
-
-Rank 0 sends `--mbytes` in messages of `--message` bytes, each stamped with its
+Rank 0 sends `mbytes` in messages of `message` bytes, each stamped with its
 index and filled with a pattern derived from it, then flushes (waits until the
 peer acknowledged everything); rank 1 receives and checks every message: in order,
 exactly once, intact. Two goodputs: the whole transfer (bytes / time from the
@@ -14,14 +13,10 @@ after a warm-up. MPI only exchanges the endpoint address and the secret, as in d
 
 from __future__ import annotations
 
-import argparse
-import json
 import secrets
-import sys
 import time
 
 import numpy as np
-from mpi4py import MPI
 
 from geofed import runtime
 from geofed.apps.obstacle.dist import my_address
@@ -56,32 +51,24 @@ def steady_mbps(arrived: list[float], size: int) -> float | None:
     return (len(arrived) - 1 - first) * size * 8 / (arrived[-1] - arrived[first]) / 1e6
 
 
-def main(argv: list[str] | None = None) -> int:
+def transfer(comm, mbytes: float, message: int, location: str, network: str) -> dict | None:
+    """Rank 0 sends, rank 1 receives and checks; rank 0 returns both sides' figures, rank 1 None."""
     import geofed_p2psap
-    ap = argparse.ArgumentParser(prog="geofed.apps.obstacle.stream", description=__doc__.splitlines()[0])
-    ap.add_argument("--mbytes", type=float, default=200)
-    ap.add_argument("--message", type=int, default=1 << 20, help="bytes per message (default 1 MiB)")
-    ap.add_argument("--location", choices=("intra", "inter"), default="inter")
-    ap.add_argument("--network", choices=("eth", "fabric"), default="eth")
-    ap.add_argument("--out", required=True, help="rank 0 writes the result here (JSON)")
-    args = ap.parse_args(argv)
-
-    comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
-    count = max(1, int(args.mbytes * 1e6 // args.message))
+    count = max(1, int(mbytes * 1e6 // message))
     secret = comm.bcast(secrets.token_bytes(32) if rank == 0 else None, root=0)
     ep = geofed_p2psap.Endpoint(rank, 2, secret)
     try:
         addrs = comm.allgather(f"{my_address()}:{ep.port}")
         if rank == 0:
-            ep.connect(1, addrs[1], "sync", args.location, args.network)
+            ep.connect(1, addrs[1], "sync", location, network)
         else:
             ep.wait_peer(0, 30.0)
         runtime.quiet_barrier(comm)
         if rank == 0:
             t0 = time.perf_counter()
             for i in range(count):
-                ep.send(1, TAG, payload(i, args.message))
+                ep.send(1, TAG, payload(i, message))
             if not ep.flush(1, 600.0):
                 raise RuntimeError("the receiver did not acknowledge everything within 600 s")
             seconds = time.perf_counter() - t0
@@ -92,21 +79,16 @@ def main(argv: list[str] | None = None) -> int:
             for i in range(count):
                 got = ep.receive(0, TAG, 600.0)
                 arrived.append(time.perf_counter())
-                bad += got is None or not intact(got[1], i, args.message)
+                bad += got is None or not intact(got[1], i, message)
             extra = ep.receive(0, TAG, 0.5)  # nothing may follow the last message
             result = {"delivered": count - bad, "corrupt_or_missing": bad, "extra": extra is not None,
-                      "steady_mbps": steady_mbps(arrived, args.message)}
+                      "steady_mbps": steady_mbps(arrived, message)}
         runtime.quiet_barrier(comm)
         got = comm.bcast(result if rank == 1 else None, root=1)
-        if rank == 0:
-            with open(args.out, "w") as f:
-                json.dump({"messages": count, "message_bytes": args.message, "bytes": count * args.message,
-                           "seconds": seconds, "transfer_mbps": count * args.message * 8 / seconds / 1e6,
-                           "stack": stats.pop("stack"), "sender": stats, **got}, f)
+        if rank != 0:
+            return None
+        return {"messages": count, "message_bytes": message, "bytes": count * message, "seconds": seconds,
+                "transfer_mbps": count * message * 8 / seconds / 1e6, "stack": stats.pop("stack"), "sender": stats,
+                **got}
     finally:
         ep.close()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

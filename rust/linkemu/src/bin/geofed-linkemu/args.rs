@@ -1,12 +1,14 @@
 //! The command line: one direction's flags, and `--back-*` ones for the other
 //! way where the link is asymmetric.
 
-use geofed_linkemu::LinkConfig;
+use geofed_linkemu::{Credits, LinkConfig};
 
 pub const USAGE: &str = "usage: geofed-linkemu --if-a NAME --if-b NAME --delay-us F --rate-mbps F \
---queue-bytes N [--jitter-us F] [--loss F] [--back-delay-us F] [--back-rate-mbps F] [--back-queue-bytes N] \
-[--back-jitter-us F] [--back-loss F] [--seed N] [--stats PATH] [--cpu-dma-latency-us N]\n\
-The flags describe frames from --if-a to --if-b; --back-* ones the other way where it differs.";
+--queue-bytes N [--jitter-us F] [--loss F] [--credits-bytes N] [--back-delay-us F] [--back-rate-mbps F] \
+[--back-queue-bytes N] [--back-jitter-us F] [--back-loss F] [--back-credits-bytes N] [--seed N] [--stats PATH] \
+[--cpu-dma-latency-us N]\n\
+The flags describe frames from --if-a to --if-b; --back-* ones the other way where it differs.\n\
+--credits-bytes makes a way lossless and credit-based: frames wait in the queue for credits.";
 
 /// One direction of the link as given on the command line.
 #[derive(Debug, Clone, PartialEq)]
@@ -16,10 +18,13 @@ pub struct Way {
     pub queue_bytes: u64,
     pub jitter_us: f64,
     pub loss: f64,
+    /// The far end's buffer lent as credits; None: a tail-drop queue.
+    pub credits_bytes: Option<u64>,
 }
 
 impl Way {
-    pub fn config(&self, seed: u64) -> LinkConfig {
+    /// This way's model; a credit comes back over `back`, the other way.
+    pub fn config(&self, seed: u64, back: &Way) -> LinkConfig {
         LinkConfig {
             delay_ns: (self.delay_us * 1e3).round() as u64,
             rate_bps: (self.rate_mbps * 1e6).round() as u64,
@@ -27,6 +32,9 @@ impl Way {
             jitter_ns: (self.jitter_us * 1e3).round() as u64,
             loss: self.loss,
             seed,
+            credits: self
+                .credits_bytes
+                .map(|bytes| Credits { bytes, return_delay_ns: (back.delay_us * 1e3).round() as u64 }),
         }
     }
 }
@@ -52,6 +60,7 @@ struct WayFlags {
     queue_bytes: Option<u64>,
     jitter_us: Option<f64>,
     loss: Option<f64>,
+    credits_bytes: Option<u64>,
 }
 
 impl WayFlags {
@@ -60,13 +69,8 @@ impl WayFlags {
         match name {
             "delay-us" => self.delay_us = Some(parse_f64(flag, v, 0.0, 60e6, false)?),
             "rate-mbps" => self.rate_mbps = Some(parse_f64(flag, v, 0.0, 1e7, true)?),
-            "queue-bytes" => {
-                let q = parse_u64(flag, v)?;
-                if q == 0 {
-                    return Err(format!("{flag}: must be > 0"));
-                }
-                self.queue_bytes = Some(q)
-            }
+            "queue-bytes" => self.queue_bytes = Some(parse_positive_u64(flag, v)?),
+            "credits-bytes" => self.credits_bytes = Some(parse_positive_u64(flag, v)?),
             "jitter-us" => self.jitter_us = Some(parse_f64(flag, v, 0.0, 60e6, false)?),
             "loss" => self.loss = Some(parse_f64(flag, v, 0.0, 1.0, false)?),
             _ => unreachable!(),
@@ -81,6 +85,7 @@ impl WayFlags {
             queue_bytes: self.queue_bytes.ok_or("--queue-bytes: required")?,
             jitter_us: self.jitter_us.unwrap_or(0.0),
             loss: self.loss.unwrap_or(0.0),
+            credits_bytes: self.credits_bytes,
         })
     }
 
@@ -91,11 +96,12 @@ impl WayFlags {
             queue_bytes: self.queue_bytes.unwrap_or(forward.queue_bytes),
             jitter_us: self.jitter_us.unwrap_or(forward.jitter_us),
             loss: self.loss.unwrap_or(forward.loss),
+            credits_bytes: self.credits_bytes.or(forward.credits_bytes),
         }
     }
 }
 
-const WAY_FLAGS: [&str; 5] = ["delay-us", "rate-mbps", "queue-bytes", "jitter-us", "loss"];
+const WAY_FLAGS: [&str; 6] = ["delay-us", "rate-mbps", "queue-bytes", "jitter-us", "loss", "credits-bytes"];
 
 fn parse_f64(flag: &str, v: &str, min: f64, max: f64, min_exclusive: bool) -> Result<f64, String> {
     let x: f64 = v.parse().map_err(|_| format!("{flag}: expected a number, got '{v}'"))?;
@@ -109,6 +115,13 @@ fn parse_f64(flag: &str, v: &str, min: f64, max: f64, min_exclusive: bool) -> Re
 
 fn parse_u64(flag: &str, v: &str) -> Result<u64, String> {
     v.parse().map_err(|_| format!("{flag}: expected a non-negative integer, got '{v}'"))
+}
+
+fn parse_positive_u64(flag: &str, v: &str) -> Result<u64, String> {
+    match parse_u64(flag, v)? {
+        0 => Err(format!("{flag}: must be > 0")),
+        n => Ok(n),
+    }
 }
 
 /// Accepts `--flag value` and `--flag=value`. Errors name the flag so the
@@ -184,9 +197,13 @@ pub fn parse_args(argv: &[String]) -> Result<Args, String> {
     if if_a == if_b {
         return Err("--if-b: must differ from --if-a".into());
     }
-    for (way, prefix) in [(&a_to_b, "--"), (&b_to_a, "--back-")] {
-        if way.config(0).rate_bps == 0 {
+    for (way, back, prefix) in [(&a_to_b, &b_to_a, "--"), (&b_to_a, &a_to_b, "--back-")] {
+        let c = way.config(0, back);
+        if c.rate_bps == 0 {
             return Err(format!("{prefix}rate-mbps: below 1 bit/s"));
+        }
+        if c.credits.is_some() && c.loss > 0.0 {
+            return Err(format!("{prefix}loss: a credit link is lossless; give 0 with --{prefix}credits-bytes"));
         }
     }
     Ok(Args { if_a, if_b, a_to_b, b_to_a, seed, stats, cpu_dma_latency_us })
@@ -208,14 +225,15 @@ mod tests {
         assert_eq!(p.if_a, "a");
         assert_eq!(p.a_to_b.delay_us, 4500.0);
         assert_eq!(p.b_to_a, p.a_to_b, "symmetric unless told otherwise");
-        let c = p.a_to_b.config(p.seed);
+        let c = p.a_to_b.config(p.seed, &p.b_to_a);
         assert_eq!(c.delay_ns, 4_500_000);
         assert_eq!(c.rate_bps, 4_000_000_000);
+        assert_eq!(c.credits, None);
         let p = parse_args(&a(&format!(
             "{BASE} --jitter-us 12.5 --loss=0.01 --seed 9 --stats /tmp/x.json --cpu-dma-latency-us 0"
         )))
         .unwrap();
-        assert_eq!(p.a_to_b.config(p.seed).jitter_ns, 12_500);
+        assert_eq!(p.a_to_b.config(p.seed, &p.b_to_a).jitter_ns, 12_500);
         assert_eq!(p.b_to_a.loss, 0.01);
         assert_eq!(p.seed, 9);
         assert_eq!(p.stats.as_deref(), Some("/tmp/x.json"));
@@ -236,6 +254,15 @@ mod tests {
     }
 
     #[test]
+    fn credits_come_back_over_the_other_way() {
+        let p = parse_args(&a(&format!("{BASE} --credits-bytes 1000000 --back-delay-us 5000"))).unwrap();
+        let ab = p.a_to_b.config(p.seed, &p.b_to_a).credits.unwrap();
+        assert_eq!((ab.bytes, ab.return_delay_ns), (1_000_000, 5_000_000));
+        let ba = p.b_to_a.config(p.seed, &p.a_to_b).credits.unwrap();
+        assert_eq!((ba.bytes, ba.return_delay_ns), (1_000_000, 4_500_000), "the back way inherits the window");
+    }
+
+    #[test]
     fn errors_name_the_flag() {
         let cases = [
             ("--if-a a --if-b b --delay-us 1 --rate-mbps 1", "--queue-bytes"),
@@ -251,6 +278,9 @@ mod tests {
             (&format!("{BASE} --back-loss 1.5"), "--back-loss"),
             (&format!("{BASE} --back-rate-mbps 0.0000001"), "--back-rate-mbps"),
             (&format!("{BASE} --back-seed 1"), "--back-seed"),
+            (&format!("{BASE} --credits-bytes 0"), "--credits-bytes"),
+            (&format!("{BASE} --credits-bytes 9000 --loss 0.01"), "--loss"),
+            (&format!("{BASE} --back-credits-bytes 9000 --back-loss 0.01"), "--back-loss"),
         ];
         for (argv, flag) in cases {
             let e = parse_args(&a(argv)).unwrap_err();

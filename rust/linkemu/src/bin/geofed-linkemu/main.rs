@@ -46,8 +46,8 @@ fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let args = args_or_exit(PROG, USAGE, parse_args(&argv));
     // Distinct PRNG streams per direction, both derived from the one seed.
-    let model_ab = LinkModel::new(args.a_to_b.config(args.seed));
-    let model_ba = LinkModel::new(args.b_to_a.config(args.seed ^ 0x5DEE_CE66_D1CE_F00D));
+    let model_ab = LinkModel::new(args.a_to_b.config(args.seed, &args.b_to_a));
+    let model_ba = LinkModel::new(args.b_to_a.config(args.seed ^ 0x5DEE_CE66_D1CE_F00D, &args.a_to_b));
     let (model_ab, model_ba) = match (model_ab, model_ba) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => {
