@@ -8,6 +8,7 @@ from pathlib import Path
 from geofed import federation, records
 from geofed.cli import options
 from geofed.cli.bench import run_workload
+from geofed.cli.common import command_argv, emit
 from geofed.params import add_options, from_args
 from geofed.progress import progress
 from geofed.validate import nonnegative_float, nonnegative_int, positive_float, positive_int, probability
@@ -200,7 +201,6 @@ def bench_obstacle_args(p: argparse.ArgumentParser) -> None:
 def cmd_profile(args) -> int:
     """Run the user's program at one site under geofed's profiler; save the app.profile record."""
     from geofed.apps import profile
-    from geofed.cli.common import command_argv
     from geofed.launch.placement import parse
     program = command_argv(args.program, "profile", "geofed profile -p W2 -- python app.py")
     fed = federation.load(args.federation)
@@ -222,7 +222,6 @@ def profile_args(p: argparse.ArgumentParser) -> None:
 def cmd_rehearse(args) -> int:
     """Replay a profile's communication on a placement of the testbed, beside its prediction."""
     from geofed import workloads
-    from geofed.cli.bench import run_workload
     from geofed.launch.placement import parse
     w = workloads.get("rehearse")
     fed = federation.load(args.federation)
