@@ -73,6 +73,14 @@ def load(path: str):
         raise UserError(f"{path}: {e}") from None
 
 
+def fits(data, nodes: int) -> None:
+    """Refuse a placement of `nodes` nodes that cannot hold the profile's ranks as they ran."""
+    if nodes * data.ranks_per_node != len(data.ranks):
+        need = len(data.ranks) // data.ranks_per_node
+        raise UserError(f"the profile has {len(data.ranks)} ranks ({data.ranks_per_node} per node): the placement "
+                        f"must have {need} node{'s' if need != 1 else ''}, not {nodes}")
+
+
 def rounds(kind: str, p: int, nbytes: float, root: int) -> list[tuple[list[tuple[int, int]], float]]:
     """A collective over ranks 0..p-1 as rounds of (messages (from, to), bytes each), MPICH's algorithms."""
     def rel(i):
@@ -108,9 +116,7 @@ class Replay:
         self.prof, self.fed, self.cal = prof, fed, cal
         data = prof.data
         self.ranks = len(data.ranks)
-        if len(nodes) * data.ranks_per_node != self.ranks:
-            raise UserError(f"the profile has {self.ranks} ranks ({data.ranks_per_node} per node): the placement "
-                            f"must have {self.ranks // data.ranks_per_node} nodes, not {len(nodes)}")
+        fits(data, len(nodes))
         self.site = [nodes[r // data.ranks_per_node].site for r in range(self.ranks)]
         local = fed.site(data.site).local.bandwidth_gbps if data.site in [s.code for s in fed.sites] else None
         self.local_rate = local * 1e9 / 8 if local else None  # the profiled site's fabric

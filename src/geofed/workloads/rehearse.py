@@ -105,11 +105,7 @@ class Rehearse(RankWorkload, kind="app.rehearsal", Params=AppParams, command="re
     def check(self, ctx, params: AppParams) -> None:
         from geofed.model import app
         super().check(ctx, params)
-        data = app.load(params.profile).data
-        if ctx.placement.node_count * data.ranks_per_node != len(data.ranks):
-            raise UserError(f"placement {ctx.placement.code}: the profile has {len(data.ranks)} ranks "
-                            f"({data.ranks_per_node} per node): it needs {len(data.ranks) // data.ranks_per_node} "
-                            f"nodes, not {ctx.placement.node_count}")
+        app.fits(app.load(params.profile).data, ctx.placement.node_count)
 
     def run(self, ctx, params: AppParams) -> records.Record:
         from geofed.launch import runner
