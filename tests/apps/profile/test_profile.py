@@ -151,6 +151,28 @@ def test_a_c_program_with_nonblocking_calls(fed, tmp_path):
         assert len(rank["iteration"]) == 5 and rank["iterations"] == ITERATIONS
 
 
+PICKLED = """
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+for _ in range(5):
+    if comm.Get_rank() == 0:
+        comm.send(b"x" * 100, 1)
+    else:
+        comm.recv(source=0)
+"""
+
+
+@needs_root
+@pytest.mark.root
+def test_mpi4py_pickled_messages(fed, tmp_path):
+    """comm.recv is MPI_Mprobe then MPI_Mrecv: one recv, of the bytes the send sent."""
+    (tmp_path / "pickled.py").write_text(PICKLED)
+    d = profile(fed, "A2", tmp_path / "profile", sys.executable, str(tmp_path / "pickled.py")).data
+    (send,), (recv,) = d.ranks[0]["patterns"], d.ranks[1]["patterns"]
+    assert (send["kind"], send["peer"], send["count"]) == ("send", 1, 5)
+    assert (recv["kind"], recv["peer"], recv["count"], recv["bytes"]) == ("recv", 0, 5, send["bytes"])
+
+
 def test_a_spanning_placement_is_refused(tmp_path):
     res = run_geofed("profile", "-f", "icm-task", "-p", "W1G1", "--", "true")
     assert res.returncode == 2 and res.stderr.count("\n") == 1
