@@ -382,7 +382,8 @@ int MPI_Waitsome(int incount, MPI_Request reqs[], int *outcount, int indices[], 
 
 /* ------------------------------------------------------------ collectives */
 /* bytes: the vector of a reduction or broadcast, one rank's block of a gather,
- * scatter or all-to-all; `peer` is the root where there is one. */
+ * scatter or all-to-all (the mean block for their v forms, counted as the same kind);
+ * `peer` is the root where there is one. */
 
 #define COLLECTIVE(kind, bytes, root, call)                                   \
     double t0 = now();                                                        \
@@ -415,7 +416,8 @@ int MPI_Scan##SUF(const void *sendbuf, void *recvbuf, COUNT count, MPI_Datatype 
 }                                                                                                        \
 int MPI_Gather##SUF(const void *sendbuf, COUNT sendcount, MPI_Datatype sendtype, void *recvbuf,          \
                     COUNT recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {                   \
-    COLLECTIVE(K_GATHER, type_bytes(sendcount, sendtype), world_of(comm, root),                          \
+    COLLECTIVE(K_GATHER, sendbuf == MPI_IN_PLACE ? type_bytes(recvcount, recvtype)                       \
+                                                 : type_bytes(sendcount, sendtype), world_of(comm, root),    \
                PMPI_Gather##SUF(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)) \
 }                                                                                                        \
 int MPI_Scatter##SUF(const void *sendbuf, COUNT sendcount, MPI_Datatype sendtype, void *recvbuf,         \
@@ -425,12 +427,12 @@ int MPI_Scatter##SUF(const void *sendbuf, COUNT sendcount, MPI_Datatype sendtype
 }                                                                                                        \
 int MPI_Allgather##SUF(const void *sendbuf, COUNT sendcount, MPI_Datatype sendtype, void *recvbuf,       \
                        COUNT recvcount, MPI_Datatype recvtype, MPI_Comm comm) {                          \
-    COLLECTIVE(K_ALLGATHER, type_bytes(sendcount, sendtype), -1,                                         \
+    COLLECTIVE(K_ALLGATHER, type_bytes(recvcount, recvtype), -1,                                         \
                PMPI_Allgather##SUF(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm))    \
 }                                                                                                        \
 int MPI_Alltoall##SUF(const void *sendbuf, COUNT sendcount, MPI_Datatype sendtype, void *recvbuf,        \
                       COUNT recvcount, MPI_Datatype recvtype, MPI_Comm comm) {                           \
-    COLLECTIVE(K_ALLTOALL, type_bytes(sendcount, sendtype), -1,                                          \
+    COLLECTIVE(K_ALLTOALL, type_bytes(recvcount, recvtype), -1,                                          \
                PMPI_Alltoall##SUF(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm))     \
 }                                                                                                        \
 int MPI_Reduce_scatter_block##SUF(const void *sendbuf, void *recvbuf, COUNT recvcount, MPI_Datatype type, \
@@ -441,3 +443,44 @@ int MPI_Reduce_scatter_block##SUF(const void *sendbuf, void *recvbuf, COUNT recv
 
 COLLECTIVES(, int)
 COLLECTIVES(_c, MPI_Count)
+
+/* The mean of a v collective's `counts` of `type`, per rank of `comm`. */
+#define MEAN_BYTES(counts, type, comm)                                                                   \
+    ({ int n_ = comm_size(comm); long long sum_ = 0;                                                     \
+       for (int i_ = 0; i_ < n_; i_++) sum_ += (long long)(counts)[i_];                                  \
+       n_ ? type_bytes(sum_ / n_, type) : 0; })
+
+#define VCOLLECTIVES(SUF, COUNT, DISPL)                                                                  \
+int MPI_Allgatherv##SUF(const void *sendbuf, COUNT sendcount, MPI_Datatype sendtype, void *recvbuf,      \
+                        const COUNT recvcounts[], const DISPL displs[], MPI_Datatype recvtype,           \
+                        MPI_Comm comm) {                                                                 \
+    COLLECTIVE(K_ALLGATHER, MEAN_BYTES(recvcounts, recvtype, comm), -1,                                  \
+               PMPI_Allgatherv##SUF(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, \
+                                    comm))                                                               \
+}                                                                                                        \
+int MPI_Alltoallv##SUF(const void *sendbuf, const COUNT sendcounts[], const DISPL sdispls[],             \
+                       MPI_Datatype sendtype, void *recvbuf, const COUNT recvcounts[],                   \
+                       const DISPL rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {                    \
+    COLLECTIVE(K_ALLTOALL, MEAN_BYTES(recvcounts, recvtype, comm), -1,                                   \
+               PMPI_Alltoallv##SUF(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, \
+                                   recvtype, comm))                                                      \
+}                                                                                                        \
+int MPI_Gatherv##SUF(const void *sendbuf, COUNT sendcount, MPI_Datatype sendtype, void *recvbuf,         \
+                     const COUNT recvcounts[], const DISPL displs[], MPI_Datatype recvtype, int root,    \
+                     MPI_Comm comm) {                                                                    \
+    COLLECTIVE(K_GATHER, sendbuf == MPI_IN_PLACE ? MEAN_BYTES(recvcounts, recvtype, comm)                \
+                                                 : type_bytes(sendcount, sendtype), world_of(comm, root),\
+               PMPI_Gatherv##SUF(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,    \
+                                 root, comm))                                                            \
+}                                                                                                        \
+int MPI_Scatterv##SUF(const void *sendbuf, const COUNT sendcounts[], const DISPL displs[],               \
+                      MPI_Datatype sendtype, void *recvbuf, COUNT recvcount, MPI_Datatype recvtype,      \
+                      int root, MPI_Comm comm) {                                                         \
+    COLLECTIVE(K_SCATTER, recvbuf == MPI_IN_PLACE ? MEAN_BYTES(sendcounts, sendtype, comm)               \
+                                                  : type_bytes(recvcount, recvtype), world_of(comm, root), \
+               PMPI_Scatterv##SUF(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,   \
+                                  root, comm))                                                           \
+}
+
+VCOLLECTIVES(, int, int)
+VCOLLECTIVES(_c, MPI_Count, MPI_Aint)
