@@ -93,6 +93,13 @@ if [ ! -e "$lib" ] || [ src/geofed/bench/kernels.c -nt "$lib" ]; then
   echo "setup: building the MPI benchmark kernels ($lib)"
   .venv/bin/mpicc -O2 -Wall -shared -fPIC -o "$lib" src/geofed/bench/kernels.c
 fi
+# geofed's MPI profiler (src/geofed/apps/profile/pmpi.c, `geofed profile`): PMPI wrappers
+# preloaded into a user's program, built with the venv's mpicc against the same libmpi.
+proflib=.venv/lib/libgeofed_profile.so
+if [ ! -e "$proflib" ] || [ src/geofed/apps/profile/pmpi.c -nt "$proflib" ]; then
+  echo "setup: building the MPI profiler ($proflib)"
+  .venv/bin/mpicc -O2 -Wall -shared -fPIC -o "$proflib" src/geofed/apps/profile/pmpi.c
+fi
 # The seed fix preloaded into SST processes (src/geofed/apps/grayscott/sstseed.c).
 seedlib=.venv/lib/libgeofed_sstseed.so
 if [ ! -e "$seedlib" ] || [ src/geofed/apps/grayscott/sstseed.c -nt "$seedlib" ]; then

@@ -50,6 +50,10 @@ COMMANDS: list[Command] = [
     Command("run", core.cmd_run, "run an MPI job on a placement such as G2W3", core.run_args),
     Command("submit", ops.cmd_submit, "submit `geofed run` on a placement to Slurm, kept at one site unless --span",
             ops.submit_args),
+    Command("profile", apps.cmd_profile, "run an MPI program at one site under geofed's profiler: its calls, "
+                                         "bytes and compute per rank (for `predict app`)", apps.profile_args),
+    Command("rehearse", apps.cmd_rehearse, "replay a profile's communication on a placement of the testbed, "
+                                           "beside its prediction (root)", apps.rehearse_args),
     Command("transfer", ops.cmd_transfer, "copy a file, a tree or memory between nodes: parallel streams, "
                                           "checked chunks, resumable (root on the testbed)", ops.transfer_args),
 

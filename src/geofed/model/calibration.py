@@ -211,6 +211,15 @@ def load(path: Path, fed) -> Calibration:
     return cal
 
 
+def found_or_empty(spec: str, fed) -> Calibration:
+    """The calibration found for `spec`, else an empty one (the federation file and this
+    host's TCP send buffer only), for a model whose input carries its own measurements."""
+    path = find(spec)
+    if path.exists():
+        return load(path, fed)
+    return Calibration(fed.name, speeds={s.code: s.speed for s in fed.sites}, tcp_window_bytes=host_tcp_window())
+
+
 def _number(x, path, where):
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0:
         raise UserError(f"{path}: {where}: expected a positive finite number, got {x!r}")
