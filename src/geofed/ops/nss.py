@@ -7,8 +7,8 @@ as the admin directory's read-only account `cn=geofed-nss`. Each nslcd is a serv
 daemon (testbed/services.py) in its node's network namespace and a mount namespace of
 its own, where its configuration is bind-mounted over /etc/nslcd.conf, an
 nsswitch.conf saying `passwd: files ldap` over /etc/nsswitch.conf, and a directory of
-the service over /run (where nslcd puts its socket; nslcd takes no configuration
-path). The host's NSS is never changed; a command sees the federation's users when it
+the service over /run (nslcd takes no configuration path, and its socket's path,
+/run/nslcd/socket, is fixed; the CA lies there too, as /run is all it sees of it). The host's NSS is never changed; a command sees the federation's users when it
 runs in that mount namespace (`getent` below, `geofed ops users getent`).
 """
 
@@ -31,6 +31,7 @@ NSSWITCH = "passwd: files ldap\ngroup: files ldap\nshadow: files\nhosts: files\n
 MOUNT_AND_RUN = ('mount --bind "$1" /etc/nslcd.conf && mount --bind "$2" /etc/nsswitch.conf && '
                  'mount --bind "$3" /run && exec "$4" -d')
 START_TIMEOUT_S = 30.0
+CA = "geofed-ca.pem"
 
 
 def up(fed: Federation, directory_state: dict) -> dict:
@@ -47,14 +48,15 @@ def up(fed: Federation, directory_state: dict) -> dict:
 
 def _start(fed: Federation, svc: services.Service, directory_state: dict) -> None:
     admin = directory_state["servers"]["admin"]
-    ca = svc.dir / "ca.pem"
-    shutil.copyfile(directory_state["ca"], ca)  # nslcd reads it as the user nslcd, outside the root-only run directory
-    os.chmod(ca, 0o644)
     for node in plan.make_plan(fed).nodes:
         d = svc.dir / node.node.name
         (d / "run" / "nslcd").mkdir(parents=True)
+        shutil.chown(d / "run" / "nslcd", "nslcd", "nslcd")  # it makes its socket there once it is the user nslcd
+        # Its /run is this directory: the CA goes in it, readable by the user nslcd.
+        shutil.copyfile(directory_state["ca"], d / "run" / CA)
+        os.chmod(d / "run" / CA, 0o644)
         conf = d / "nslcd.conf"
-        conf.write_text(_nslcd_conf(admin, ca))
+        conf.write_text(_nslcd_conf(admin, f"/run/{CA}"))
         os.chmod(conf, 0o600)  # it holds the account's password; nslcd reads it as root
         (d / "nsswitch.conf").write_text(NSSWITCH)
         argv = host.in_netns(node.netns, ["unshare", "--mount", "--propagation", "private", "sh", "-c", MOUNT_AND_RUN,
@@ -63,7 +65,7 @@ def _start(fed: Federation, svc: services.Service, directory_state: dict) -> Non
                                   node.netns, START_TIMEOUT_S))
 
 
-def _nslcd_conf(admin: dict, ca) -> str:
+def _nslcd_conf(admin: dict, ca: str) -> str:
     base = admin["base"]
     return "\n".join([
         "uid nslcd", "gid nslcd",

@@ -3,10 +3,11 @@
     geofed ops users sync -f ma-hd [--dry-run] [--out DIR]
     geofed ops users check kredel -f ma-hd < password
 
-`sync` (seed 001, slides 13-14) reads every site's directory over LDAP with StartTLS
-(OpenLDAP's ldapsearch, the servers' certificate checked against the federation's
-CA; see `ldapcli` for why not ldap3 here), takes the
-activated users (the site's activation attribute holds its value; at an AD site the
+`sync` (seed 001, slides 13-14) reads every site's directory at its URI (a centre's own
+server named in the federation file, or the fixture's: `directory.home`) over StartTLS
+or LDAPS, bound as a read-only account (OpenLDAP's ldapsearch, the certificate checked
+against the site's CA; see `ldapcli` for why not ldap3 here); it never writes there.
+It takes the activated users (the site's activation attribute holds its value; at an AD site the
 account must also be enabled), gives user and group ids the site's offset and group
 names its prefix, and writes the result into the federation's own directory and as
 passwd and group files. Every entry it makes carries the auxiliary class geofedEntry
