@@ -408,6 +408,10 @@ def derive(fed: Federation, directory: str | Path, name: str, **link_changes) ->
         raise UserError(f"derive: unknown link setting {', '.join(unknown)}; known: {', '.join(LINK_CHANGES)}")
     doc = tomllib.loads(fed.path.read_text(encoding="utf-8"))
     doc["name"] = name
+    for site in doc["site"]:  # a centre's server's files stay where the original names them
+        for key in ("password_file", "ca_file"):
+            if key in site.get("directory", {}):
+                site["directory"][key] = str(getattr(fed.site(site["code"]).directory, key))
     for link in doc.get("link", []):
         for key in ("fibre_km", "rtt_ms"):
             if key in link_changes:

@@ -203,3 +203,11 @@ def test_changes_become_ldif_change_records_and_refusals_name_record_and_reason(
                "replace: memberUid\n-\n\n")
     assert ldapcli._refusals(refused) == ["add uid=a,o=x: Already exists (68)",
                                           "modify cn=g,o=x: No such object (32), additional info: gone"]
+
+
+def test_a_copy_of_the_file_keeps_naming_the_centres_password_and_ca_files(write_fed, tmp_path):
+    path = write_fed(with_('[site.directory]\nkind = "ldap"', '[site.directory]\nkind = "ldap"\n' + SERVER))
+    (tmp_path / "copy").mkdir()
+    copy = federation.load(federation.derive(federation.load(path), tmp_path / "copy", "ma-hd-copy"))
+    assert copy.site("M").directory.password_file == path.parent / "pw"
+    assert copy.site("M").directory.ca_file == federation.load(path).site("M").directory.ca_file

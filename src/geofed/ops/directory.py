@@ -209,6 +209,8 @@ def _start(fed: Federation, svc: services.Service, homes, progress) -> None:
     state["ca"] = str(make_ca(top / "tls", addresses))
     homes = homes or {}
     for s in fed.sites:
+        if s.directory and not own_server(s.directory):
+            progress(f"site {s.code}: its own server {s.directory.uri}, read as {s.directory.bind_dn}")
         if not own_server(s.directory):
             continue
         netns, addr = where[s.code]
