@@ -15,40 +15,17 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import needs_root, run_geofed
+from conftest import TWO_DIRECTORY_SITES, needs_root, run_geofed
 from geofed import federation
 from geofed.ops import directory, userbase, users
 from geofed.testbed import core, plan, services
 
 pytestmark = [needs_root, pytest.mark.slow]
 
-SITES = """
-name = "{name}"
-[[site]]
-code = "M"
-nodes = 2
-[site.directory]
-kind = "ldap"
-base = "dc=uni-mannheim,dc=de"
-prefix = "ma"
-offset = 100000
-activation = "employeeType=bwgrid"
-{m}
-[[site]]
-code = "H"
-nodes = 2
-[site.directory]
-kind = "ad"
-realm = "ad.uni-heidelberg.de"
-prefix = "hd"
-offset = 200000
-activation = "employeeType=bwgrid"
-{h}
-[[link]]
-sites = ["M", "H"]
-fibre_km = 28.6
-bandwidth_gbps = 1.0
-"""
+# The conftest's two directory sites with a node beside each login node, and each site's
+# directory naming its own server ({m}, {h}).
+SITES = TWO_DIRECTORY_SITES.replace("nodes = 1", "nodes = 2").replace("offset = 100000\n", "offset = 100000\n{m}") \
+    .replace("offset = 200000\n", "offset = 200000\n{h}")
 SERVER = 'uri = "{uri}"\nbind_dn = "{dn}"\npassword_file = "{code}.password"\nca_file = "{ca}"\n'
 CENTRE = "centre"  # the test's own service: the centres' servers, which geofed only reads
 
