@@ -209,9 +209,9 @@ def _start(fed: Federation, svc: services.Service, homes, progress) -> None:
     state["ca"] = str(make_ca(top / "tls", addresses))
     homes = homes or {}
     for s in fed.sites:
-        if s.directory and not own_server(s.directory):
-            progress(f"site {s.code}: its own server {s.directory.uri}, read as {s.directory.bind_dn}")
         if not own_server(s.directory):
+            if s.directory:
+                progress(f"site {s.code}: its own server {s.directory.uri}, read as {s.directory.bind_dn}")
             continue
         netns, addr = where[s.code]
         people = homes.get(s.code) or (userbase.MANNHEIM if s.directory.kind == "ldap" else userbase.HEIDELBERG)
