@@ -37,6 +37,9 @@ command -v ldapsearch >/dev/null || directory_missing+=(ldap-utils)
 [ -d /usr/share/samba/setup/ad-schema ] || directory_missing+=(samba-ad-provision)
 command -v ldbadd >/dev/null || directory_missing+=(ldb-tools)
 command -v openssl >/dev/null || directory_missing+=(openssl)
+# The nodes' NSS client for the merged directory (nslcd per node, in its own mount namespace)
+[ -x /usr/sbin/nslcd ] || directory_missing+=(nslcd)
+[ -e /usr/lib/x86_64-linux-gnu/libnss_ldap.so.2 ] || directory_missing+=(libnss-ldapd)
 apt_missing+=("${directory_missing[@]}")
 # Slurm and MUNGE for `geofed ops slurm` (daemons run by geofed per testbed, never as services),
 # Lua for its site-confinement rule, and OpenSSH's server for hostfile jobs over real ssh.

@@ -123,6 +123,8 @@ COMMANDS: list[Command] = [
                                                     "(password on stdin)", ops.users_check_args),
     Command("ops users show", ops.cmd_users_show, "a user in the read-through view of the homes beside the merged copy",
             ops.users_show_args),
+    Command("ops users getent", ops.cmd_users_getent, "passwd or group as a node resolves them (its nslcd, root)",
+            ops.users_getent_args),
     Command("ops slurm", G, "real Slurm on the testbed: munged, slurmctld, a slurmd per node (root)"),
     Command("ops slurm up", ops.cmd_slurm_up, "start MUNGE, slurmctld and one slurmd per emulated node",
             options.federation_positional),

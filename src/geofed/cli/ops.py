@@ -20,7 +20,7 @@ from geofed import federation, records, validate
 from geofed.cli import options
 from geofed.cli.common import command_argv, down_command, emit
 from geofed.errors import UserError
-from geofed.ops import directory, monitor, users
+from geofed.ops import directory, monitor, nss, users
 from geofed.params import add_options, from_args
 from geofed.records.ops import METRICS
 from geofed.progress import progress
@@ -99,6 +99,16 @@ def cmd_users_show(args) -> int:
     for k in users.SHOWN:
         print(f"{k:<{width}}  " + "  ".join(f"{users.value_text(e.get(k)) or '-'!s:<28}" for _, e in columns))
     return 0
+
+
+def cmd_users_getent(args) -> int:
+    fed = federation.load(args.federation)
+    res = nss.getent(fed.name, args.node, args.database, args.keys)
+    sys.stdout.write(res.stdout)
+    if res.returncode != 0:
+        print(f"getent {args.database} {' '.join(args.keys)} on {args.node}: "
+              + (res.stderr.strip() or "not found"), file=sys.stderr)
+    return 0 if res.returncode == 0 else 1
 
 
 def cmd_bench_directory(args) -> int:
@@ -377,6 +387,13 @@ def users_check_args(p: argparse.ArgumentParser) -> None:
 def users_show_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("user")
     users_args(p)
+
+
+def users_getent_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("database", choices=("passwd", "group"))
+    p.add_argument("keys", nargs="*", help="names or ids (default: every entry)")
+    users_args(p)
+    p.add_argument("--node", required=True, help="the node whose NSS client answers, like H2")
 
 
 def bench_directory_args(p: argparse.ArgumentParser) -> None:
