@@ -143,3 +143,36 @@ scrape_configs:
         for child in reversed(children):
             child.terminate()
             child.wait(timeout=30)
+
+
+class Elements(HTMLParser):
+    """The grid cells (src, dst) -> state and the embedded plots of a dashboard."""
+
+    def __init__(self):
+        super().__init__()
+        self.cells: dict[tuple[str, str], str] = {}
+        self.plots: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "td" and "data-state" in a:
+            self.cells[(a["data-src"], a["data-dst"])] = a["data-state"]
+        if tag == "img" and a.get("src", "").startswith("data:image/png;base64,"):
+            self.plots.append(a["alt"])
+
+
+def dashboard_of(tmp_path: Path) -> Path:
+    store_path, _ = monitored_store(tmp_path, "gfexp-dash")
+    res = run_geofed("monitor", "dashboard", str(store_path), "--out", str(tmp_path / "dash"))
+    assert res.returncode == 0, res.stderr
+    return Path(res.stdout.strip())
+
+
+def test_the_dashboard_has_the_grid_by_status_and_a_plot_per_series(tmp_path):
+    index = dashboard_of(tmp_path)
+    page = Elements()
+    page.feed(index.read_text())
+    monitored = {k: v for k, v in page.cells.items() if v != "none"}  # the rest is grey: not monitored
+    assert monitored == {("A1", "B1"): "ok", ("B1", "A1"): "ok", ("A2", "B1"): "degraded", ("B1", "A2"): "degraded"}
+    assert len(page.plots) == 10 and "A1-B1 A1>B1 latency_us" in page.plots
+    assert not list(index.parent.glob("*.png"))  # self-contained: the plots are in the page
