@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GEOFED, run_geofed, two_site_federation
+from conftest import GEOFED, pixels_of, run_geofed, screenshot, two_site_federation
 from geofed import federation
-from geofed.ops import judge
+from geofed.ops import judge, monitor_dashboard
 from geofed.ops.monitor_store import Sample, Store
 
 SITES = ("A1-B1", "A2-B1")
@@ -176,3 +176,11 @@ def test_the_dashboard_has_the_grid_by_status_and_a_plot_per_series(tmp_path):
     assert monitored == {("A1", "B1"): "ok", ("B1", "A1"): "ok", ("A2", "B1"): "degraded", ("B1", "A2"): "degraded"}
     assert len(page.plots) == 10 and "A1-B1 A1>B1 latency_us" in page.plots
     assert not list(index.parent.glob("*.png"))  # self-contained: the plots are in the page
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium package (setup.sh)")
+def test_a_screenshot_of_the_dashboard_shows_the_grid_coloured_by_status(tmp_path):
+    image = screenshot(dashboard_of(tmp_path), tmp_path / "dashboard.png")
+    ok, degraded = pixels_of(image, monitor_dashboard.COLOURS["ok"]), pixels_of(image, monitor_dashboard.COLOURS["degraded"])
+    assert ok > 3000 and degraded > 3000, (ok, degraded)  # two cells of each, and each path's state
+    assert pixels_of(image, monitor_dashboard.COLOURS["down"]) == 0

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GEOFED, run_geofed
+from conftest import GEOFED, pixels_of, run_geofed, screenshot
 from record_samples import sample
 
 from geofed import records
@@ -187,3 +187,13 @@ def test_a_folder_a_normal_user_cannot_write_or_enter_is_one_line(tmp_path):
         assert f"{tmp_path}: cannot read: Permission denied" in res.stderr
     finally:
         shutil.rmtree(top)
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium package (setup.sh)")
+def test_a_screenshot_of_the_overview_shows_the_links_by_verdict(tmp_path):
+    write_records(tmp_path)
+    assert run_geofed("report", str(tmp_path / "work"), "--out", str(tmp_path / "page")).returncode == 0
+    image = screenshot(tmp_path / "page" / "report.html", tmp_path / "overview.png", width=1200, height=1000)
+    failed, passed, sites = (pixels_of(image, c) for c in ("#d62728", "#2ca02c", "#1f77b4"))  # tab: red, green, blue
+    assert failed > 300 and passed > 2 * failed and sites > 3000, (failed, passed, sites)  # F-S; M-F, M-S; 3 sites
+    assert pixels_of(image, "#ffdddd") > 5000  # the failed link's row in the verdict table

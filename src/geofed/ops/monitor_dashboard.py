@@ -32,7 +32,7 @@ from geofed.ops.shifts import level_shifts
 
 matplotlib.use("Agg")
 
-COLOURS = {"ok": "#3c3", "degraded": "#fc3", "down": "#e33", None: "#ddd"}
+COLOURS = {"ok": "#33cc33", "degraded": "#ffcc33", "down": "#ee3333", None: "#dddddd"}
 STYLE = """
 body { font-family: sans-serif; margin: 1.5em; color: #222; }
 table.grid { border-collapse: collapse; }
