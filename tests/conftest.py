@@ -4,6 +4,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -152,3 +153,14 @@ def pixels_of(image, rgb: str, tolerance: float = 0.02) -> int:
     import numpy as np
     want = np.array([int(rgb[i:i + 2], 16) / 255 for i in (1, 3, 5)])
     return int((np.abs(image[..., :3] - want) <= tolerance).all(axis=-1).sum())
+
+
+def wait_until(condition, deadline_s: float, what: str):
+    """Poll an observable condition until it holds (its value) or the deadline passes."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"not within {deadline_s} s: {what}")

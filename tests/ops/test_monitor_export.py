@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GEOFED, pixels_of, run_geofed, screenshot, two_site_federation
+from conftest import GEOFED, pixels_of, run_geofed, screenshot, two_site_federation, wait_until
 from geofed import federation
 from geofed.ops import judge, monitor_dashboard
 from geofed.ops.monitor_store import Sample, Store
@@ -29,17 +29,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def wait_until(condition, deadline_s: float, what: str):
-    """Poll an observable condition until it holds (its value) or the deadline passes."""
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"not within {deadline_s} s: {what}")
 
 
 def monitored_store(tmp_path: Path, name: str) -> tuple[Path, object]:

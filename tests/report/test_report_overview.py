@@ -4,7 +4,6 @@ directory tree or single files, and its errors in one line."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import subprocess
@@ -122,7 +121,7 @@ class Page(HTMLParser):
 
 
 def test_the_overview_comes_first_with_the_federation_and_each_links_verdict(tmp_path):
-    out = write_records(tmp_path)
+    write_records(tmp_path)
     res = run_geofed("report", str(tmp_path / "work"), "--out", str(tmp_path / "page"))
     assert res.returncode == 0, res.stderr
     text = (tmp_path / "page" / "report.html").read_text()

@@ -144,7 +144,9 @@ def render(records: list[Record], outdir: str | Path, title: str = "geofed repor
         try:
             parts += [fn(records, layouts or {}, Path(tmp)) for fn in LEADS]
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
-            raise RecordError(f"the overview cannot read these records ({type(e).__name__}: {e})") from None
+            where = ", ".join(sorted({r.path or r.created for r in records}))
+            raise RecordError(f"{where}: {', '.join(sorted(by_kind))}: content the overview cannot read "
+                              f"({type(e).__name__}: {e})") from None
         for s in known:
             parts.append(f"<h2>{esc(s.title)}</h2>")
             try:
