@@ -28,6 +28,9 @@ command -v xrootd >/dev/null || apt_missing+=(xrootd-server)
 command -v xrdcp >/dev/null || apt_missing+=(xrootd-client)
 # fio, a peer of `geofed bench io` on the same files (IOzone, the other, is fetched below)
 command -v fio >/dev/null || apt_missing+=(fio)
+# monitor export's test scrapes with a real Prometheus; screenshots of the dashboard and report with headless Chromium
+command -v prometheus >/dev/null || apt_missing+=(prometheus)
+command -v chromium >/dev/null || apt_missing+=(chromium)
 # The directory servers of `geofed ops directory` (OpenLDAP, Samba's AD DC, the LDAP tools);
 # geofed runs them as its own foreground children, never as the system's services.
 directory_missing=()

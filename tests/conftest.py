@@ -4,6 +4,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -134,3 +135,32 @@ def no_leftovers(fed_name: str) -> list[str]:
 
 
 needs_root = pytest.mark.skipif(not have_testbed(), reason="needs root and iproute2 (network namespaces)")
+
+
+def screenshot(page: Path, png: Path, width: int = 1300, height: int = 1800):
+    """A PNG of an HTML page taken by headless Chromium (Debian's `chromium`), as an
+    array of RGB(A) pixels; its profile lives beside the PNG and goes with the test."""
+    import matplotlib.image
+    res = run_group(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                     f"--user-data-dir={png.parent / 'geofed-chromium-profile'}", f"--window-size={width},{height}",
+                     f"--screenshot={png}", page.resolve().as_uri()], timeout=120)
+    assert res.returncode == 0 and png.is_file(), res.stderr
+    return matplotlib.image.imread(png)
+
+
+def pixels_of(image, rgb: str, tolerance: float = 0.02) -> int:
+    """How many pixels of an image have the colour #rrggbb."""
+    import numpy as np
+    want = np.array([int(rgb[i:i + 2], 16) / 255 for i in (1, 3, 5)])
+    return int((np.abs(image[..., :3] - want) <= tolerance).all(axis=-1).sum())
+
+
+def wait_until(condition, deadline_s: float, what: str):
+    """Poll an observable condition until it holds (its value) or the deadline passes."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"not within {deadline_s} s: {what}")

@@ -92,7 +92,8 @@ def run(out: Path, progress: Callable[[str], None]) -> int:
     progress(f"[{total - 1}/{total}] predicting every inter-site run from the one-site runs (SimGrid beside)")
     verdicts.append(_model(fed, out))
     progress(f"[{total}/{total}] writing the report")
-    page = report.render(records.load_dir(out), out, title=f"geofed demo: {fed.description}")
+    page = report.render(records.load_dir(out), out, title=f"geofed demo: {fed.description}",
+                         layouts={fed.name: federation.layout(fed)})
     print(f"report: {page}")
     return 0 if all(verdicts) else 1
 

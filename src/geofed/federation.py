@@ -816,3 +816,27 @@ class _Flow:
     @property
     def is_credit(self) -> bool:
         return self.round_trip_ms is not None
+
+
+def layout(fed: Federation) -> dict:
+    """The federation as plain data, for what may not import this module (the report's
+    overview): its sites, which site each node is in, and its links."""
+    return {"name": fed.name, "description": fed.description,
+            "sites": [{"code": s.code, "name": s.name, "nodes": s.nodes} for s in fed.sites],
+            "nodes": {n.name: n.site for n in fed.nodes()},
+            "links": [{"a": link.a, "b": link.b, "rtt_ms": link.rtt_ms, "bandwidth_gbps": link.bandwidth_gbps,
+                       "fibre_km": link.fibre_km} for link in fed.links]}
+
+
+def layouts(named: set[tuple[str, str | None]]) -> dict[str, dict]:
+    """name -> layout of the federations records name (their file if it is still there,
+    else the shipped federation of that name); those found neither way are left out."""
+    out = {}
+    for name, file in sorted(named, key=str):
+        for spec in (s for s in (file, name) if s):
+            try:
+                out[name] = layout(load(spec))
+                break
+            except UserError:
+                continue
+    return out

@@ -1,6 +1,8 @@
 """The suite's pure parts: sizes, the time budget, statistics, the link model, references."""
 
+import dataclasses
 import math
+from pathlib import Path
 
 import pytest
 from record_samples import sample
@@ -15,6 +17,69 @@ def test_sizes_follow_osu_powers_of_two():
     assert validate.parse_sizes("1:4M") == [2 ** i for i in range(23)]
     assert validate.parse_sizes("3:20") == [3, 6, 12]
     assert validate.parse_sizes("64K,1,1K") == [1, 1024, 65536]
+
+
+def link_run(a: str, b: str, lat: float, bw: float, when: str):
+    """A bench.mpi run of one node pair of the three-site federation gfcheck-three."""
+    ranks = [{"rank": i, "node": node, "site": node[0], "host": "vm"} for i, node in enumerate((a, b))]
+    data = sample("bench.mpi", placement=a + b, ranks=ranks, sites=sorted({a[0], b[0]}), started=when, results=[
+        {"benchmark": "latency", "class": "inter-site", "ranks": 2, "sizes": [{"size": 1, "value": lat}]},
+        {"benchmark": "bw", "class": "inter-site", "ranks": 2, "sizes": [{"size": 4 << 20, "value": bw}]}])
+    return dataclasses.replace(records.make("bench.mpi", data, federation="gfcheck-three"), created=when)
+
+
+# Three links of three lengths (M-F short, M-S middle, F-S long): a class reference fits none of them.
+LINK_REFS = """
+["gfcheck-three"."M-F".latency]
+tolerance = [-0.1, 0.1]
+1 = 1000
+["gfcheck-three"."M-S".latency]
+tolerance = [-0.1, 0.1]
+1 = 2500
+["gfcheck-three"."F-S".latency]
+tolerance = [-0.1, 0.1]
+1 = 6000
+["gfcheck-three".inter-site.bw]
+tolerance = [-0.2, inf]
+"4M" = 400
+["gfcheck-three"."S1-F1".bw]
+tolerance = [-0.2, inf]
+"4M" = 150
+"""
+
+
+def test_references_per_link_pass_every_healthy_link_and_name_the_degraded_one(tmp_path):
+    from conftest import run_geofed
+    refs = tmp_path / "refs.toml"
+    refs.write_text(LINK_REFS)
+    runs = tmp_path / "runs"
+    for rec in (link_run("M1", "F1", 1020.0, 450.0, "2026-11-26T10:00:00+00:00"),
+                link_run("S1", "M1", 2480.0, 410.0, "2026-11-26T10:01:00+00:00"),
+                link_run("F1", "S1", 6050.0, 160.0, "2026-11-26T10:02:00+00:00")):
+        records.save(rec, runs)
+    res = run_geofed("bench", "check", str(runs), "-r", str(refs))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "6 of 6 references met" in res.stdout  # each link and pair against its own
+
+    # F-S's fibre is now 60 % longer; the older runs are still checked, each against its link
+    records.save(link_run("F1", "S1", 9700.0, 155.0, "2026-11-26T11:00:00+00:00"), runs)
+    res = run_geofed("bench", "check", str(runs), "-r", str(refs), "--out", str(tmp_path / "out"))
+    assert res.returncode == 1
+    (failed,) = [line for line in res.stdout.splitlines() if "too high" in line]
+    assert failed.split()[1:5] == ["F-S", "F1-S1", "latency", "1"]
+    assert "7 of 8 references met, 1 failed" in res.stdout
+    (rec,) = records.load_dir(tmp_path / "out")
+    by_run = {(Path(r["run"]).name, r["benchmark"]): (r["scope"], r["ok"]) for r in rec.data.rows}
+    assert len(by_run) == 8 and sorted(set(by_run.values())) == [
+        ("F-S", False), ("F-S", True), ("M-F", True), ("M-S", True), ("S1-F1", True), ("inter-site", True)]
+
+
+def test_a_link_reference_no_run_measured_fails(tmp_path):
+    refs = tmp_path / "refs.toml"
+    refs.write_text(LINK_REFS)
+    rows = check.check(check.load_references(refs), [link_run("M1", "F1", 1020.0, 450.0, "2026-11-26T10:00:00+00:00")])
+    assert {(r["scope"], r["status"]) for r in rows if not r["ok"]} == {
+        ("M-S", "not measured"), ("F-S", "not measured"), ("S1-F1", "not measured")}
 
 
 @pytest.mark.parametrize("text,message", [
@@ -153,7 +218,7 @@ def test_made_references_pass_on_their_own_run(tmp_path):
 
 @pytest.mark.parametrize("text,message", [
     ("[x.inter-site.nosuch]\n1 = 2\n", "unknown benchmark"),
-    ("[x.somewhere.latency]\n1 = 2\n", "unknown pair class"),
+    ("[x.somewhere.latency]\n1 = 2\n", "unknown scope"),
     ("[x.inter-site.latency]\ntolerance = [0.1, 0.2]\n1 = 2\n", "must contain 0"),
     ("[x.inter-site.latency]\n1 = -3\n", "positive number"),
     ("[x.inter-site.latency]\nbig = 3\n", "'big' is not a size"),
@@ -178,8 +243,19 @@ def test_osu_text_is_parsed_and_judged(tmp_path):
     text = "# OSU MPI Latency Test v7.4\n# Size          Latency (us)\n1                       0.98\n8192   4.50\n"
     assert compare.parse_osu(text) == {1: 0.98, 8192: 4.5}
     assert compare.verdict("latency", 1, 1.0, 1.4) == "ok" and compare.verdict("latency", 1, 1.0, 1.6) == "differs"
-    assert compare.verdict("latency", 16384, 1.0, 100.0) == ""  # only small messages are held to 0.5 us
+    assert compare.verdict("latency", 16384, 1.0, 100.0) == ""  # only small messages are compared
+    assert compare.verdict("latency", 1, 4510.0, 4512.7) == "ok"  # 0.06 % on a long link: relative slack
+    assert compare.verdict("latency", 1, 4510.0, 4700.0) == "differs"
     assert compare.verdict("bw", 16384, 100.0, 91.0) == "ok" and compare.verdict("bw", 16384, 100.0, 89.0) == "differs"
     assert compare.verdict("bw", 8192, 100.0, 10.0) == ""
     with pytest.raises(UserError, match="no executable osu_latency"):
         compare.find_osu(str(tmp_path), "latency")
+
+
+def test_osu_gets_the_iterations_geofed_cut_on_a_long_link():
+    rows = [{"size": 1, "iterations": 110, "warmup": 12, "osu_iterations": 10000},
+            {"size": 2, "iterations": 110, "warmup": 12, "osu_iterations": 10000},
+            {"size": 4, "iterations": 96, "warmup": 10, "osu_iterations": 10000},
+            {"size": 16384, "iterations": 100, "warmup": 10, "osu_iterations": 100}]
+    assert compare.osu_counts(rows) == [(1, 2, ["-i", "110", "-x", "12"]), (4, 4, ["-i", "96", "-x", "10"]),
+                                        (16384, 16384, [])]  # not cut: OSU's own counts

@@ -18,22 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GEOFED, needs_root, own_testbed, run_geofed, two_site_federation
+from conftest import GEOFED, needs_root, own_testbed, run_geofed, two_site_federation, wait_until
 from geofed import federation
 from geofed.ops import alerts, judge
 from geofed.ops.monitor_serve import PathScheduler
 from geofed.ops.monitor_store import Sample, Store
-
-
-def wait_until(condition, deadline_s: float, what: str):
-    """Poll an observable condition until it holds (its value) or the deadline passes."""
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"not within {deadline_s} s: {what}")
 
 
 class Receiver:

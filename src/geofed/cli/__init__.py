@@ -108,6 +108,10 @@ COMMANDS: list[Command] = [
             "throughput, judgement and alerts (docs/monitor.md)", ops.monitor_serve_args),
     Command("monitor status", ops.cmd_monitor_status, "one line per path of a store: ok, degraded or down and why "
             "(exit 1 when any is not ok)", ops.monitor_status_args),
+    Command("monitor export", ops.cmd_monitor_export, "serve a store's paths as an OpenMetrics endpoint for "
+            "Prometheus (docs/monitor.md)", ops.monitor_export_args),
+    Command("monitor dashboard", ops.cmd_monitor_dashboard, "a self-contained HTML dashboard of a store: the paths' "
+            "grid by status, each series with its model, reference and events", ops.monitor_dashboard_args),
 
     Command("ops", G, "operations: directories, Slurm, ssh, storage"),
     Command("ops directory", G, "the sites' directory servers and the federation's (root)"),

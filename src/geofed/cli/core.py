@@ -112,12 +112,13 @@ def cmd_run(args) -> int:
 
 def cmd_report(args) -> int:
     from geofed import report
-    recs = records.load_dir(args.records)
-    if not recs:
-        raise UserError(f"{args.records}: no geofed records (*.json) there")
+    from geofed.report.overview import federations_named
+    recs = records.load_tree(args.records)
+    first = Path(args.records[0])
     try:
-        print(report.render(recs, args.out or args.records))
-    except records.RecordError as e:  # content a section cannot read: the user's files, one line
+        print(report.render(recs, args.out or (first if first.is_dir() else first.parent),
+                            layouts=federation.layouts(federations_named(recs))))
+    except (records.RecordError, report.ReportError) as e:  # the user's files or folder, one line
         raise UserError(str(e)) from None
     return 0
 
@@ -152,8 +153,9 @@ def run_args(p: argparse.ArgumentParser) -> None:
 
 
 def report_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("records", help="directory holding record JSON files")
-    options.out(p, None, "the page and its plots (default: the records directory)")
+    p.add_argument("records", nargs="+", help="record files, or directories searched with every directory below "
+                                              "them (geofed-out/ and its parts)")
+    options.out(p, None, "the page and its plots (default: the first directory given, or the first file's)")
 
 
 def demo_args(p: argparse.ArgumentParser) -> None:

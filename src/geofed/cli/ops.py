@@ -363,6 +363,17 @@ def cmd_monitor_status(args) -> int:
     return 1 if bad else 0
 
 
+def cmd_monitor_export(args) -> int:
+    from geofed.ops import monitor_export
+    return monitor_export.serve(args.store, args.listen, log=lambda line: print(line, flush=True))
+
+
+def cmd_monitor_dashboard(args) -> int:
+    from geofed.ops import monitor_dashboard
+    print(monitor_dashboard.write(args.store, args.out))
+    return 0
+
+
 def exec_args(p: argparse.ArgumentParser) -> None:
     options.federation_positional(p)
     options.command_after_dashes(p, "command")
@@ -466,6 +477,16 @@ def monitor_serve_args(p: argparse.ArgumentParser) -> None:
 
 def monitor_status_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("store", help="the SQLite store `monitor serve` writes")
+
+
+def monitor_export_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("store", help="the SQLite store `monitor serve` writes")
+    p.add_argument("--listen", default="127.0.0.1:9469", help="HOST:PORT to serve /metrics on (default 127.0.0.1:9469)")
+
+
+def monitor_dashboard_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("store", help="the SQLite store `monitor serve` writes")
+    p.add_argument("--out", default="geofed-out/dashboard", help="directory for index.html (default geofed-out/dashboard)")
 
 
 def monitor_show_args(p: argparse.ArgumentParser) -> None:

@@ -179,15 +179,26 @@ def status(store: Store, fed, st: Settings, now: float) -> list[tuple[str, str, 
     return out
 
 
-def status_lines(store_path: str) -> tuple[list[str], bool]:
-    """`geofed monitor status`: a line per path, and whether any is not ok."""
+def open_store(store_path: str) -> tuple[Store, object, Settings]:
+    """A store of `monitor serve` to read, with the federation and the judgement settings it recorded."""
     from geofed import federation
     store = Store(store_path, create=False)
+    fed_path, settings = store.meta("federation"), store.meta("judge")
+    if fed_path is None or settings is None:
+        store.close()
+        raise UserError(f"{store_path}: not a store of `geofed monitor serve` (no schedule recorded)")
     try:
-        fed_path, settings = store.meta("federation"), store.meta("judge")
-        if fed_path is None or settings is None:
-            raise UserError(f"{store_path}: not a store of `geofed monitor serve` (no schedule recorded)")
-        rows = status(store, federation.load(fed_path), Settings(**settings), time.time())
+        return store, federation.load(fed_path), Settings(**settings)
+    except BaseException:
+        store.close()
+        raise
+
+
+def status_lines(store_path: str) -> tuple[list[str], bool]:
+    """`geofed monitor status`: a line per path, and whether any is not ok."""
+    store, fed, st = open_store(store_path)
+    try:
+        rows = status(store, fed, st, time.time())
     finally:
         store.close()
     if not rows:

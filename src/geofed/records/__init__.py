@@ -208,6 +208,8 @@ def read(path: str | Path) -> Record:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise RecordError(f"not a geofed record (not JSON: {str(e).splitlines()[0][:80]})") from None
+    except OSError as e:
+        raise RecordError(f"cannot read: {e.strerror}") from None
     return from_dict(doc, str(path))
 
 
@@ -250,6 +252,21 @@ def load_paths(paths: list[str]) -> list[Record]:
     if not found:
         raise UserError(f"no geofed record in {', '.join(paths)}")
     return found
+
+
+def load_tree(paths: list[str]) -> list[Record]:
+    """Records of files and of directory trees (every directory below, `geofed-out/`
+    and its parts included), oldest first; as `load_paths` otherwise."""
+    expanded = []
+    try:
+        for spec in paths:
+            p = Path(spec)
+            expanded.append(spec)
+            if p.is_dir():
+                expanded += sorted(str(d) for d in p.rglob("*") if d.is_dir())
+        return sorted(load_paths(expanded), key=lambda r: r.created)
+    except OSError as e:  # a directory on the way this user may not enter
+        raise UserError(f"{e.filename}: cannot read: {e.strerror}") from None
 
 
 def load_dir(directory: str | Path) -> list[Record]:
@@ -419,8 +436,12 @@ A kind with a correctness notion has `sanity()`: is the result correct (data int
 passed, every step delivered), kept apart from its performance figures; the report shows it the same
 way for every kind and `records.sanity_of(records)` ANDs them.
 
-`geofed report DIR` renders records to `DIR/report.html` with PNG plots, one section per kind
-(`src/geofed/report/`); records of a kind no section renders are listed, not dropped.
+`geofed report DIR|FILE...` renders records to `DIR/report.html` with PNG plots (`src/geofed/report/`):
+directories are searched with every directory below them (`geofed-out/` and its parts), files are
+records on their own. It opens with an overview: each federation drawn with its sites and links, each
+link's verdict with its reason (`testbed verify`, `bench check`), its headline figures beside the link
+model's and the seeds' own; then one section per kind; records of a kind no section renders are listed,
+not dropped. A path that does not exist, cannot be entered or written is one line, exit 2.
 
 A new kind is one dataclass registered with `@kind` in this package, each field with its line under
 `Attributes:` in the docstring; change a kind's fields and raise its version (`@kind(NAME, version=N)`) (with an `upgrade` from the older one where it can be read).

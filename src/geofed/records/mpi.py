@@ -109,7 +109,8 @@ class BenchCompare:
         osu: the OSU installation
         osu_binaries: benchmark -> OSU binary
         rows: per benchmark and size: benchmark, unit, size, osu, geofed, diff, ratio, verdict
-        runs: every run: benchmark, repeat, osu, geofed, class
+        runs: every run: benchmark, repeat, osu, geofed, class, osu_runs (since geofed 33: OSU's jobs, their sizes
+            and the -i/-x given where geofed's budget cut its counts)
     """
     placement: str
     ranks_per_node: int
@@ -144,17 +145,26 @@ class BenchMatrix(MpiJob):
         return sum(p.get("wrong", 0) for p in self.pairs)
 
 
-@kind("bench.check")
+@kind("bench.check", version=2)
 class BenchCheck:
     """`geofed bench check --out`: benchmark results against reference values with tolerances.
 
     Attributes:
         references: the references file
-        rows: per reference: system, class, benchmark, size, value, lower, upper, measured, low, high,
+        rows: per measurement and its closest reference, then per reference no run measured: system,
+            scope (a pair class, a link "W-G" or a node pair "W1-G1"), benchmark, size, value, lower, upper,
+            run (the record checked), pair (its nodes), link (its two sites, if so), measured, low, high,
             deviation, ok, status
     """
     references: str
     rows: list
+
+    @classmethod
+    def upgrade(cls, version: int, data: dict) -> dict:
+        """Version 1 kept references per pair class only and checked the newest run per class."""
+        rows = [{k: v for k, v in r.items() if k != "class"} | {"scope": r["class"], "run": None, "pair": None,
+                                                                "link": None} for r in data["rows"]]
+        return data | {"rows": rows}
 
     @property
     def met(self) -> int:

@@ -26,6 +26,10 @@ from geofed.records import Record, RecordError
 
 matplotlib.use("Agg")
 
+class ReportError(Exception):
+    """The report cannot be written where asked: one line for the user."""
+
+
 Renderer = Callable[[list[Record], Path], str]  # (records of one kind, output dir) -> HTML
 
 
@@ -38,6 +42,14 @@ class Section:
 
 
 SECTIONS: dict[str, Section] = {}
+# What comes before the sections (the overview): fn(records, layouts, outdir) -> HTML
+LEADS: list[Callable[[list[Record], dict, Path], str]] = []
+
+
+def lead(fn):
+    """Register a part of the page that comes before every section."""
+    LEADS.append(fn)
+    return fn
 
 
 def section(kind: str, title: str, order: int = 50, each: bool = False):
@@ -90,6 +102,7 @@ table { border-collapse: collapse; margin: 1em 0; }
 th, td { border: 1px solid #bbb; padding: 0.25em 0.6em; text-align: right; }
 th { background: #eee; }
 tr.fail td { background: #fdd; }
+#overview td, #overview th { text-align: left; }
 p.sanity-fail { background: #fdd; }
 img { max-width: 100%; }
 .meta { color: #666; font-size: 90%; }
@@ -114,9 +127,11 @@ def load_sections() -> None:
         importlib.import_module(f"{__name__}.{info.name}")
 
 
-def render(records: list[Record], outdir: str | Path, title: str = "geofed report") -> Path:
-    """report.html and its PNGs in `outdir`. Rendered in a temporary directory first,
-    so a record that cannot be read leaves no half-written report behind."""
+def render(records: list[Record], outdir: str | Path, title: str = "geofed report",
+           layouts: dict[str, dict] | None = None) -> Path:
+    """report.html and its PNGs in `outdir`: the overview first (drawn from the
+    federations' `layouts`, by name), then a section per kind. Rendered in a temporary
+    directory first, so a record that cannot be read leaves no half-written report behind."""
     load_sections()
     outdir = Path(outdir)
     by_kind: dict[str, list[Record]] = {}
@@ -126,6 +141,12 @@ def render(records: list[Record], outdir: str | Path, title: str = "geofed repor
              f"<style>{STYLE}</style></head><body><h1>{esc(title)}</h1>"]
     known = sorted((SECTIONS[k] for k in by_kind if k in SECTIONS), key=lambda s: s.order)
     with tempfile.TemporaryDirectory(prefix="geofed-report-") as tmp:
+        try:
+            parts += [fn(records, layouts or {}, Path(tmp)) for fn in LEADS]
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+            where = ", ".join(sorted({r.path or r.created for r in records}))
+            raise RecordError(f"{where}: {', '.join(sorted(by_kind))}: content the overview cannot read "
+                              f"({type(e).__name__}: {e})") from None
         for s in known:
             parts.append(f"<h2>{esc(s.title)}</h2>")
             try:
@@ -142,7 +163,10 @@ def render(records: list[Record], outdir: str | Path, title: str = "geofed repor
             parts += [sanity_lines(by_kind[k]) for k in unknown]
         parts.append("</body></html>")
         (Path(tmp) / "report.html").write_text("\n".join(parts))
-        outdir.mkdir(parents=True, exist_ok=True)
-        for f in sorted(Path(tmp).iterdir()):
-            shutil.move(str(f), outdir / f.name)
+        try:
+            outdir.mkdir(parents=True, exist_ok=True)
+            for f in sorted(Path(tmp).iterdir()):
+                shutil.move(str(f), outdir / f.name)
+        except OSError as e:
+            raise ReportError(f"{outdir}: cannot write the report there ({e.strerror})") from None
     return outdir / "report.html"

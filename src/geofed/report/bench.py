@@ -126,9 +126,9 @@ def check_runs(r: Record, i: int, outdir: Path) -> Iterator[str]:
     rows = r.data.rows
     yield (f"<p class='meta'>references {esc(r.data.references)} · {esc(r.created)}:"
            f" {sum(x['ok'] for x in rows)} of {len(rows)} met</p>")
-    yield table(["system", "class", "benchmark", "size", "reference", "allowed", "measured", "deviation",
-                 "status"],
-                [[x["system"], x["class"], x["benchmark"], x["size"], f"{x['value']:.2f}",
+    yield table(["system", "reference for", "nodes", "benchmark", "size", "reference", "allowed", "measured",
+                 "deviation", "status"],
+                [[x["system"], x["scope"], x["pair"] or "-", x["benchmark"], x["size"], f"{x['value']:.2f}",
                   f"{x['low']:.2f} .. {x['high']:.2f}", num(x["measured"], ".2f"),
                   percent_change(x["deviation"]), x["status"]]
                  for x in rows], ["" if x["ok"] else "fail" for x in rows])
