@@ -156,8 +156,3 @@ def down(fed_name: str) -> list[str]:
     """The clusters first (they report to slurmdbd), then slurmdbd and its database."""
     return slurm.down(fed_name) + services.stop(fed_name, SERVICE)
 
-
-def show(plan: Plan) -> list[tuple[str, str]]:
-    """`sacctmgr show federation`: (federation, cluster) for every member."""
-    rows = sacctmgr(plan, ["show", "federation", "format=federation,cluster"]).splitlines()
-    return [tuple(r.split("|")[:2]) for r in rows if r.strip()]
