@@ -71,6 +71,8 @@ def test_sacctmgr_lists_both_clusters_in_the_federation(fed):
     assert sorted(row.rstrip("|") for row in res.stdout.split()) == [f"{NAME}|geofed-sitea", f"{NAME}|geofed-siteb"]
     out = client(fed, "A", "scontrol", "show", "federation").stdout
     assert f"Federation: {NAME}" in out and "Sibling:    geofed-siteb:" in out and "Synced:Yes" in out
+    again = run_geofed("ops", "slurm", "up", str(fed.path), "--federation", NAME)
+    assert again.returncode == 2 and f"Slurm is already up on testbed {NAME}" in again.stderr
 
 
 def test_a_job_submitted_at_a_full_site_runs_at_the_other(fed):

@@ -118,11 +118,13 @@ def up(fed: Federation, name: str, progress: slurm.Progress) -> list[slurm.Clust
     slurm.require_tools()
     require_tools()
     plan = core.require_up(fed)
+    if slurm.status(fed) or services.read(fed.name, SERVICE):
+        raise UserError(f"Slurm is already up on testbed {fed.name}; run: geofed ops slurm down {fed.name} first")
     clusters = slurm.separate(fed)
     try:
         progress(f"slurm federation {name}: MariaDB and slurmdbd on the login node of site {fed.storage}")
-        services.up(fed.name, SERVICE, lambda svc: _start(plan, svc), progress, keep=lambda state: False,
-                    federation_file=str(fed.path), slurm_federation=name)
+        services.up(fed.name, SERVICE, lambda svc: _start(plan, svc), progress, federation_file=str(fed.path),
+                    slurm_federation=name)
         names = [cluster_name(c) for c in clusters]
         sacctmgr(plan, ["add", "cluster"] + names)
         slurm.up(fed, clusters, progress, accounting(plan))
