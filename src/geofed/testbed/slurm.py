@@ -21,6 +21,9 @@ submit --span` writes). A TaskProlog tells every task its node and site (GEOFED_
 GEOFED_SITE). Clients run as the cluster's own normal user, so its jobs run as that
 user, never as root.
 
+Every site its own cluster, each reporting to one slurmdbd (`Accounting`), is a member of
+Slurm's own federation (testbed/slurm_federation.py).
+
 Traps found (../shared/specs/platform-notes.md): slurmd must be started with
 `nsenter --net` (`ip netns exec` remounts /sys and hides the cgroup tree);
 munged's socket directory must be mode 755; SlurmctldHost's name must be the host's.
