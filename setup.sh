@@ -50,6 +50,9 @@ for tool in slurmctld slurmd sinfo munged; do
   command -v $tool >/dev/null || { apt_missing+=(slurmctld slurmd slurm-client munge); break; }
 done
 [ -e /usr/lib/x86_64-linux-gnu/liblua5.1.so.0 ] || apt_missing+=(liblua5.1-0)
+# Slurm's own federation of the sites' clusters: slurmdbd before a MariaDB of geofed's own.
+command -v slurmdbd >/dev/null || apt_missing+=(slurmdbd)
+command -v mariadbd >/dev/null && command -v mariadb-install-db >/dev/null || apt_missing+=(mariadb-server)
 [ -x /usr/sbin/sshd ] || apt_missing+=(openssh-server)
 # The storage site's file systems reached from the other sites over the emulated link (FUSE).
 command -v sshfs >/dev/null || apt_missing+=(sshfs)

@@ -73,3 +73,15 @@ def test_the_report_shows_both_modes_and_their_waits(icm, tmp_path):
     assert "seed 5" in page and "<td>separate</td><td>7.0</td>" in page and "<td>federated</td><td>1.0</td>" in page
     assert (tmp_path / "schedule-0.png").stat().st_size > 1000
     assert schedule.table(data).splitlines()[2].split()[:2] == ["separate", "7.0"]
+
+
+def test_a_job_of_a_slurm_federation_counts_once_submitted_when_its_first_copy_was(icm):
+    # Every sibling cluster logs its copy of a job; only the one that ran has nodes.
+    jobs = [schedule.Job("gf-W1", "W", 1, 10, 0)]
+    log = ("JobId=67108865 Name=gf-W1 JobState=COMPLETED NodeList=(null) NodeCnt=0 StartTime=2026-11-25T10:00:02 "
+           "EndTime=2026-11-25T10:00:02 SubmitTime=2026-11-25T10:00:00\n"
+           "JobId=67108865 Name=gf-W1 JobState=COMPLETED NodeList=G1 NodeCnt=1 StartTime=2026-11-25T10:00:02 "
+           "EndTime=2026-11-25T10:00:12 SubmitTime=2026-11-25T10:00:01\n")
+    m = schedule.measure(icm, jobs, schedule.parse_jobcomp(log))
+    assert [(r["ran_at"], r["start"] - r["submit"]) for r in m["jobs"]] == [(["G"], 2.0)]
+    assert m["spilled"] == 1

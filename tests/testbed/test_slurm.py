@@ -302,12 +302,13 @@ def test_a_failed_up_leaves_nothing(tmp_path):
     assert no_leftovers(name) == []
 
 
-def test_the_schedule_experiment_runs_one_stream_both_ways_and_no_job_spans(monkeypatch):
+def test_the_schedule_experiment_runs_one_stream_under_three_regimes_and_no_job_spans(monkeypatch):
     from geofed.ops import schedule
     monkeypatch.setattr(schedule, "progress", lambda m: None)
     base = federation.load("icm-task")
     data = schedule.run(base, seed=3, window_s=12.0, single_load=0.5, mpi_load=1.3)
     names = sorted(j["name"] for j in data["stream"])
+    assert list(data["modes"]) == ["separate", "slurm-federation", "federated"]
     for mode, m in data["modes"].items():
         assert sorted(r["name"] for r in m["jobs"]) == names, mode  # every job, from Slurm's own log
         assert all(len(r["ran_at"]) == 1 and r["state"] == "COMPLETED" for r in m["jobs"]), mode

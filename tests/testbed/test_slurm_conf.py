@@ -114,3 +114,15 @@ def test_an_allocation_without_a_named_node_is_refused(icm, tmp_path, monkeypatc
     with pytest.raises(UserError, match=r"names node W4; the allocation has W1,W2,W3; allocate with --constraint "
                                         r"'\[node_W2\*1&node_W4\*1\]'"):
         launch.slurm_command(launch.Job(icm, parse("W[2,4]", icm), ["a.out"]), None, tmp_path)
+
+
+def test_a_member_of_a_slurm_federation_reports_to_slurmdbd_and_has_no_confinement_rule(icm):
+    # Every cluster is one site there: no job can span, and the rule would pin a job's
+    # sibling copies to the site it was submitted at; `all` is a partition every sibling has.
+    acct = slurm.Accounting("198.18.1.1", 6819, Path("/nonexistent/munge.key"))
+    conf = slurm.slurm_conf(icm, make_plan(icm), slurm.separate(icm)[1], Path("/d"), "thehost", acct).splitlines()
+    assert {"AccountingStorageType=accounting_storage/slurmdbd", "AccountingStorageHost=198.18.1.1",
+            "AccountingStoragePort=6819", "AccountingStoragePass=/d/munge/munge.sock"} <= set(conf)
+    assert not any(line.startswith("JobSubmitPlugins") for line in conf)
+    parts = [line for line in conf if line.startswith("PartitionName=")]
+    assert len(parts) == 2 and "PartitionName=all Nodes=ALL Default=YES" in parts[1]

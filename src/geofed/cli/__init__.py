@@ -130,8 +130,9 @@ COMMANDS: list[Command] = [
     Command("ops users getent", ops.cmd_users_getent, "passwd or group as a node resolves them (its nslcd, root)",
             ops.users_getent_args),
     Command("ops slurm", G, "real Slurm on the testbed: munged, slurmctld, a slurmd per node (root)"),
-    Command("ops slurm up", ops.cmd_slurm_up, "start MUNGE, slurmctld and one slurmd per emulated node",
-            options.federation_positional),
+    Command("ops slurm up", ops.cmd_slurm_up, "start MUNGE, slurmctld and one slurmd per emulated node; with "
+                                              "--federation a cluster per site in Slurm's federation",
+            ops.slurm_up_args),
     Command("ops slurm down", ops.cmd_slurm_down, "stop every daemon and job of it and remove its files, also after "
                                                   "a crash", options.federation_positional),
     Command("ops slurm status", ops.cmd_slurm_status, "which clusters and daemons run", options.federation_positional),

@@ -24,7 +24,7 @@ from geofed.ops import directory, monitor, nss, users
 from geofed.params import add_options, from_args
 from geofed.records.ops import METRICS
 from geofed.progress import progress
-from geofed.testbed import slurm, ssh
+from geofed.testbed import slurm, slurm_federation, ssh
 from geofed.validate import nonnegative_float, nonnegative_int, positive_float, positive_int
 
 
@@ -123,13 +123,15 @@ def cmd_bench_directory(args) -> int:
 
 def cmd_slurm_up(args) -> int:
     fed = federation.load(args.federation)
-    for c in slurm.up(fed, progress=progress):
+    clusters = slurm_federation.up(fed, args.slurm_federation, progress) if args.slurm_federation else \
+        slurm.up(fed, progress=progress)
+    for c in clusters:
         print(f"slurm cluster {c.name} of {fed.name} is up: {len(c.nodes)} nodes at sites {', '.join(c.sites())}; "
               f"use: geofed ops slurm exec {fed.name} -- sinfo")
     return 0
 
 
-cmd_slurm_down = down_command("slurm", slurm.down)
+cmd_slurm_down = down_command("slurm", slurm_federation.down)
 
 
 def cmd_slurm_status(args) -> int:
@@ -203,7 +205,11 @@ def cmd_submit(args) -> int:
         (["--no-cpu-limit"] if args.no_cpu_limit else []) + ["--"] + program
     testbed = "SLURM_CONF" not in os.environ and slurm.status(fed)
     if testbed:
-        plan, cluster = slurm.require_up(fed)  # the testbed's own Slurm, as its user
+        # The testbed's own Slurm, as its user: in a Slurm federation, the placement's site's cluster.
+        plan, cluster = slurm.require_up(fed, placement.sites()[0])
+        if spans and cluster.name != slurm.federated(fed).name:
+            raise UserError(f"submit: testbed {fed.name} runs Slurm's federation, whose jobs never span clusters; "
+                            f"placement {placement.code} spans sites {', '.join(placement.sites())}")
         output = args.output or str(slurm.home(plan, cluster) / "geofed-job-%j.out")
         slurm.require_user_reaches(plan, cluster, read=[str(fed.path)], write=[os.path.dirname(output)])
         submitter = slurm.user(fed.name, cluster)
@@ -213,7 +219,7 @@ def cmd_submit(args) -> int:
     name = f"geofed-{placement.code}"
     sbatch = ["sbatch", "--parsable", f"--nodes={placement.node_count}", f"--ntasks-per-node={args.ranks_per_node}",
               f"--constraint={slurm_constraint(placement)}", f"--job-name={name}", f"--output={output}"]
-    argv, env = slurm_client(fed, sbatch) if testbed else (sbatch, {})
+    argv, env = (slurm.client_argv(plan, cluster, sbatch), slurm.client_env(plan, cluster)) if testbed else (sbatch, {})
     # The script on sbatch's stdin: the submitting user need not reach a file of ours.
     script = "#!/bin/sh\n# written by geofed submit\nexec " + shlex.join(run) + "\n"
     res = subprocess.run(argv, env={**os.environ, **env}, input=script, capture_output=True, text=True)
@@ -372,6 +378,12 @@ def cmd_monitor_dashboard(args) -> int:
     from geofed.ops import monitor_dashboard
     print(monitor_dashboard.write(args.store, args.out))
     return 0
+
+
+def slurm_up_args(p: argparse.ArgumentParser) -> None:
+    options.federation_positional(p)
+    p.add_argument("--federation", dest="slurm_federation", metavar="NAME",
+                   help="every site its own cluster, joined in Slurm's federation NAME (slurmdbd and MariaDB)")
 
 
 def exec_args(p: argparse.ArgumentParser) -> None:

@@ -2,10 +2,12 @@
 
 Seed 001 (slide 15): Mannheim and Heidelberg kept jobs on one side of the 28 km link,
 yet federating paid off, because idle nodes on one side took jobs queued at the other.
-Here one reproducible job stream (its seed in the record) runs twice on a private copy
-of the federation: with every site its own Slurm cluster (a job waits for its home
-site's nodes), then with the sites as one federated cluster, where a job still runs at
-one site (the site-confinement rule) but at either. The stream has seed 001's shape:
+Here one reproducible job stream (its seed in the record) runs three times on a private
+copy of the federation: with every site its own Slurm cluster (a job waits for its home
+site's nodes); with the same clusters joined in Slurm's own federation (slurmdbd: a job
+is copied to every sibling cluster and runs at the first that can start it, never
+across two); and with the sites as one cluster, where a job still runs at one site (the
+site-confinement rule, which lets a job span only when it asks) but at either. The stream has seed 001's shape:
 the larger site submits mostly single-node jobs, the smaller site MPI jobs over all of
 its nodes, and the smaller site is overloaded. Jobs sleep for their length, so the run
 takes minutes. Wait times and node use come from Slurm's own job completion log
@@ -21,13 +23,14 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 
 from geofed.errors import UserError
-from geofed.testbed import slurm
+from geofed.testbed import slurm, slurm_federation
 from geofed.progress import progress
 from geofed.stats import percentile
 
 SINGLE_S = (2.0, 10.0)  # single-node job lengths, uniform
 MPI_S = (5.0, 15.0)  # MPI job lengths, uniform
 DRAIN_TIMEOUT_S = 900.0
+MODES = ("separate", "slurm-federation", "federated")
 
 
 @dataclass(frozen=True)
@@ -107,16 +110,21 @@ def measure(fed, jobs: list[Job], records: list[dict]) -> dict:
     site_of = {n.name: n.site for n in fed.nodes()}
     rows = []
     busy = {s.code: 0.0 for s in fed.sites}  # node-seconds held per site
+    # In a Slurm federation every cluster logs its copy of a job: the one that ran has
+    # nodes; the job was submitted when its first copy was.
+    submitted = {}
+    for r in records:
+        submitted[r.get("Name")] = min(submitted.get(r.get("Name"), r["SubmitTime"]), r["SubmitTime"])
     for r in records:
         job = by_name.get(r.get("Name", ""))
-        if job is None:
+        if job is None or r["NodeList"] == "(null)":
             continue
         nodes = expand_nodes(r["NodeList"])
         start, end = _stamp(r["StartTime"]), _stamp(r["EndTime"])
         for n in nodes:
             busy[site_of[n]] += end - start
         rows.append({"name": job.name, "home": job.site, "ran_at": sorted({site_of[n] for n in nodes}),
-                     "nodes": len(nodes), "submit": _stamp(r["SubmitTime"]), "start": start, "end": end,
+                     "nodes": len(nodes), "submit": _stamp(submitted[job.name]), "start": start, "end": end,
                      "state": r.get("JobState")})
     if len(rows) != len(jobs):
         raise RuntimeError(f"{len(jobs) - len(rows)} of {len(jobs)} jobs are missing from Slurm's completion log")
@@ -169,8 +177,8 @@ def run(base, seed: int, window_s: float, single_load: float, mpi_load: float) -
             "sites": {s.code: s.nodes for s in base.sites}, "stream": [asdict(j) for j in jobs], "modes": {}}
     with core.owned_copy(base, "gfsched", progress) as fed:
         plan = core.make_plan(fed)
-        for mode, clusters in (("separate", slurm.separate(fed)), ("federated", [slurm.federated(fed)])):
-            slurm.up(fed, clusters, progress)
+        for mode in MODES:
+            clusters = start(fed, mode)
             try:
                 home = {s.code: next(c for c in clusters if s.code in c.sites()) for s in fed.sites}
                 play(fed, plan, home, jobs, mode)
@@ -178,18 +186,29 @@ def run(base, seed: int, window_s: float, single_load: float, mpi_load: float) -
                         for r in parse_jobcomp((slurm.cluster_dir(plan, c) / "jobcomp.txt").read_text())]
                 data["modes"][mode] = measure(fed, jobs, recs)
             finally:
-                slurm.down(fed.name, clusters)
+                slurm_federation.down(fed.name)
     return data
+
+
+def start(fed, mode: str) -> list[slurm.Cluster]:
+    """The clusters of one regime: every site its own, the same joined in Slurm's
+    federation (a job goes to every sibling and runs at one), or one cluster whose
+    confinement rule keeps a job at one site, but at either."""
+    if mode == "separate":
+        return slurm.up(fed, slurm.separate(fed), progress)
+    if mode == "slurm-federation":
+        return slurm_federation.up(fed, f"{fed.name}-fed", progress)
+    return slurm.up(fed, [slurm.federated(fed)], progress)
 
 
 def table(data: dict) -> str:
     sites = list(data["sites"])
     lines = [f"job stream: seed {data['seed']}, {len(data['stream'])} jobs over {data['window_s']:g} s "
              f"({', '.join(f'{s}: {n} nodes' for s, n in data['sites'].items())})",
-             f"{'mode':<10} {'mean wait s':>11} {'p90 wait s':>10} " + " ".join(f"{'wait ' + s + ' s':>9}" for s in sites)
+             f"{'mode':<16} {'mean wait s':>11} {'p90 wait s':>10} " + " ".join(f"{'wait ' + s + ' s':>9}" for s in sites)
              + f" {'utilisation':>11} " + " ".join(f"{'use ' + s:>7}" for s in sites) + f" {'makespan s':>10} {'other site':>10}"]
     for mode, m in data["modes"].items():
-        lines.append(f"{mode:<10} {m['mean_wait_s']:>11.1f} {m['p90_wait_s']:>10.1f} "
+        lines.append(f"{mode:<16} {m['mean_wait_s']:>11.1f} {m['p90_wait_s']:>10.1f} "
                      + " ".join(f"{m['mean_wait_s_' + s]:>9.1f}" for s in sites)
                      + f" {m['utilisation']:>11.1%} " + " ".join(f"{m['site_utilisation'][s]:>7.1%}" for s in sites)
                      + f" {m['makespan_s']:>10.0f} {m['spilled']:>10}")

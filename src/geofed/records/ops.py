@@ -28,7 +28,7 @@ class MonitorSeries:
 
 @kind("bench.schedule")
 class BenchSchedule:
-    """`geofed bench schedule`: one job stream through separate site clusters and one federated cluster.
+    """`geofed bench schedule`: one job stream through separate site clusters, Slurm's federation of them and one cluster.
 
     Attributes:
         seed: the job stream's random seed
@@ -37,7 +37,7 @@ class BenchSchedule:
         mpi_load: load of MPI jobs
         sites: site -> nodes
         stream: the jobs submitted
-        modes: separate, federated -> mean_wait_s, p90_wait_s, mean_wait_s_<site>, utilisation,
+        modes: separate, slurm-federation, federated -> mean_wait_s, p90_wait_s, mean_wait_s_<site>, utilisation,
             site_utilisation, makespan_s, spilled, jobs
     """
     seed: int

@@ -1,5 +1,6 @@
 """Seed 001's utilisation: one job stream on the testbed's real Slurm with the sites as
-separate clusters, then as one (ops.schedule, bench.schedule)."""
+separate clusters, as clusters in Slurm's federation, then as one (ops.schedule,
+bench.schedule)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ class ScheduleParams(Params):
 
 
 class Schedule(Workload, kind="bench.schedule", Params=ScheduleParams, needs_placement=False):
-    """seed 001's utilisation: the sites as separate Slurm clusters vs one (root)"""
+    """seed 001's utilisation: the sites as separate Slurm clusters, a Slurm federation, one cluster (root)"""
 
     def run(self, ctx: Context, params: ScheduleParams):
         from geofed.ops import schedule
