@@ -246,7 +246,7 @@ def slurm_conf(fed: Federation, plan: Plan, cluster: Cluster, d: Path, hostname:
         f"SlurmdSpoolDir={d}/d/%n", f"SlurmdPidFile={d}/d/slurmd.%n.pid", f"SlurmdLogFile={d}/d/%n.log",
         f"TmpFS={d}/tmp", f"TaskProlog={d}/task_prolog",
         "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "JobAcctGatherType=jobacct_gather/none",
-        *([f"AccountingStorageType=accounting_storage/slurmdbd", f"AccountingStorageHost={accounting.address}",
+        *(["AccountingStorageType=accounting_storage/slurmdbd", f"AccountingStorageHost={accounting.address}",
            f"AccountingStoragePort={accounting.port}", f"AccountingStoragePass={d}/munge/munge.sock"]
           if accounting else ["AccountingStorageType=accounting_storage/none"]),
         "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
