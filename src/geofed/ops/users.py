@@ -174,10 +174,18 @@ class Merge:
     refused_users: set[str] = field(default_factory=set)  # names whose earlier entries stay as they are
     refused_groups: set[str] = field(default_factory=set)
     read: dict[str, dict] = field(default_factory=dict)
+    _wanted: dict[str, dict] = field(default_factory=dict)
 
     def refuse(self, kind: str, name: str, what: str, detail: str, sources: list[str]) -> None:
         self.collisions.append({"kind": kind, "entry": what, "name": name, "detail": detail, "sources": sources})
         (self.refused_users if what == "user" else self.refused_groups).add(name)
+
+    def want(self, kind: str) -> dict[str, dict]:
+        """The merged entries of a kind ("user", "group") as they are written, with their
+        digests: made once per sync (the plan and the files both need them)."""
+        if kind not in self._wanted:
+            self._wanted[kind] = {name: _want(a) for name, a in (self.users if kind == "user" else self.groups).items()}
+        return self._wanted[kind]
 
 
 def merge(fed: Federation, homes: dict[str, HomeRead], held: dict) -> Merge:
@@ -328,10 +336,10 @@ def plan(m: Merge, owned_users: dict, owned_groups: dict, base: str, fetch=None)
     """The changes that bring the owned entries to the merge: add, modify, delete.
     `fetch(kind, dns)` reads whole entries where only their digest was read and it differs."""
     changes = []
-    for kind, want_all, have_all, refused, rdn, ou, classes in (
-            ("user", m.users, owned_users, m.refused_users, "uid", "people", USER_CLASSES),
-            ("group", m.groups, owned_groups, m.refused_groups, "cn", "groups", GROUP_CLASSES)):
-        want_all = {name: _want(a) for name, a in want_all.items() if name not in refused}
+    for kind, have_all, refused, rdn, ou, classes in (
+            ("user", owned_users, m.refused_users, "uid", "people", USER_CLASSES),
+            ("group", owned_groups, m.refused_groups, "cn", "groups", GROUP_CLASSES)):
+        want_all = {name: w for name, w in m.want(kind).items() if name not in refused}
         stale = [have_all[n]["dn"] for n, w in want_all.items()
                  if n in have_all and have_all[n].get("partial") and have_all[n].get("geofedDigest") != w["geofedDigest"]]
         whole = fetch(kind, stale) if stale else {}
@@ -384,8 +392,8 @@ def change_record(change: dict) -> str:
 def final_entries(m: Merge, owned: dict, kind: str, fetch) -> dict:
     """The owned entries of one kind once the plan is made: the merge's, and those of
     refused names as an earlier sync left them."""
-    want_all, refused = (m.users, m.refused_users) if kind == "user" else (m.groups, m.refused_groups)
-    out = {name: _want(a) for name, a in want_all.items()}
+    refused = m.refused_users if kind == "user" else m.refused_groups
+    out = dict(m.want(kind))
     kept = [owned[name]["dn"] for name in refused & set(owned)]
     whole = fetch(kind, kept) if kept else {}
     for name in refused & set(owned):
