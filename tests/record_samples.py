@@ -182,7 +182,10 @@ SAMPLES = {
                         "runs": [{"run": what, "seconds": _SYNC_SECONDS, "changes": changes, "counts": {},
                                   "merged_users": 2000, "merged_groups": 100, "collisions": [], "errors": []}
                                  for what, changes in (("first sync", 2100), ("no change", 0))],
-                        "ok": True, "targets_s": {"first": 60.0, "resync": 10.0}},
+                        "ok": True, "targets_s": {"first_floor_ratio": 2.0, "no_change": 3.0, "resync": 5.0},
+                        "floor": {"tool": "slapadd", "entries": 2100, "seconds": 1.5,
+                                  "homes": {"M": {"tool": "slapadd", "entries": 1052, "seconds": 0.8},
+                                            "H": {"tool": "ldbadd", "entries": 1051, "seconds": 6.0}}}},
     "monitor.series": {"db": "/tmp/monitor.db", "run": 5, "k": 3.0, "rel": 0.05,
                        "series": [{"federation": "icm-task", "a": "W1", "b": "G1", "class": "inter-site",
                                    "t": [1.7e9, 1.7e9 + 60], "latency_us": [4510.0, 4520.0], "bw_MBps": [450.0, 440.0],

@@ -17,7 +17,9 @@ import pytest
 
 from conftest import needs_root, run_geofed
 from geofed import federation
+from geofed.errors import UserError
 from geofed.ops import directory, userbase, users
+from geofed.testbed.host import HostError
 
 pytestmark = [needs_root, pytest.mark.slow]
 FED = "dirtest"
@@ -142,6 +144,70 @@ def test_deactivation_at_home_removes_the_merged_user_and_a_hand_made_entry_surv
         ok(admin)
     assert sync(fed, tmp_path).returncode == 0
     assert "lbecker" in passwd(tmp_path)
+
+
+def test_users_removed_at_home_disappear_from_the_merged_directory(fed, home, tmp_path):
+    m, h, admin = home["M"], home["H"], home["admin"]
+    md, hd = fed.site("M").directory, fed.site("H").directory
+    richling = next(u for u in userbase.MANNHEIM.users if u.name == "richling")
+    nschulz = next(u for u in userbase.HEIDELBERG.users if u.name == "nschulz")
+    m_dn, h_dn = userbase.ldap_user_dn(md, "richling"), userbase.ad_user_dn(hd, "nschulz")
+    m_entry = dict(next(a for dn, a in userbase.ldap_entries(md, userbase.HomeSite([richling], [])) if dn == m_dn))
+    assert sync(fed, tmp_path).returncode == 0
+    assert {"richling", "nschulz"} <= set(passwd(tmp_path))
+    m.delete(m_dn)
+    ok(m)
+    h.delete(h_dn)
+    ok(h)
+    try:
+        res = sync(fed, tmp_path)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert "- user richling" in res.stdout and "- user nschulz" in res.stdout, res.stdout
+        assert {"richling", "nschulz"}.isdisjoint(passwd(tmp_path))
+        # OpenLDAP keeps a deleted user's memberUid in its groups: the merge still drops it.
+        gr = groups(tmp_path)
+        assert "richling" not in gr["marum"][3].split(",") and "nschulz" not in gr["hdbwgrid"][3].split(",")
+        for name in ("richling", "nschulz"):
+            admin.search(fed.directory.base, f"(uid={name})", attributes=["uid"])
+            assert admin.entries == []
+    finally:
+        m.add(m_dn, attributes=m_entry)
+        ok(m)
+        h.add(h_dn, ["user"], {"sAMAccountName": "nschulz", "displayName": nschulz.gecos,
+                               "uidNumber": nschulz.uid, "gidNumber": nschulz.gid,
+                               "unixHomeDirectory": "/home/nschulz", "loginShell": "/bin/bash",
+                               "employeeType": "bwgrid", "userAccountControl": userbase.UF_NORMAL_ACCOUNT,
+                               "unicodePwd": f'"{nschulz.password}"'.encode("utf-16-le")})
+        ok(h)
+        for g in userbase.HEIDELBERG.groups:
+            if "nschulz" in g.members:
+                h.modify(f"CN={g.name},CN=Users,{hd.base}", {"member": [("MODIFY_ADD", [h_dn])]})
+                ok(h)
+    assert sync(fed, tmp_path).returncode == 0
+    assert {"richling", "nschulz"} <= set(passwd(tmp_path))
+    assert "nschulz" in groups(tmp_path)["hdbwgrid"][3].split(",")
+
+
+def test_the_bulk_load_floor_loads_into_a_fresh_database_and_refuses_bad_input(fed, tmp_path):
+    state = directory.read_state(FED)
+    base = fed.directory.base
+    entry = (f"uid=floor1,ou=people,{base}", {"objectClass": users.USER_CLASSES, "uid": "floor1", "cn": "floor",
+                                              "uidNumber": "100001", "gidNumber": "100001",
+                                              "homeDirectory": "/home/floor1", "geofedSite": "M",
+                                              "geofedSource": "uid=floor1", "geofedDigest": "0"})
+    assert directory.bulk_load_floor(state, [entry], tmp_path / "good") > 0
+    dump = subprocess.run(["slapcat", "-f", str(tmp_path / "good" / "slapd.conf"), "-b", base],
+                          capture_output=True, text=True, check=True).stdout
+    assert f"dn: uid=floor1,ou=people,{base}" in dump and "dn: cn=geofed-nss," in dump
+    with pytest.raises(UserError, match="good exists; it must be a fresh directory"):
+        directory.bulk_load_floor(state, [entry], tmp_path / "good")
+    with pytest.raises(UserError, match="no entries to load"):
+        directory.bulk_load_floor(state, [], tmp_path / "none")
+    # An entry outside the admin's naming context: slapadd's refusal is named.
+    with pytest.raises(HostError, match=r"slapadd into .*bad.*dc=elsewhere"):
+        directory.bulk_load_floor(state, [("uid=x,dc=elsewhere", entry[1])], tmp_path / "bad")
+    assert "floor1" not in subprocess.run(["slapcat", "-f", str(Path(state["servers"]["admin"]["dir"]) / "slapd.conf"),
+                                           "-b", base], capture_output=True, text=True).stdout
 
 
 def test_every_collision_is_refused_and_named_and_the_rest_is_merged(fed, home, tmp_path):

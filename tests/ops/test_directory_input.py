@@ -139,7 +139,8 @@ def test_a_refused_name_keeps_what_an_earlier_sync_made_of_it():
     (["bench", "directory", "--users", "0"], "--users"),
     (["bench", "directory", "--changed", "1.5"], "--changed"),
     (["bench", "directory", "--changed", "nan"], "--changed"),
-    (["bench", "directory", "--users", "95000"], "at most 90000 users"),
+    (["bench", "directory", "--users", "995000"], "--users 995000: at most 990000"),
+    (["bench", "directory", "--users", "100", "--groups", "200"], "--groups 200: at most --users (100)"),
 ])
 def test_bad_input_to_the_directory_commands(argv, message, tmp_path, write_fed):
     fed = federation.derive(federation.load("ma-hd"), tmp_path, "dirinput")

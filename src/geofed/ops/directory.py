@@ -25,6 +25,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+import time
 from pathlib import Path
 from typing import Callable
 from urllib.parse import quote
@@ -324,13 +325,45 @@ def _base_entry(dn: str) -> tuple[str, dict]:
     return dn, {"objectClass": ["organizationalUnit"], "ou": value}
 
 
-def _slapadd(conf: Path, suffix: str, entries: list[tuple[str, dict]]) -> None:
+def _slapadd(conf: Path, suffix: str, entries: list[tuple[str, dict]]) -> float:
+    """Load entries offline into the database `conf` names; the seconds slapadd took."""
     ldif = conf.parent / "load.ldif"
     ldif.write_text(ldapcli.entries_text(entries))
+    t0 = time.monotonic()
     res = subprocess.run([SLAPADD, "-q", "-f", str(conf), "-b", suffix, "-l", str(ldif)], capture_output=True, text=True)
+    seconds = time.monotonic() - t0
     ldif.unlink()
     if res.returncode != 0:
-        raise host.HostError(f"slapadd into {conf.parent}: {res.stderr.strip().splitlines()[-1:]}")
+        raise host.HostError(f"slapadd into {conf.parent}: {' '.join(res.stderr.strip().splitlines()[-2:])}")
+    return seconds
+
+
+def bulk_load_floor(state: dict, entries: list[tuple[str, dict]], into: Path) -> float:
+    """The seconds slapadd takes to load `entries` into a fresh database of the admin
+    server's configuration (its schema and indexes) under `into`: the floor the first
+    sync's adds are held against. The admin's own entries (base, units, accounts) are
+    loaded with them; `into` must not exist."""
+    if into.exists():
+        raise UserError(f"bulk load floor: {into} exists; it must be a fresh directory")
+    if not entries:
+        raise UserError("bulk load floor: no entries to load")
+    admin = state["servers"]["admin"]
+    conf_text = (Path(admin["dir"]) / "slapd.conf").read_text()
+    data = f"directory {admin['dir']}/data"
+    if data not in conf_text.splitlines():
+        raise host.HostError(f"bulk load floor: {admin['dir']}/slapd.conf has no line {data!r}")
+    (into / "data").mkdir(parents=True)
+    conf = into / "slapd.conf"
+    conf.write_text(conf_text.replace(data, f"directory {into}/data"))
+    os.chmod(conf, 0o600)
+    return _slapadd(conf, admin["base"], admin_entries(admin["base"], admin["nss_dn"], _secret()) + entries)
+
+
+def admin_entries(base: str, nss_dn: str, nss_password: str) -> list[tuple[str, dict]]:
+    """What the admin directory holds before any sync: its base, its two units, the nodes' account."""
+    return [_base_entry(base), (f"ou=people,{base}", {"objectClass": ["organizationalUnit"], "ou": "people"}),
+            (f"ou=groups,{base}", {"objectClass": ["organizationalUnit"], "ou": "groups"}),
+            _account(nss_dn, nss_password)]
 
 
 POSIX_SCHEMAS = [str(SCHEMA_DIR / f"{s}.schema") for s in ("core", "cosine", "nis", "inetorgperson")]
@@ -351,9 +384,9 @@ def _slapd_site(d: Path, sd: SiteDirectory, people: userbase.HomeSite, netns, ad
     conf = _slapd_conf(d, sd.base, rootdn, password, d.parent / "tls",
                        ["objectClass eq", "uid eq", "uidNumber,gidNumber eq", "memberUid eq",
                         f"{sd.activation_attribute} eq"], POSIX_SCHEMAS, reader_access(sd.base, reader))
-    _slapadd(conf, sd.base, [_base_entry(sd.base), _account(reader, reader_password)]
-             + userbase.ldap_entries(sd, people))
-    return {"kind": "ldap", "dir": str(d), "netns": netns, "host": addr, "port": ports[0], "ldaps_port": ports[1],
+    entries = [_base_entry(sd.base), _account(reader, reader_password)] + userbase.ldap_entries(sd, people)
+    load_s = _slapadd(conf, sd.base, entries)
+    return {"load": {"tool": "slapadd", "entries": len(entries), "seconds": load_s}, "kind": "ldap", "dir": str(d), "netns": netns, "host": addr, "port": ports[0], "ldaps_port": ports[1],
             "base": sd.base, "bind_dn": rootdn, "password": password, "reader_dn": reader,
             "reader_password": reader_password,
             "argv": [SLAPD, "-f", str(conf), "-h", f"ldap://{addr}:{ports[0]}/ ldaps://{addr}:{ports[1]}/", "-d", "0"]}
@@ -392,14 +425,16 @@ def _samba_site(d: Path, site: Site, people: userbase.HomeSite, netns, addr) -> 
     ldif.write_text(userbase.ad_ldif(sd, people))
     # batch_mode: one transaction without a nested one per entry (3x faster at 1,650 entries),
     # all or nothing: a refused entry rolls the whole load back.
+    t0 = time.monotonic()
     res = subprocess.run(["ldbadd", "--nosync", "-o", "batch_mode", "-H", f"{d}/private/sam.ldb", str(ldif)],
                          capture_output=True, text=True)
+    load_s = time.monotonic() - t0
     ldif.unlink()
     # Without batch_mode ldbadd exits 0 after a refused entry: the count it added is the test.
     added = re.search(r"Added (\d+) records", res.stdout)
     if res.returncode != 0 or not added or int(added.group(1)) != len(people.users) + len(people.groups):
         raise host.HostError(f"ldbadd into {sd.realm}: {(res.stderr or res.stdout).strip().splitlines()[:1]}")
-    return {"kind": "ad", "dir": str(d), "netns": netns, "host": addr, "port": AD_PORTS[0], "ldaps_port": AD_PORTS[1],
+    return {"load": {"tool": "ldbadd", "entries": int(added.group(1)), "seconds": load_s}, "kind": "ad", "dir": str(d), "netns": netns, "host": addr, "port": AD_PORTS[0], "ldaps_port": AD_PORTS[1],
             "base": sd.base, "bind_dn": f"CN=Administrator,CN=Users,{sd.base}", "password": password,
             "reader_dn": userbase.ad_user_dn(sd, READER), "reader_password": reader_password, "realm": sd.realm,
             "argv": ["samba", "-i", "-M", "single", "--debuglevel=1", "-s", f"{d}/etc/smb.conf"]}
@@ -439,9 +474,7 @@ def _slapd_admin(d: Path, fed: Federation, state: dict, netns, addr, ports) -> d
     base = fed.directory.base
     # The nodes' NSS clients read the merged users with an account of their own (no write).
     nss_dn, nss_password = f"cn=geofed-nss,{base}", _secret()
-    _slapadd(conf, base, [_base_entry(base), (f"ou=people,{base}", {"objectClass": ["organizationalUnit"], "ou": "people"}),
-                          (f"ou=groups,{base}", {"objectClass": ["organizationalUnit"], "ou": "groups"}),
-                          _account(nss_dn, nss_password)])
+    _slapadd(conf, base, admin_entries(base, nss_dn, nss_password))
     # Its own tool (users sync) writes through a Unix socket in the run directory (root's only).
     ldapi = d / "ldapi"
     return {"kind": "ldap", "dir": str(d), "netns": netns, "host": addr, "port": ports[0], "ldaps_port": ports[1],

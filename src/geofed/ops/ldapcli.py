@@ -35,10 +35,10 @@ TIMEOUT_S = 600.0
 
 def line(name: str, value) -> str:
     """One `name: value` line, base64 where LDIF requires it."""
-    v = str(value)
-    if not v.isascii() or v[:1] in (" ", ":", "<") or v.endswith(" ") or "\n" in v or "\r" in v:
-        return f"{name}:: {base64.b64encode(v.encode()).decode()}"
-    return f"{name}: {v}"
+    v = value if isinstance(value, str) else str(value)
+    if v.isascii() and v.isprintable() and v[:1] not in (" ", ":", "<") and v[-1:] != " ":
+        return f"{name}: {v}"
+    return f"{name}:: {base64.b64encode(v.encode()).decode()}"
 
 
 def values(v) -> list:
@@ -61,21 +61,32 @@ def parse(text: str, names: dict[str, str] | None = None) -> list[tuple[str, dic
     """(dn, {attribute: values}) of ldapsearch's unwrapped LDIF. Attribute names come back
     as the server spells them; `names` (lower case -> wanted spelling) puts them back as
     they were asked for."""
-    names = names or {}
+    spelling = {}  # each name as the server sent it -> as it is kept
     out = []
-    for block in text.split("\n\n"):
-        dn, attrs = None, {}
-        for row in block.split("\n"):
-            if not row or row[0] == "#":  # comments: search references, paging
-                continue
-            k, _, v = row.partition(":")
-            v = base64.b64decode(v[1:]).decode() if v[:1] == ":" else v.lstrip(" ")
-            if dn is None:
-                dn = v
-            else:
-                attrs.setdefault(names.get(k.lower(), k), []).append(v)
-        if dn is not None:
-            out.append((dn, attrs))
+    dn, attrs = None, {}
+    for row in text.split("\n"):  # one pass over the lines: 100,000s of entries
+        if not row:
+            if dn is not None:
+                out.append((dn, attrs))
+                dn, attrs = None, {}
+            continue
+        if row[0] == "#":  # comments: search references, paging
+            continue
+        k, _, v = row.partition(":")
+        v = base64.b64decode(v[1:]).decode() if v[:1] == ":" else v.lstrip(" ")
+        if dn is None:
+            dn = v
+            continue
+        name = spelling.get(k)
+        if name is None:
+            name = spelling[k] = (names or {}).get(k.lower(), k)
+        values_of = attrs.get(name)
+        if values_of is None:
+            attrs[name] = [v]
+        else:
+            values_of.append(v)
+    if dn is not None:
+        out.append((dn, attrs))
     return out
 
 

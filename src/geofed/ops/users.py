@@ -174,10 +174,18 @@ class Merge:
     refused_users: set[str] = field(default_factory=set)  # names whose earlier entries stay as they are
     refused_groups: set[str] = field(default_factory=set)
     read: dict[str, dict] = field(default_factory=dict)
+    _wanted: dict[str, dict] = field(default_factory=dict)
 
     def refuse(self, kind: str, name: str, what: str, detail: str, sources: list[str]) -> None:
         self.collisions.append({"kind": kind, "entry": what, "name": name, "detail": detail, "sources": sources})
         (self.refused_users if what == "user" else self.refused_groups).add(name)
+
+    def want(self, kind: str) -> dict[str, dict]:
+        """The merged entries of a kind ("user", "group") as they are written, with their
+        digests: made once per sync (the plan and the files both need them)."""
+        if kind not in self._wanted:
+            self._wanted[kind] = {name: _want(a) for name, a in (self.users if kind == "user" else self.groups).items()}
+        return self._wanted[kind]
 
 
 def merge(fed: Federation, homes: dict[str, HomeRead], held: dict) -> Merge:
@@ -276,11 +284,11 @@ def read_admin(server: dict, ca: str) -> tuple[dict, dict, dict]:
     held = {"users": {}, "groups": {}, "uids": {}, "gids": {}}
     # Owned entries by their digest only (the merge's attributes are what it wrote); the
     # few whose digest differs are fetched whole by `plan`.
-    for dn, a in ldapcli.search(server, ca, base, f"(objectClass={OWNED_CLASS})", ["geofedDigest", "geofedSite"]):
+    # (200,000 of them at 100,000 users per site: one attribute each, the DN names the entry.)
+    for dn, a in ldapcli.search(server, ca, base, f"(objectClass={OWNED_CLASS})", ["geofedDigest"]):
         rdn, name = dn.split(",", 1)[0].split("=", 1)
         (owned_users if rdn.lower() == "uid" else owned_groups)[name] = {
-            "dn": dn, "geofedDigest": _one(a.get("geofedDigest")), "geofedSite": _one(a.get("geofedSite")),
-            "partial": True}
+            "dn": dn, "geofedDigest": _one(a.get("geofedDigest")), "partial": True}
     for dn, a in ldapcli.search(server, ca, base, "(&(|(objectClass=posixAccount)(objectClass=posixGroup))"
                                                   f"(!(objectClass={OWNED_CLASS})))",
                                 ["uid", "cn", *USER_ATTRS, *GROUP_ATTRS]):
@@ -328,12 +336,13 @@ def plan(m: Merge, owned_users: dict, owned_groups: dict, base: str, fetch=None)
     """The changes that bring the owned entries to the merge: add, modify, delete.
     `fetch(kind, dns)` reads whole entries where only their digest was read and it differs."""
     changes = []
-    for kind, want_all, have_all, refused, rdn, ou, classes in (
-            ("user", m.users, owned_users, m.refused_users, "uid", "people", USER_CLASSES),
-            ("group", m.groups, owned_groups, m.refused_groups, "cn", "groups", GROUP_CLASSES)):
-        want_all = {name: _want(a) for name, a in want_all.items() if name not in refused}
-        stale = [have_all[n]["dn"] for n, w in want_all.items()
-                 if n in have_all and have_all[n].get("partial") and have_all[n].get("geofedDigest") != w["geofedDigest"]]
+    for kind, have_all, refused, rdn, ou, classes in (
+            ("user", owned_users, m.refused_users, "uid", "people", USER_CLASSES),
+            ("group", owned_groups, m.refused_groups, "cn", "groups", GROUP_CLASSES)):
+        want_all = {name: w for name, w in m.want(kind).items() if name not in refused}
+        # Whole: the entries whose digest differs, and those to delete (whose site the diff names).
+        stale = [h["dn"] for n, h in have_all.items() if h.get("partial") and n not in refused
+                 and (n not in want_all or h.get("geofedDigest") != want_all[n]["geofedDigest"])]
         whole = fetch(kind, stale) if stale else {}
         for name in sorted(set(want_all) | set(have_all)):
             if name in refused:
@@ -345,7 +354,7 @@ def plan(m: Merge, owned_users: dict, owned_groups: dict, base: str, fetch=None)
                                 "classes": classes, "attributes": {k: v for k, v in want.items() if v is not None}})
             elif want is None:
                 changes.append({"op": "delete", "entry": kind, "name": name, "dn": have["dn"],
-                                "site": have.get("geofedSite")})
+                                "site": whole.get(have["dn"], have).get("geofedSite")})
             elif have.get("geofedDigest") != want["geofedDigest"]:
                 have = whole.get(have["dn"], have)
                 diff = {k: v for k, v in want.items() if value_text(v) != value_text(have.get(k))}
@@ -384,8 +393,8 @@ def change_record(change: dict) -> str:
 def final_entries(m: Merge, owned: dict, kind: str, fetch) -> dict:
     """The owned entries of one kind once the plan is made: the merge's, and those of
     refused names as an earlier sync left them."""
-    want_all, refused = (m.users, m.refused_users) if kind == "user" else (m.groups, m.refused_groups)
-    out = {name: _want(a) for name, a in want_all.items()}
+    refused = m.refused_users if kind == "user" else m.refused_groups
+    out = dict(m.want(kind))
     kept = [owned[name]["dn"] for name in refused & set(owned)]
     whole = fetch(kind, kept) if kept else {}
     for name in refused & set(owned):
