@@ -66,11 +66,12 @@ def left_behind(fed_name: str, pids: list[int], user: str | None) -> list[str]:
 def test_testbed_down_stops_the_directory_slurm_ssh_and_storage_and_leaves_nothing(fed):
     up(fed, "directory", "slurm-fed", "ssh", "storage-export")
     markers = {s["service"]: s for s in services.listing(fed.name)}
-    assert set(markers) == {"directory", "slurm-fed", "ssh", "storage", "storage-export"}
+    assert set(markers) == {"directory", "nss", "slurm-fed", "ssh", "storage", "storage-export"}
     assert all(s["complete"] for s in markers.values())
     pids = [d["pid"] for s in markers.values() for d in s["daemons"].values()]
-    # 3 directory servers; munged, slurmctld, 2 slurmd; 2 sshd; sftp and one sshfs mount at H1
-    assert len(pids) == 3 + 4 + 2 + 2 and all(host.alive(p) for p in pids)
+    # 3 directory servers and an nslcd per node; munged, slurmctld, 2 slurmd; 2 sshd; sftp and
+    # one sshfs mount at H1
+    assert len(pids) == 3 + 2 + 4 + 2 + 2 and all(host.alive(p) for p in pids)
     assert all(os.path.ismount(m) for m in markers["storage-export"]["mounts"])
     user = markers["ssh"]["user"]
     res = run_geofed("testbed", "down", fed.name)
