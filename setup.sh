@@ -103,6 +103,40 @@ if [ ! -e "$proflib" ] || [ src/geofed/apps/profile/pmpi.c -nt "$proflib" ]; the
   echo "setup: building the MPI profiler ($proflib)"
   .venv/bin/mpicc -O2 -Wall -shared -fPIC -o "$proflib" src/geofed/apps/profile/pmpi.c
 fi
+# A second MPI on request (docs/launch.md, "Which MPI"): GEOFED_MPI=openmpi installs Debian's
+# Open MPI beside the venv's MPICH (mpirun.openmpi, libmpi.so.40 under the multiarch
+# directory: no name is shared with the venv's MPICH); GEOFED_MPI=path takes the mpicc on
+# PATH (a site's `module load`). The benchmark kernels and the profiler are built with that
+# MPI's mpicc under names of their own (libgeofed_bench.openmpi.so); mpi4py's wheel holds
+# both ABIs and loads the libmpi geofed names in MPI4PY_LIBMPI. The profiler only where the
+# MPI has MPI-4's large-count calls (MPI_Send_c ...), which it wraps: not Open MPI 4.1.
+case "${GEOFED_MPI:-mpich}" in
+  mpich) other_mpicc= ;;
+  openmpi)
+    if [ ! -x /usr/bin/mpicc.openmpi ]; then
+      echo "setup: installing Open MPI (openmpi-bin libopenmpi-dev) with apt"
+      DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q openmpi-bin libopenmpi-dev
+    fi
+    other_mpicc=/usr/bin/mpicc.openmpi ;;
+  path)
+    other_mpicc=$(PATH=$(echo "$PATH" | tr ':' '\n' | grep -vx "$PWD/.venv/bin" | paste -sd:) command -v mpicc) \
+      || { echo "setup: GEOFED_MPI=path: no mpicc on PATH (load your MPI first)" >&2; exit 2; } ;;
+  *) echo "setup: GEOFED_MPI=$GEOFED_MPI: the MPI is one of mpich, openmpi, path" >&2; exit 2 ;;
+esac
+if [ -n "$other_mpicc" ]; then
+  pairs=(bench:src/geofed/bench/kernels.c)
+  probe=$(mktemp --suffix=.c /tmp/geofed-mpi4-XXXXXX)
+  printf '#include <mpi.h>\nint main(void) { return MPI_Send_c == 0; }\n' > "$probe"
+  "$other_mpicc" -o /dev/null "$probe" 2>/dev/null && pairs+=(profile:src/geofed/apps/profile/pmpi.c)
+  rm -f "$probe"
+  for pair in "${pairs[@]}"; do
+    other=".venv/lib/libgeofed_${pair%%:*}.$GEOFED_MPI.so"
+    if [ ! -e "$other" ] || [ "${pair#*:}" -nt "$other" ] || [ "$other_mpicc" -nt "$other" ]; then
+      echo "setup: building $other with $other_mpicc"
+      "$other_mpicc" -O2 -Wall -shared -fPIC -o "$other" "${pair#*:}"
+    fi
+  done
+fi
 # The seed fix preloaded into SST processes (src/geofed/apps/grayscott/sstseed.c).
 seedlib=.venv/lib/libgeofed_sstseed.so
 if [ ! -e "$seedlib" ] || [ src/geofed/apps/grayscott/sstseed.c -nt "$seedlib" ]; then
