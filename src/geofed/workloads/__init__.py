@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
 import pkgutil
 from dataclasses import dataclass
 from functools import cache
@@ -30,6 +31,7 @@ from typing import Any, Callable
 from geofed import records
 from geofed.errors import UserError
 from geofed.federation import Federation
+from geofed.launch.mpi import current as current_mpi
 from geofed.launch.placement import Placement
 from geofed.params import Declared
 from geofed.progress import progress as show_progress
@@ -97,6 +99,8 @@ class Workload(Declared):
         """The record of a run: of the workload's own kind, or of RESULT_KIND with its
         sanity verdict and figures in it (the report cannot ask the workload)."""
         meta = records.federation_meta(ctx.fed)
+        if isinstance(self, RankWorkload):  # which MPI, and how its ranks talked
+            meta.update(current_mpi().meta(testbed=not (ctx.hostfile or os.environ.get("SLURM_JOB_ID"))))
         if self.kind != RESULT_KIND:
             return records.make(self.kind, result, **meta)
         rec = records.make(RESULT_KIND, {"workload": self.name,
