@@ -69,7 +69,7 @@ QUOTA_MPI_ENV = {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"}
 # nodes share the host's cores (Hydra binds nothing either).
 TESTBED_SUBNET = "198.18.0.0/16"
 # Open MPI's session directories of a job (orte_tmpdir_base), removed when it ends.
-OPENMPI_SESSION_DIR = "/tmp/geofed-ompi-"
+OPENMPI_SESSION_DIR = "/tmp/geofed-ompi-job-"
 OPENMPI_TESTBED_MCA = {
     "pml": "ob1",
     "btl": "self,vader,tcp",
