@@ -165,8 +165,14 @@ private_apt() {
 # with private_apt) is built
 # with the venv's mpicc and OpenBLAS; geofed's own driver (src/geofed/apps/hpl/xhpl.c)
 # runs it. Rebuilt only when missing or older than the driver.
-xhpl=.venv/bin/geofed-xhpl
-if [ ! -x "$xhpl" ] || [ src/geofed/apps/hpl/xhpl.c -nt "$xhpl" ]; then
+# With a second MPI (GEOFED_MPI above) HPL is built again with its mpicc, beside MPICH's
+# (geofed-xhpl.openmpi). Open MPI 4's mpi.h hides the MPI-1 calls HPL 2.0 makes unless
+# asked (OMPI_OMIT_MPI1_COMPAT_DECLS=0); MPICH ignores the setting.
+hpl_builds=("$PWD/.venv/bin/mpicc:.venv/bin/geofed-xhpl")
+[ -z "$other_mpicc" ] || hpl_builds+=("$other_mpicc:.venv/bin/geofed-xhpl.$GEOFED_MPI")
+for hpl_build in "${hpl_builds[@]}"; do
+  hpl_mpicc=${hpl_build%%:*} xhpl=${hpl_build#*:}
+  if [ -x "$xhpl" ] && [ ! src/geofed/apps/hpl/xhpl.c -nt "$xhpl" ]; then continue; fi
   echo "setup: building HPL ($xhpl)"
   cache="$PWD/.cache/hpl"
   private_apt "$cache" \
@@ -180,18 +186,18 @@ if [ ! -x "$xhpl" ] || [ src/geofed/apps/hpl/xhpl.c -nt "$xhpl" ]; then
   # The tarball's checksum from the .dsc, which apt verified against the signed Release file.
   sum=$(awk '/^Checksums-Sha256:/ {f = 1; next} f && /orig\.tar\.gz/ {print $1; exit}' "$cache"/hpcc_*.dsc)
   echo "$sum  $tarball" | sha256sum -c --quiet -
-  rm -rf "$cache/src" && mkdir "$cache/src" && tar xzf "$tarball" -C "$cache/src" --strip-components=1
-  venv_bin="$PWD/.venv/bin"
+  src="$cache/src-$(basename "$xhpl")"
+  rm -rf "$src" && mkdir "$src" && tar xzf "$tarball" -C "$src" --strip-components=1
   sed -e 's|^MPinc *=.*|MPinc =|' -e 's|^MPlib *=.*|MPlib =|' \
       -e 's|^LAinc *=.*|LAinc = -I/usr/include/x86_64-linux-gnu/openblas-pthread|' -e 's|^LAlib *=.*|LAlib = -lopenblas|' \
-      -e "s|^CC  *=.*|CC = $venv_bin/mpicc|" -e "s|^LINKER *=.*|LINKER = $venv_bin/mpicc|" \
-      -e 's|^CCFLAGS *=.*|CCFLAGS = $(HPL_DEFS) -O2 -fcommon|' \
-      "$cache/src/hpl/setup/Make.Linux_PII_CBLAS" > "$cache/src/hpl/Make.geofed"
-  make -s -C "$cache/src" arch=geofed -j2 >"$cache/build.log" 2>&1 || { tail -20 "$cache/build.log"; exit 1; }
-  .venv/bin/mpicc -O2 -Wall -fcommon -DHPL_CALL_CBLAS -I"$cache/src/include" -I"$cache/src/hpl/include" \
-    -I"$cache/src/hpl/include/geofed" -I/usr/include/x86_64-linux-gnu/openblas-pthread -o "$xhpl" \
-    src/geofed/apps/hpl/xhpl.c "$cache/src/hpl/lib/geofed/libhpl.a" -lopenblas -lm
-fi
+      -e "s|^CC  *=.*|CC = $hpl_mpicc|" -e "s|^LINKER *=.*|LINKER = $hpl_mpicc|" \
+      -e 's|^CCFLAGS *=.*|CCFLAGS = $(HPL_DEFS) -O2 -fcommon -DOMPI_OMIT_MPI1_COMPAT_DECLS=0|' \
+      "$src/hpl/setup/Make.Linux_PII_CBLAS" > "$src/hpl/Make.geofed"
+  make -s -C "$src" arch=geofed -j2 >"$cache/build.log" 2>&1 || { tail -20 "$cache/build.log"; exit 1; }
+  "$hpl_mpicc" -O2 -Wall -fcommon -DHPL_CALL_CBLAS -DOMPI_OMIT_MPI1_COMPAT_DECLS=0 -I"$src/include" \
+    -I"$src/hpl/include" -I"$src/hpl/include/geofed" -I/usr/include/x86_64-linux-gnu/openblas-pthread -o "$xhpl" \
+    src/geofed/apps/hpl/xhpl.c "$src/hpl/lib/geofed/libhpl.a" -lopenblas -lm
+done
 # IOzone for `geofed bench io`: Debian ships it (iozone3) only in non-free, which the
 # machine's sources need not name: private_apt downloads the package and its binary is
 # unpacked into the venv. Skipped when present.

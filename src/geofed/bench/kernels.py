@@ -26,7 +26,7 @@ _c_double_p = ctypes.POINTER(ctypes.c_double)
 
 
 def library_path() -> Path:
-    return Path(os.environ.get("GEOFED_BENCH_LIB") or Path(sys.prefix) / "lib" / mpi.current().library("libgeofed_bench"))
+    return Path(os.environ.get("GEOFED_BENCH_LIB") or Path(sys.prefix) / "lib" / mpi.current().program("libgeofed_bench.so"))
 
 
 @cache

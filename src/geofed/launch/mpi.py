@@ -49,9 +49,12 @@ class Mpi:
     def name(self) -> str:
         return f"{NAMES[self.implementation]} {self.version}"
 
-    def library(self, stem: str) -> str:
-        """The file name of geofed's C library `stem` built against this MPI."""
-        return f"{stem}.so" if self.choice == "mpich" else f"{stem}.{self.choice}.so"
+    def program(self, name: str) -> str:
+        """The file name of geofed's program or library `name` (`stem.so`) built against this MPI."""
+        if self.choice == "mpich":
+            return name
+        stem, dot, ext = name.partition(".")
+        return f"{stem}.{self.choice}{dot}{ext}"
 
     def rank_env(self) -> dict[str, str]:
         """What every rank needs to load this MPI: mpi4py is told the libmpi, and geofed's
