@@ -287,6 +287,7 @@ class RankFailure:
 # diagnostics, which name their source (`[mpiexec@host]`, `[proxy:0@host]`; Open MPI's
 # `[host:pid]`), and its words about a job it saw killed.
 HYDRA_BANNER_EDGE = re.compile(rb"={40,}|-{40,}")  # Open MPI draws its with dashes
+OPENMPI_NOTICE_EDGE = re.compile(r"-{40,}")
 HYDRA_LINE = re.compile(rb"\[(mpiexec|proxy:\d+)@[^]]*\] |\[[^]\s]+:\d+\] |YOUR APPLICATION TERMINATED WITH THE EXIT STRING: |"
                         rb"This typically refers to a problem with your application\.|"
                         rb"Please see the FAQ page for debugging suggestions")
@@ -295,10 +296,14 @@ MPICH_ABORT = re.compile(r"Abort\((?P<code>-?\d+)\) on node \d+ \(rank (?P<rank>
 
 
 def last_error(output: str) -> str:
-    """The last line a rank printed that says what went wrong, to quote in one line."""
+    """The last line a rank printed that says what went wrong, to quote in one line. Open
+    MPI's notices (between lines of dashes: a peer that went away, say) are not the rank's."""
+    in_notice = False
     for line in reversed(output.splitlines()):
         text = line.strip()
-        if "error" in text.lower() and not text.startswith("=") and len(text) < 400:
+        if OPENMPI_NOTICE_EDGE.fullmatch(text):
+            in_notice = not in_notice
+        elif "error" in text.lower() and not text.startswith("=") and len(text) < 400 and not in_notice:
             return f" ({text})"
     return ""
 
