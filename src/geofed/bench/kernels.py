@@ -26,7 +26,8 @@ _c_double_p = ctypes.POINTER(ctypes.c_double)
 
 
 def library_path() -> Path:
-    return Path(os.environ.get("GEOFED_BENCH_LIB") or Path(sys.prefix) / "lib" / mpi.current().program("libgeofed_bench.so"))
+    built = Path(sys.prefix) / "lib" / mpi.current().program("libgeofed_bench.so")
+    return Path(os.environ.get("GEOFED_BENCH_LIB") or built)
 
 
 @cache

@@ -31,7 +31,8 @@ CHOICES = ("mpich", "openmpi", "path")
 ENV = "GEOFED_MPI"
 NAMES = {"mpich": "MPICH", "openmpi": "Open MPI"}
 # How the testbed makes ranks of different nodes talk (TESTBED_MPI_ENV, OPENMPI_TESTBED_MCA).
-TESTBED_TRANSPORT = {"mpich": "ch4:ucx, UCX tcp between nodes", "openmpi": "ob1, btl tcp between nodes, vader within one"}
+TESTBED_TRANSPORT = {"mpich": "ch4:ucx, UCX tcp between nodes",
+                     "openmpi": "ob1, btl tcp between nodes, vader within one"}
 SETUP_FIX = {"mpich": "run ./setup.sh", "openmpi": "run GEOFED_MPI=openmpi ./setup.sh",
              "path": "load your MPI (module load ...) so that mpiexec and mpicc are on PATH, then run "
                      "GEOFED_MPI=path ./setup.sh"}

@@ -288,7 +288,8 @@ class RankFailure:
 # `[host:pid]`), and its words about a job it saw killed.
 HYDRA_BANNER_EDGE = re.compile(rb"={40,}|-{40,}")  # Open MPI draws its with dashes
 OPENMPI_NOTICE_EDGE = re.compile(r"-{40,}")
-HYDRA_LINE = re.compile(rb"\[(mpiexec|proxy:\d+)@[^]]*\] |\[[^]\s]+:\d+\] |YOUR APPLICATION TERMINATED WITH THE EXIT STRING: |"
+HYDRA_LINE = re.compile(rb"\[(mpiexec|proxy:\d+)@[^]]*\] |\[[^]\s]+:\d+\] |"
+                        rb"YOUR APPLICATION TERMINATED WITH THE EXIT STRING: |"
                         rb"This typically refers to a problem with your application\.|"
                         rb"Please see the FAQ page for debugging suggestions")
 # MPICH's own line when a rank calls MPI_Abort.

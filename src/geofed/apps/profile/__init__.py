@@ -31,7 +31,8 @@ PATTERN_FIELDS = ("kind", "peer", "source", "bytes", "size", "count", "inside_s"
 
 def preload(directory: Path) -> list[str]:
     """What goes before the program so that its ranks are profiled into `directory`."""
-    return ["env", f"LD_PRELOAD={native.library(mpi.current().program(LIBRARY), SOURCE)}", f"GEOFED_PROFILE_DIR={directory}"]
+    library = native.library(mpi.current().program(LIBRARY), SOURCE)
+    return ["env", f"LD_PRELOAD={library}", f"GEOFED_PROFILE_DIR={directory}"]
 
 
 def read_rank(path: Path) -> dict:
