@@ -26,7 +26,7 @@ _c_double_p = ctypes.POINTER(ctypes.c_double)
 
 
 def library_path() -> Path:
-    built = Path(sys.prefix) / "lib" / mpi.current().program("libgeofed_bench.so")
+    built = Path(sys.prefix) / "lib" / mpi.program("libgeofed_bench.so")
     return Path(os.environ.get("GEOFED_BENCH_LIB") or built)
 
 
@@ -34,7 +34,7 @@ def library_path() -> Path:
 def _lib() -> ctypes.CDLL:
     path = library_path()
     if not path.is_file():
-        raise UserError(f"{path}: the benchmark kernels are not built; {mpi.SETUP_FIX[mpi.current().choice]}")
+        raise UserError(f"{path}: the benchmark kernels are not built; {mpi.SETUP_FIX[mpi.choice()]}")
     if SOURCE.is_file() and SOURCE.stat().st_mtime > path.stat().st_mtime:
         raise UserError(f"{path}: older than {SOURCE}; run ./setup.sh to rebuild the benchmark kernels")
     lib = ctypes.CDLL(str(path))

@@ -50,13 +50,6 @@ class Mpi:
     def name(self) -> str:
         return f"{NAMES[self.implementation]} {self.version}"
 
-    def program(self, name: str) -> str:
-        """The file name of geofed's program or library `name` (`stem.so`) built against this MPI."""
-        if self.choice == "mpich":
-            return name
-        stem, dot, ext = name.partition(".")
-        return f"{stem}.{self.choice}{dot}{ext}"
-
     def rank_env(self) -> dict[str, str]:
         """What every rank needs to load this MPI: mpi4py is told the libmpi, and geofed's
         libraries are chosen by GEOFED_MPI."""
@@ -73,6 +66,16 @@ def choice() -> str:
     if value not in CHOICES:
         raise UserError(f"{ENV}={value!r}: the MPI is one of {', '.join(CHOICES)}")
     return value
+
+
+def program(name: str) -> str:
+    """The file name of geofed's program or library `name` (`stem.so`) built against the
+    chosen MPI; a rank calls it too, so it asks nothing of the MPI itself."""
+    which = choice()
+    if which == "mpich":
+        return name
+    stem, dot, ext = name.partition(".")
+    return f"{stem}.{which}{dot}{ext}"
 
 
 @cache

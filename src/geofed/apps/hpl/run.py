@@ -25,7 +25,7 @@ def run(fed: Federation, placement: Placement, params: HplParams, *, hostfile: s
     """The data of a `bench.hpl` record: every N's time, GFLOPS and residual check;
     `params` checked for the placement (HplParams.on)."""
     ranks_per_node = params.ranks_per_node
-    xhpl = binary(mpi.current().program("geofed-xhpl"))
+    xhpl = binary(mpi.program("geofed-xhpl"))
     what = f"hpl on {placement.code}"
     with runner.work_directory("hpl", hostfile) as tmp:
         Path(tmp, "hpccinf.txt").write_text(text(params))

@@ -31,7 +31,7 @@ PATTERN_FIELDS = ("kind", "peer", "source", "bytes", "size", "count", "inside_s"
 
 def preload(directory: Path) -> list[str]:
     """What goes before the program so that its ranks are profiled into `directory`."""
-    library = native.library(mpi.current().program(LIBRARY), SOURCE)
+    library = native.library(mpi.program(LIBRARY), SOURCE)
     return ["env", f"LD_PRELOAD={library}", f"GEOFED_PROFILE_DIR={directory}"]
 
 
