@@ -109,6 +109,40 @@ if [ ! -e "$proflib" ] || [ src/geofed/apps/profile/pmpi.c -nt "$proflib" ]; the
   echo "setup: building the MPI profiler ($proflib)"
   .venv/bin/mpicc -O2 -Wall -shared -fPIC -o "$proflib" src/geofed/apps/profile/pmpi.c
 fi
+# A second MPI on request (docs/launch.md, "Which MPI"): GEOFED_MPI=openmpi installs Debian's
+# Open MPI beside the venv's MPICH (mpirun.openmpi, libmpi.so.40 under the multiarch
+# directory: no name is shared with the venv's MPICH); GEOFED_MPI=path takes the mpicc on
+# PATH (a site's `module load`). The benchmark kernels and the profiler are built with that
+# MPI's mpicc under names of their own (libgeofed_bench.openmpi.so); mpi4py's wheel holds
+# both ABIs and loads the libmpi geofed names in MPI4PY_LIBMPI. The profiler only where the
+# MPI has MPI-4's large-count calls (MPI_Send_c ...), which it wraps: not Open MPI 4.1.
+case "${GEOFED_MPI:-mpich}" in
+  mpich) other_mpicc= ;;
+  openmpi)
+    if [ ! -x /usr/bin/mpicc.openmpi ]; then
+      echo "setup: installing Open MPI (openmpi-bin libopenmpi-dev) with apt"
+      DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q openmpi-bin libopenmpi-dev
+    fi
+    other_mpicc=/usr/bin/mpicc.openmpi ;;
+  path)
+    other_mpicc=$(PATH=$(echo "$PATH" | tr ':' '\n' | grep -vx "$PWD/.venv/bin" | paste -sd:) command -v mpicc) \
+      || { echo "setup: GEOFED_MPI=path: no mpicc on PATH (load your MPI first)" >&2; exit 2; } ;;
+  *) echo "setup: GEOFED_MPI=$GEOFED_MPI: the MPI is one of mpich, openmpi, path" >&2; exit 2 ;;
+esac
+if [ -n "$other_mpicc" ]; then
+  pairs=(bench:src/geofed/bench/kernels.c)
+  probe=$(mktemp --suffix=.c /tmp/geofed-mpi4-XXXXXX)
+  printf '#include <mpi.h>\nint main(void) { return MPI_Send_c == 0; }\n' > "$probe"
+  "$other_mpicc" -o /dev/null "$probe" 2>/dev/null && pairs+=(profile:src/geofed/apps/profile/pmpi.c)
+  rm -f "$probe"
+  for pair in "${pairs[@]}"; do
+    other=".venv/lib/libgeofed_${pair%%:*}.$GEOFED_MPI.so"
+    if [ ! -e "$other" ] || [ "${pair#*:}" -nt "$other" ] || [ "$other_mpicc" -nt "$other" ]; then
+      echo "setup: building $other with $other_mpicc"
+      "$other_mpicc" -O2 -Wall -shared -fPIC -o "$other" "${pair#*:}"
+    fi
+  done
+fi
 # The seed fix preloaded into SST processes (src/geofed/apps/grayscott/sstseed.c).
 seedlib=.venv/lib/libgeofed_sstseed.so
 if [ ! -e "$seedlib" ] || [ src/geofed/apps/grayscott/sstseed.c -nt "$seedlib" ]; then
@@ -137,8 +171,14 @@ private_apt() {
 # with private_apt) is built
 # with the venv's mpicc and OpenBLAS; geofed's own driver (src/geofed/apps/hpl/xhpl.c)
 # runs it. Rebuilt only when missing or older than the driver.
-xhpl=.venv/bin/geofed-xhpl
-if [ ! -x "$xhpl" ] || [ src/geofed/apps/hpl/xhpl.c -nt "$xhpl" ]; then
+# With a second MPI (GEOFED_MPI above) HPL is built again with its mpicc, beside MPICH's
+# (geofed-xhpl.openmpi). Open MPI 4's mpi.h hides the MPI-1 calls HPL 2.0 makes unless
+# asked (OMPI_OMIT_MPI1_COMPAT_DECLS=0); MPICH ignores the setting.
+hpl_builds=("$PWD/.venv/bin/mpicc:.venv/bin/geofed-xhpl")
+[ -z "$other_mpicc" ] || hpl_builds+=("$other_mpicc:.venv/bin/geofed-xhpl.$GEOFED_MPI")
+for hpl_build in "${hpl_builds[@]}"; do
+  hpl_mpicc=${hpl_build%%:*} xhpl=${hpl_build#*:}
+  if [ -x "$xhpl" ] && [ ! src/geofed/apps/hpl/xhpl.c -nt "$xhpl" ]; then continue; fi
   echo "setup: building HPL ($xhpl)"
   cache="$PWD/.cache/hpl"
   private_apt "$cache" \
@@ -152,18 +192,18 @@ if [ ! -x "$xhpl" ] || [ src/geofed/apps/hpl/xhpl.c -nt "$xhpl" ]; then
   # The tarball's checksum from the .dsc, which apt verified against the signed Release file.
   sum=$(awk '/^Checksums-Sha256:/ {f = 1; next} f && /orig\.tar\.gz/ {print $1; exit}' "$cache"/hpcc_*.dsc)
   echo "$sum  $tarball" | sha256sum -c --quiet -
-  rm -rf "$cache/src" && mkdir "$cache/src" && tar xzf "$tarball" -C "$cache/src" --strip-components=1
-  venv_bin="$PWD/.venv/bin"
+  src="$cache/src-$(basename "$xhpl")"
+  rm -rf "$src" && mkdir "$src" && tar xzf "$tarball" -C "$src" --strip-components=1
   sed -e 's|^MPinc *=.*|MPinc =|' -e 's|^MPlib *=.*|MPlib =|' \
       -e 's|^LAinc *=.*|LAinc = -I/usr/include/x86_64-linux-gnu/openblas-pthread|' -e 's|^LAlib *=.*|LAlib = -lopenblas|' \
-      -e "s|^CC  *=.*|CC = $venv_bin/mpicc|" -e "s|^LINKER *=.*|LINKER = $venv_bin/mpicc|" \
-      -e 's|^CCFLAGS *=.*|CCFLAGS = $(HPL_DEFS) -O2 -fcommon|' \
-      "$cache/src/hpl/setup/Make.Linux_PII_CBLAS" > "$cache/src/hpl/Make.geofed"
-  make -s -C "$cache/src" arch=geofed -j2 >"$cache/build.log" 2>&1 || { tail -20 "$cache/build.log"; exit 1; }
-  .venv/bin/mpicc -O2 -Wall -fcommon -DHPL_CALL_CBLAS -I"$cache/src/include" -I"$cache/src/hpl/include" \
-    -I"$cache/src/hpl/include/geofed" -I/usr/include/x86_64-linux-gnu/openblas-pthread -o "$xhpl" \
-    src/geofed/apps/hpl/xhpl.c "$cache/src/hpl/lib/geofed/libhpl.a" -lopenblas -lm
-fi
+      -e "s|^CC  *=.*|CC = $hpl_mpicc|" -e "s|^LINKER *=.*|LINKER = $hpl_mpicc|" \
+      -e 's|^CCFLAGS *=.*|CCFLAGS = $(HPL_DEFS) -O2 -fcommon -DOMPI_OMIT_MPI1_COMPAT_DECLS=0|' \
+      "$src/hpl/setup/Make.Linux_PII_CBLAS" > "$src/hpl/Make.geofed"
+  make -s -C "$src" arch=geofed -j2 >"$cache/build.log" 2>&1 || { tail -20 "$cache/build.log"; exit 1; }
+  "$hpl_mpicc" -O2 -Wall -fcommon -DHPL_CALL_CBLAS -DOMPI_OMIT_MPI1_COMPAT_DECLS=0 -I"$src/include" \
+    -I"$src/hpl/include" -I"$src/hpl/include/geofed" -I/usr/include/x86_64-linux-gnu/openblas-pthread -o "$xhpl" \
+    src/geofed/apps/hpl/xhpl.c "$src/hpl/lib/geofed/libhpl.a" -lopenblas -lm
+done
 # IOzone for `geofed bench io`: Debian ships it (iozone3) only in non-free, which the
 # machine's sources need not name: private_apt downloads the package and its binary is
 # unpacked into the venv. Skipped when present.

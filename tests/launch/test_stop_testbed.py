@@ -101,10 +101,12 @@ def snapshot() -> set[str]:
 
 
 def _mpi_ready(pid: int) -> bool:
-    """The rank has initialised MPI: it maps MPICH's shared memory (which a kill leaves behind)."""
+    """The rank has initialised MPI: it maps MPICH's shared memory, or Open MPI's (vader's),
+    which a kill leaves behind."""
     try:
         with open(f"/proc/{pid}/maps") as f:
-            return "/dev/shm/mpich" in f.read()
+            maps = f.read()
+        return "/dev/shm/mpich" in maps or "/dev/shm/vader_segment" in maps
     except OSError:
         return False
 

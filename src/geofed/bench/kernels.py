@@ -1,7 +1,8 @@
 """The C timed loops (kernels.c), loaded with ctypes and called on mpi4py communicators.
 
 setup.sh builds kernels.c with the venv's `mpicc` into `<venv>/lib/libgeofed_bench.so`,
-linked against the same libmpi that mpi4py uses. GEOFED_BENCH_LIB points elsewhere.
+linked against the same libmpi that mpi4py uses, and with another MPI's mpicc beside it
+(`libgeofed_bench.openmpi.so`, geofed.launch.mpi). GEOFED_BENCH_LIB points elsewhere.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from geofed.errors import UserError
+from geofed.launch import mpi
 
 SOURCE = Path(__file__).with_name("kernels.c")
 OPS = {"bcast": 0, "gather": 1, "reduce": 2, "allreduce": 3}
@@ -24,14 +26,15 @@ _c_double_p = ctypes.POINTER(ctypes.c_double)
 
 
 def library_path() -> Path:
-    return Path(os.environ.get("GEOFED_BENCH_LIB") or Path(sys.prefix) / "lib" / "libgeofed_bench.so")
+    built = Path(sys.prefix) / "lib" / mpi.program("libgeofed_bench.so")
+    return Path(os.environ.get("GEOFED_BENCH_LIB") or built)
 
 
 @cache
 def _lib() -> ctypes.CDLL:
     path = library_path()
     if not path.is_file():
-        raise UserError(f"{path}: the benchmark kernels are not built; run ./setup.sh")
+        raise UserError(f"{path}: the benchmark kernels are not built; {mpi.SETUP_FIX[mpi.choice()]}")
     if SOURCE.is_file() and SOURCE.stat().st_mtime > path.stat().st_mtime:
         raise UserError(f"{path}: older than {SOURCE}; run ./setup.sh to rebuild the benchmark kernels")
     lib = ctypes.CDLL(str(path))

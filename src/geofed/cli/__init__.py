@@ -19,6 +19,7 @@ from typing import Callable
 from geofed import __version__
 from geofed.cli import apps, bench, core, model, ops, options
 from geofed.errors import JobFailed, UserError
+from geofed.launch import mpi
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,9 @@ def build_parser(commands: list[Command] | None = None) -> argparse.ArgumentPars
     ap = Parser(prog="geofed", description="Geographically distributed HPC: "
                                            "emulate, validate and use federations of clusters joined by long-haul links.")
     ap.add_argument("--version", action="version", version=f"geofed {__version__}")
+    ap.add_argument("--mpi", choices=mpi.CHOICES,
+                    help=f"the MPI jobs use: the venv's MPICH (default), Open MPI, or the mpiexec on PATH "
+                         f"(also {mpi.ENV}; docs/launch.md)")
     groups = {"": ap.add_subparsers(dest="command", required=True, metavar="COMMAND")}
     for c in commands if commands is not None else COMMANDS + registry_commands():
         parent, _, word = c.path.rpartition(" ")
@@ -199,6 +203,8 @@ def build_parser(commands: list[Command] | None = None) -> argparse.ArgumentPars
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.mpi:  # the ranks, and every geofed process the command starts, read it there
+        os.environ[mpi.ENV] = args.mpi
     try:
         return args.func(args)
     except UserError as e:

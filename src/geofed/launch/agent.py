@@ -10,7 +10,9 @@ and the ranks it starts live on that node.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import socket
 import sys
 
 from geofed.testbed.host import cgroup_join, in_netns
@@ -30,9 +32,22 @@ def main(argv: list[str] | None = None) -> None:
             cgroup_join(f"{CGROUP_ROOT}/{fed}/{node}", os.getpid())
         except OSError as e:
             sys.exit(f"geofed-agent: cannot join the CPU cgroup of node {node} of testbed {fed}: {e.strerror}")
+    if os.environ.get("GEOFED_NODE_HOSTNAME") == "1":
+        own_hostname(node)
     # Hydra's proxy hands its own environment on to the ranks it starts.
     os.environ["GEOFED_NODE"] = node
     os.environ["GEOFED_SITE"] = node[0]
     # Like rsh, the command arrives as words of a shell line (Hydra quotes the paths).
     ns_argv = in_netns(f"{prefix(fed)}{node}", ["sh", "-c", " ".join(command)])
     os.execvp(ns_argv[0], ns_argv)
+
+
+def own_hostname(node: str) -> None:
+    """Give the node its own host name (a UTS namespace of its own): Open MPI names its
+    shared-memory segments and session directories after the host name, and nodes that
+    all share the host's collide in the one /dev/shm and /tmp (two ranks of W1 and two of
+    W2 crashed in their first barrier). The node's /etc/hosts resolves its name."""
+    clone_newuts = 0x04000000
+    if ctypes.CDLL(None, use_errno=True).unshare(clone_newuts) != 0:
+        sys.exit(f"geofed-agent: cannot give node {node} its own host name: {os.strerror(ctypes.get_errno())}")
+    socket.sethostname(node)

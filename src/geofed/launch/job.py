@@ -13,6 +13,7 @@ Three ways to reach nodes, one job description:
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from geofed.errors import UserError
 from geofed.federation import Federation, Node
+from geofed.launch import mpi
 from geofed.launch.placement import Placement
 from geofed.native import binary
 from geofed.testbed import host
@@ -60,6 +62,21 @@ OVERSUBSCRIBED_MPI_ENV = {
 # a waiting rank under ma-hd's 0.3-core quota then used 20-21 % of a core instead of
 # all 30 %, at the price of up to that sleep per message waited for (docs/launch.md).
 QUOTA_MPI_ENV = {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"}
+# Open MPI on the testbed (docs/launch.md): ob1 over TCP between nodes and vader's shared
+# memory only within one node (Open MPI's UCX would share memory across namespaces, as
+# MPICH's did); TCP, and the daemons' own channel, on the testbed's addresses; no tree
+# spawn, since every daemon must enter its node through the agent; no binding, since all
+# nodes share the host's cores (Hydra binds nothing either).
+TESTBED_SUBNET = "198.18.0.0/16"
+# Open MPI's session directories of a job (orte_tmpdir_base), removed when it ends.
+OPENMPI_SESSION_DIR = "/tmp/geofed-ompi-job-"
+OPENMPI_TESTBED_MCA = {
+    "pml": "ob1",
+    "btl": "self,vader,tcp",
+    "btl_tcp_if_include": TESTBED_SUBNET,
+    "oob_tcp_if_include": TESTBED_SUBNET,
+    "plm_rsh_no_tree_spawn": "1",
+}
 # Hydra's proxy writes the node's hwloc topology here (the path is compiled in).
 HYDRA_TOPOLOGY_FILE = "/tmp/hydra_hwloc_xmlfile_"
 
@@ -94,7 +111,7 @@ class Job:
         geofed's programs are its own whatever the caller's PATH (docs/launch.md)."""
         path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
         return {"GEOFED_PLACEMENT": self.placement.code, "GEOFED_FEDERATION": str(self.fed.path),
-                "GEOFED_JOB": self.id, "PATH": path}
+                "GEOFED_JOB": self.id, "PATH": path, **mpi.current().rank_env()}
 
     def rank_argv(self) -> list[str]:
         """What each rank runs: the program under geofed's rank wrapper, which reports
@@ -109,10 +126,25 @@ class Command:
     files: dict[str, str] = field(default_factory=dict)  # path -> content, written before running
 
 
-def _hosts_args(job: Job, hosts: dict[str, str]) -> list[str]:
-    """Hydra fills each host's slots in order, so ranks follow the placement's nodes."""
+def _hosts_args(job: Job, hosts: dict[str, str], env: dict[str, str]) -> list[str]:
+    """Both fill each host's slots in order, so ranks follow the placement's nodes.
+    Hydra hands its whole environment to the ranks; Open MPI only what `-x` names."""
     hostlist = ",".join(f"{hosts[n.name]}:{job.ranks_per_node}" for n in job.nodes())
-    return ["-hosts", hostlist, "-n", str(job.ranks())] + job.rank_argv()
+    if mpi.current().implementation == "mpich":
+        return ["-hosts", hostlist, "-n", str(job.ranks())] + job.rank_argv()
+    exported = sorted(set(env) | {k for k in FORWARDED_ENV if k in os.environ})
+    return (["--host", hostlist, "--map-by", "slot", "--bind-to", "none", "-np", str(job.ranks())]
+            + [w for k in exported for w in ("-x", k)] + job.rank_argv())
+
+
+# What a user's own environment gives a Python rank that Open MPI would not pass on.
+FORWARDED_ENV = ("PYTHONPATH", "VIRTUAL_ENV", "LD_LIBRARY_PATH")
+
+
+def _openmpi(mca: dict[str, str]) -> list[str]:
+    """Open MPI's launcher with these MCA settings; as root it needs to be told it may run."""
+    argv = [mpi.current().launcher] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+    return argv + [w for k, v in mca.items() for w in ("--mca", k, v)]
 
 
 def testbed_command(job: Job) -> Command:
@@ -121,18 +153,24 @@ def testbed_command(job: Job) -> Command:
     # node's own namespace Hydra would start that node's proxy itself, bypassing the
     # agent (no cgroup, no node identity).
     head = next(s for s in plan.sites if s.code == job.fed.storage)
-    mpiexec = binary("mpiexec")
-    argv = [mpiexec, "-iface", "br0", "-launcher", "rsh", "-launcher-exec", binary("geofed-agent")]
+    # The agent starts each node's proxy (Hydra) or daemon (Open MPI's orted) in its node.
+    if mpi.current().implementation == "mpich":
+        argv = [mpi.current().launcher, "-iface", "br0", "-launcher", "rsh", "-launcher-exec", binary("geofed-agent")]
+    else:
+        argv = _openmpi(dict(OPENMPI_TESTBED_MCA, plm_rsh_agent=binary("geofed-agent"),
+                             orte_tmpdir_base=OPENMPI_SESSION_DIR + job.id))
     # Hosts by address: mpiexec sees the host's /etc (see below), where node names do
     # not resolve, and each failed lookup waited 5 s for an unreachable DNS server.
     hosts = {n.name: plan.node(n.name).address for n in job.nodes()}
-    argv += _hosts_args(job, hosts)
     env = dict(TESTBED_MPI_ENV, GEOFED_TESTBED=job.fed.name, GEOFED_CPU_LIMIT=str(int(job.cpu_limit)),
                GEOFED_HOSTMAP=_hostmap(hosts), **job.env())
     if job.ranks() > len(os.sched_getaffinity(0)):
         env.update(OVERSUBSCRIBED_MPI_ENV)
     if job.cpu_limit and job.waiting_sleeps:
         env.update(QUOTA_MPI_ENV)
+    if mpi.current().implementation == "openmpi":
+        env["GEOFED_NODE_HOSTNAME"] = "1"  # see geofed.launch.agent.own_hostname
+    argv += _hosts_args(job, hosts, env)
     # The agent joins each node's cgroup, so mpiexec must see the host's /sys.
     return Command(host.in_netns_keep_mounts(head.netns, argv), env)
 
@@ -179,8 +217,14 @@ def _hostmap(hosts: dict[str, str]) -> str:
 def hostfile_command(job: Job, hostfile: str | Path) -> Command:
     hosts = _real_hosts(job, hostfile)
     # On the testbed's own sshd (geofed ops ssh) the nodes share one kernel: TCP only, as there.
-    env = dict(TESTBED_MPI_ENV) if os.environ.get("GEOFED_TESTBED") else {}
-    return Command([binary("mpiexec")] + _hosts_args(job, hosts), dict(env, **job.env(), GEOFED_HOSTMAP=_hostmap(hosts)))
+    testbed = bool(os.environ.get("GEOFED_TESTBED"))
+    env = dict(TESTBED_MPI_ENV, **job.env(), GEOFED_HOSTMAP=_hostmap(hosts)) if testbed else \
+        dict(job.env(), GEOFED_HOSTMAP=_hostmap(hosts))
+    if mpi.current().implementation == "mpich":
+        launcher = [mpi.current().launcher]
+    else:  # over ssh, as Hydra; on the testbed's sshd TCP on its addresses, as on the testbed
+        launcher = _openmpi(OPENMPI_TESTBED_MCA if testbed else {})
+    return Command(launcher + _hosts_args(job, hosts, env), env)
 
 
 def allocated_nodes() -> list[str]:
@@ -288,8 +332,10 @@ def stop(proc: subprocess.Popen, job: Job, since: float) -> None:
             break
         left |= _left_files(pids)
         host.terminate(pids)
-    for path in left | host.orphan_segments(since) | host.orphan_segments(since, HYDRA_TOPOLOGY_FILE + "*"):
+    for path in left | host.orphan_segments(since) | host.orphan_segments(since, HYDRA_TOPOLOGY_FILE + "*") | \
+            host.orphan_segments(since, "/dev/shm/vader_segment.*"):
         Path(path).unlink(missing_ok=True)
+    shutil.rmtree(OPENMPI_SESSION_DIR + job.id, ignore_errors=True)
 
 
 def job_pids(job: Job) -> list[int]:

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from geofed.errors import JobFailed, UserError
 from geofed.launch import job as launch
+from geofed.launch import mpi
 from geofed.launch import rank
 from geofed.progress import PREFIX
 from geofed.testbed import host
@@ -60,6 +61,7 @@ def command(job: launch.Job, hostfile: str | None = None, check_up: bool = True)
     """The launch command of `job`: srun inside a Slurm allocation (the testbed's own
     Slurm, or a real one with a hostfile), mpiexec over ssh with a hostfile, else the
     testbed (which must be up unless only printing)."""
+    mpi.announce()
     if os.environ.get("SLURM_JOB_ID"):
         return launch.slurm_command(job, hostfile, Path.cwd())
     if hostfile:
@@ -282,10 +284,12 @@ class RankFailure:
 
 
 # Hydra's banner about a rank that died (a block between two lines of '='), its
-# diagnostics, which name their source (`[mpiexec@host]`, `[proxy:0@host]`), and its
-# words about a job it saw killed.
-HYDRA_BANNER_EDGE = re.compile(rb"={40,}")
-HYDRA_LINE = re.compile(rb"\[(mpiexec|proxy:\d+)@[^]]*\] |YOUR APPLICATION TERMINATED WITH THE EXIT STRING: |"
+# diagnostics, which name their source (`[mpiexec@host]`, `[proxy:0@host]`; Open MPI's
+# `[host:pid]`), and its words about a job it saw killed.
+HYDRA_BANNER_EDGE = re.compile(rb"={40,}|-{40,}")  # Open MPI draws its with dashes
+OPENMPI_NOTICE_EDGE = re.compile(r"-{40,}")
+HYDRA_LINE = re.compile(rb"\[(mpiexec|proxy:\d+)@[^]]*\] |\[[^]\s]+:\d+\] |"
+                        rb"YOUR APPLICATION TERMINATED WITH THE EXIT STRING: |"
                         rb"This typically refers to a problem with your application\.|"
                         rb"Please see the FAQ page for debugging suggestions")
 # MPICH's own line when a rank calls MPI_Abort.
@@ -293,10 +297,14 @@ MPICH_ABORT = re.compile(r"Abort\((?P<code>-?\d+)\) on node \d+ \(rank (?P<rank>
 
 
 def last_error(output: str) -> str:
-    """The last line a rank printed that says what went wrong, to quote in one line."""
+    """The last line a rank printed that says what went wrong, to quote in one line. Open
+    MPI's notices (between lines of dashes: a peer that went away, say) are not the rank's."""
+    in_notice = False
     for line in reversed(output.splitlines()):
         text = line.strip()
-        if "error" in text.lower() and not text.startswith("=") and len(text) < 400:
+        if OPENMPI_NOTICE_EDGE.fullmatch(text):
+            in_notice = not in_notice
+        elif "error" in text.lower() and not text.startswith("=") and len(text) < 400 and not in_notice:
             return f" ({text})"
     return ""
 

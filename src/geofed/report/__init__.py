@@ -78,6 +78,12 @@ def esc(x) -> str:
     return html.escape(str(x))
 
 
+def mpi_transport(r: Record) -> str:
+    """` · transport ...` for a record that names how its MPI's ranks talked (geofed.launch.mpi)."""
+    said = r.meta.get("mpi_transport")
+    return f" · {esc(r.meta.get('mpi', ''))} transport: {esc(said)}" if said else ""
+
+
 def table(header: list[str], rows: list[list], classes: list[str] | None = None) -> str:
     """An HTML table; `classes` marks rows (e.g. 'fail')."""
     out = ["<table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr>"]

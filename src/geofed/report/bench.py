@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from geofed.records import Record
-from geofed.report import esc, figure, num, percent_change, section, table
+from geofed.report import esc, figure, mpi_transport, num, percent_change, section, table
 
 def _size_axis(ax) -> None:
     # As in seed 002's figures: message size on a log2 axis, time or rate on log10.
@@ -29,7 +29,7 @@ def mpi_runs(r: Record, i: int, outdir: Path) -> Iterator[str]:
     d = r.data
     yield (f"<p class='meta'>placement {esc(d.placement)} on {esc(r.meta.get('federation', ''))}"
            f" · {esc(d.mpi_library)} (MPI {esc(d.mpi_version)}) · hosts {esc(', '.join(d.hosts))}"
-           f" · budget {d.budget_s} s per size · {esc(d.started)} to {esc(d.finished)}</p>")
+           f"{mpi_transport(r)} · budget {d.budget_s} s per size · {esc(d.started)} to {esc(d.finished)}</p>")
     for unit in ("us", "MB/s"):
         results = [res for res in d.results if res["unit"] == unit and res["sizes"]]
         if not results:

@@ -8,7 +8,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from geofed.records import Record
-from geofed.report import esc, figure, section, table
+from geofed.report import esc, figure, mpi_transport, section, table
 
 CLASS_COLOURS = {"intra-node": "tab:green", "intra-site": "tab:blue", "inter-site": "tab:red"}
 
@@ -17,7 +17,7 @@ CLASS_COLOURS = {"intra-node": "tab:green", "intra-site": "tab:blue", "inter-sit
 def pingpong(r: Record, i: int, outdir: Path) -> Iterator[str]:
     d = r.data
     yield (f"<p class='meta'>placement {esc(d.placement)} on {esc(r.meta.get('federation', ''))}"
-           f" · {esc(d.mpi_library)} · {d.message_bytes} B messages · {esc(r.created)}</p>")
+           f" · {esc(d.mpi_library)}{mpi_transport(r)} · {d.message_bytes} B messages · {esc(r.created)}</p>")
     rows = [[f"{p['a']} → {p['b']}", p["class"], f"{p['model_rtt_ms']:.4f}", f"{p['min_ms']:.4f}",
              f"{p['median_ms']:.4f}", f"{p['p99_ms']:.4f}", f"{p['median_ms'] / p['model_rtt_ms']:.3f}"
              if p["model_rtt_ms"] else "-", p["iterations"]] for p in d.pairs]

@@ -311,10 +311,10 @@ def orphan_segments(since: float, pattern: str = "/dev/shm/mpich_shm_*") -> set[
 
 
 def mapped_segments(pid: int) -> set[str]:
-    """MPICH's shared-memory segments `pid` maps."""
+    """MPICH's (and Open MPI's vader) shared-memory segments `pid` maps."""
     try:
         with open(f"/proc/{pid}/maps") as f:
             return {line.rstrip("\n").split(maxsplit=5)[-1].removesuffix(" (deleted)") for line in f
-                    if "/dev/shm/mpich" in line}
+                    if "/dev/shm/mpich" in line or "/dev/shm/vader_segment" in line}
     except OSError:
         return set()

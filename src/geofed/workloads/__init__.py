@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
 import pkgutil
 from dataclasses import dataclass
 from functools import cache
@@ -30,6 +31,7 @@ from typing import Any, Callable
 from geofed import records
 from geofed.errors import UserError
 from geofed.federation import Federation
+from geofed.launch.mpi import current as current_mpi
 from geofed.launch.placement import Placement
 from geofed.params import Declared
 from geofed.progress import progress as show_progress
@@ -64,6 +66,7 @@ class Workload(Declared):
     min_nodes: int = 1
     command: str | None = None  # its own row of geofed.cli's table; None: `geofed bench NAME` is made
     part_of: str | None = None  # a rank program run by that workload (Gray-Scott's analysis): no command
+    runs_mpi: bool = False  # it runs MPI jobs: its record names the MPI (geofed.launch.mpi)
 
     def __init_subclass__(cls, **declared):
         super().__init_subclass__(**declared)
@@ -97,6 +100,8 @@ class Workload(Declared):
         """The record of a run: of the workload's own kind, or of RESULT_KIND with its
         sanity verdict and figures in it (the report cannot ask the workload)."""
         meta = records.federation_meta(ctx.fed)
+        if self.runs_mpi:  # which MPI, and how its ranks talked
+            meta.update(current_mpi().meta(testbed=not (ctx.hostfile or os.environ.get("SLURM_JOB_ID"))))
         if self.kind != RESULT_KIND:
             return records.make(self.kind, result, **meta)
         rec = records.make(RESULT_KIND, {"workload": self.name,
@@ -121,6 +126,7 @@ class RankWorkload(Workload):
     record's data (a dict), the others None. Network workloads run without the node
     CPU quota (busy-polling ranks on a long link would be throttled, docs/launch.md)."""
     cpu_limit: bool = False
+    runs_mpi: bool = True
     echo: bool = False  # show the ranks' output as it comes (a benchmark's table, measured size by size)
     # What one job of its ranks is given, when a driver runs several jobs for one request
     # (BT-I/O: one per subtype) and the ranks' parameters differ from the user's.

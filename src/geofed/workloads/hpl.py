@@ -34,7 +34,7 @@ class HplRunParams(Params):
                                    "polling rank under a quota is throttled; docs/hpl.md)")
 
 
-class Hpl(Workload, kind="bench.hpl", Params=HplRunParams):
+class Hpl(Workload, kind="bench.hpl", Params=HplRunParams, runs_mpi=True):
     """High-Performance Linpack (HPL 2.0) on a placement: time, GFLOPS, residual check"""
 
     def hpl_params(self, ctx: Context, params: HplRunParams):

@@ -24,7 +24,7 @@ class ObstacleParams(Params):
 
 
 class ObstacleTable(Workload, name="obstacle-table", kind="bench.obstacle", Params=ObstacleParams,
-                    command="bench obstacle", needs_placement=False):
+                    command="bench obstacle", needs_placement=False, runs_mpi=True):
     """the obstacle problem by P2PSAP sync and async peers and MPI Jacobi, in one site and across the link"""
 
     def check(self, ctx: Context, params: ObstacleParams) -> None:

@@ -14,7 +14,7 @@ from geofed.apps.hpl.params import text
 from geofed.errors import JobFailed
 from geofed.federation import Federation
 from geofed.launch import job as launch
-from geofed.launch import runner
+from geofed.launch import mpi, runner
 from geofed.launch.placement import Placement
 from geofed.native import binary
 from geofed.records.hpl import HplParams
@@ -25,7 +25,7 @@ def run(fed: Federation, placement: Placement, params: HplParams, *, hostfile: s
     """The data of a `bench.hpl` record: every N's time, GFLOPS and residual check;
     `params` checked for the placement (HplParams.on)."""
     ranks_per_node = params.ranks_per_node
-    xhpl = binary("geofed-xhpl")
+    xhpl = binary(mpi.program("geofed-xhpl"))
     what = f"hpl on {placement.code}"
     with runner.work_directory("hpl", hostfile) as tmp:
         Path(tmp, "hpccinf.txt").write_text(text(params))

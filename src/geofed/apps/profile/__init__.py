@@ -20,8 +20,9 @@ import numpy as np
 
 from geofed import native
 from geofed.errors import JobFailed, UserError
+from geofed.launch import mpi
 
-LIBRARY = "libgeofed_profile.so"
+LIBRARY = "libgeofed_profile.so"  # libgeofed_profile.openmpi.so for Open MPI (geofed.launch.mpi)
 SOURCE = Path(__file__).with_name("pmpi.c")
 MAX_PERIOD = 2048  # the longest iteration looked for, in calls
 PATTERN_FIELDS = ("kind", "peer", "source", "bytes", "size", "count", "inside_s", "inside_sq", "min_s", "max_s",
@@ -30,7 +31,8 @@ PATTERN_FIELDS = ("kind", "peer", "source", "bytes", "size", "count", "inside_s"
 
 def preload(directory: Path) -> list[str]:
     """What goes before the program so that its ranks are profiled into `directory`."""
-    return ["env", f"LD_PRELOAD={native.library(LIBRARY, SOURCE)}", f"GEOFED_PROFILE_DIR={directory}"]
+    library = native.library(mpi.program(LIBRARY), SOURCE)
+    return ["env", f"LD_PRELOAD={library}", f"GEOFED_PROFILE_DIR={directory}"]
 
 
 def read_rank(path: Path) -> dict:
