@@ -43,15 +43,18 @@ class RecordError(ValueError):
     """A record that does not fit its kind: the message names what is wrong."""
 
 
-def kind(name: str, version: int = 1):
+def kind(name: str, version: int = 1, added: dict | None = None):
     """Register a record kind: `@kind("bench.mpi")` over a class of typed fields whose
     docstring has an `Attributes:` section with one line per field (Google's style: what
     `help()` shows and docs/records.md is made of); a field without its line, or a line
     without its field, is refused at import.
 
     A kind whose version is above 1 may read an older version's data with a
-    classmethod `upgrade(version, data) -> data` (dicts, before they are typed)."""
+    classmethod `upgrade(version, data) -> data` (dicts, before they are typed); where the
+    newer version only added fields, `added` names them with what an older record holds."""
     def register(cls):
+        if added:
+            cls.upgrade = classmethod(lambda _cls, _version, data: {**added, **data})
         if name in KINDS:
             raise RuntimeError(f"record kind {name} declared twice")
         cls = dataclass(cls, kw_only=True)  # the fields of a shared base come first

@@ -38,7 +38,7 @@ class DirectorySync:
                       f"{len(self.changes)} change(s) applied")
 
 
-@kind("directory.bench", version=2)
+@kind("directory.bench", version=2, added={"floor": {}})
 class DirectoryBench:
     """`geofed bench directory`: sync and re-sync at scale against targets.
 
@@ -53,7 +53,7 @@ class DirectoryBench:
         targets_s: first_floor_ratio (the first sync's time over the floor's), no_change, resync: the targets
         floor: tool, entries, seconds: the first sync's entries bulk-loaded offline into a fresh admin
             database (slapadd), timed in the same run; homes: each home's own offline load (tool, entries,
-            seconds)
+            seconds); empty in version 1
     """
     users_per_site: int
     groups_per_site: int
@@ -63,11 +63,6 @@ class DirectoryBench:
     ok: bool
     targets_s: dict
     floor: dict
-
-    @classmethod
-    def upgrade(cls, version: int, data: dict) -> dict:
-        """Version 1 had time targets for the first sync and the re-sync only, and no floor."""
-        return data | {"floor": {}}
 
     def sanity(self) -> Sanity:
         """every sync made exactly the changes expected, with no refusal and no error."""

@@ -15,7 +15,7 @@ class TransferParams(Params):
     streams: int = param(4, "parallel TCP streams")
 
 
-@kind("ops.transfer", version=2)
+@kind("ops.transfer", version=2, added={"tree": {}})
 class OpsTransfer:
     """`geofed transfer`, `geofed demo`: one bulk transfer between nodes.
 
@@ -36,7 +36,7 @@ class OpsTransfer:
         receiver_cpu_s_per_gb: receiver CPU per GB
         link: src_site, dst_site, rtt_ms, bandwidth_gbps, bdp_bytes
         tree: the source's entries by kind (file, dir, link, hardlink), and how many were deleted at
-            the destination (--delete) and not sent (devices, FIFOs, sockets)
+            the destination (--delete) and not sent (devices, FIFOs, sockets); empty in version 1
     """
     source: str
     destination: str
@@ -54,11 +54,6 @@ class OpsTransfer:
     receiver_cpu_s_per_gb: float
     link: dict
     tree: dict
-
-    @classmethod
-    def upgrade(cls, version: int, data: dict) -> dict:
-        """Version 1 sent files only: no count of entries."""
-        return data | {"tree": {}}
 
 
 @kind("bench.transfer")
