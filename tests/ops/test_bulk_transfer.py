@@ -359,10 +359,10 @@ def test_streams_and_buffers_follow_the_bdp(write_fed, tmp_path):
 
 
 def test_every_stream_gets_sixteen_chunks_to_share_unless_that_goes_below_256_kib():
-    assert transfer.chunk_for(1 << 30, 8) == 8 << 20
-    assert transfer.chunk_for(64 << 20, 8) == 512 << 10  # 128 chunks for 8 streams
-    assert transfer.chunk_for(64 << 20, 1) == 4 << 20
-    assert transfer.chunk_for(1 << 20, 8) == 256 << 10
+    assert xfer_ends.chunk_for(1 << 30, 8) == 8 << 20
+    assert xfer_ends.chunk_for(64 << 20, 8) == 512 << 10  # 128 chunks for 8 streams
+    assert xfer_ends.chunk_for(64 << 20, 1) == 4 << 20
+    assert xfer_ends.chunk_for(1 << 20, 8) == 256 << 10
 
 
 def test_report_shows_transfers_and_the_benchmark(tmp_path):
