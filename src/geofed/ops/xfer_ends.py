@@ -301,6 +301,7 @@ class Receiver:
                 self.changes.append((i, ["mkdir", rel]))
             elif e["type"] == "file":
                 e["current"] = there is not None and self.up_to_date(e, there)
+                e["new"] = there is None
             elif e["type"] in ("link", "hardlink") and (fresh or not self.link_in_place(e)):
                 self.changes.append((i, [e["type"], rel, e.get("target") or e.get("to")]))
 
@@ -434,48 +435,53 @@ class Receiver:
             with self.lock:
                 self.received += length
                 self.corrupt += not ok
-            at = 0
+            at, done = 0, 0
             for k in range(count if ok else 0):
                 idx, off, n = PIECE.unpack_from(table, k * PIECE.size)
-                self.arrived(self.entries[idx], off, payload[at:at + n], want)
+                e, piece = self.entries[idx], payload[at:at + n]
                 at += n
+                if e["single"]:  # only this bundle carries it: no lock
+                    if not self.null:
+                        self.write_whole(e, off, piece)
+                    done += 1
+                else:
+                    done += self.arrived(e, off, piece, want)
+            if done:
+                with self.lock:
+                    self.files_left -= done
+                    if self.files_left == 0:
+                        self.finished.set()
             sock.sendall(ACK.pack(number, ok))
 
-    def arrived(self, e: dict, off: int, piece: memoryview, want: bytes) -> None:
-        """A verified piece: a file of one piece is written whole, given its metadata and
-        named at once (no manifest: it is there or not); a piece of a larger file is written
-        in place and recorded in its manifest (want is then that piece's digest)."""
+    def arrived(self, e: dict, off: int, piece: memoryview, want: bytes) -> bool:
+        """A verified chunk of a file cut in several: written in place and recorded in its
+        manifest (want is its digest); whether it completed the file (then named)."""
+        if not self.null:
+            os.pwrite(self.open(e), piece, off)
         with self.lock:
             if off not in e["left"]:
-                return  # sent again after an acknowledgement was lost: already written
-        single = e["single"]
-        if self.null:
-            pass
-        elif single:
-            self.write_whole(e, off, piece)
-        else:
-            os.pwrite(self.open(e), piece, off)
-            with self.lock:
+                return False  # sent again after a refusal of a copy that did arrive
+            if not self.null:
                 if e.get("manifest") is None:
                     e["manifest"] = open(self.target(e["path"]) + MANIFEST, "a")
                     if e["manifest"].tell() == 0:
                         e["manifest"].write(stamp(e) + "\n")
                 e["manifest"].write(f"{off} {want.hex()}\n")
                 e["manifest"].flush()
-        with self.lock:
             del e["left"][off]
             done = not e["left"]
-        if done:
-            if not self.null and not single:
-                self.complete(e)
-            with self.lock:
-                self.files_left -= 1
-                if self.files_left == 0:
-                    self.finished.set()
+        if done and not self.null:
+            self.complete(e)
+        return done
 
     def write_whole(self, e: dict, off: int, piece: memoryview) -> None:
+        """A file of one piece: written, given its metadata and named at once (no manifest:
+        it is there or not). Where nothing stood when the plan came, it is written under its
+        own name (a rename less per file): until its mtime is set last, the quick check
+        does not take it as sent, and it is readable by its owner only."""
         final = self.target(e["path"])
-        fd = os.open(final + PARTIAL, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        where = final if e["new"] else final + PARTIAL
+        fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             if off or len(piece) != e["size"]:  # holes around its one extent
                 os.ftruncate(fd, e["size"])
@@ -483,7 +489,8 @@ class Receiver:
             self.set_metadata(fd, e)
         finally:
             os.close(fd)
-        os.replace(final + PARTIAL, final)
+        if where != final:
+            os.replace(where, final)
 
     def complete(self, e: dict) -> None:
         """A file all of whose chunks are verified: its metadata, then its name (an
