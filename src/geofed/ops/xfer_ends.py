@@ -9,22 +9,31 @@ and the other answers with HMAC-SHA256(secret, role + challenge), so neither end
 to a peer that does not know the secret.
 
 One control connection, then N data connections. Over the control connection the
-sender sends its plan: the protocol version, the chunk size and the source's entries
-in walk order (a directory before what it holds): directories, files (size and the
-extents that hold data: holes are not sent), symbolic links (their target) and hard
-links (the earlier entry they share an inode with), each with its mode, owner and
-mtime. The receiver answers with the chunks it already holds, verified: a file whose
-size and mtime already match (rsync's quick check) is held whole; otherwise the
+sender streams its plan while it walks the source (once): a head (the protocol version,
+whether this is a dry run), batches of entries in walk order (a directory before what
+it holds): directories, files (size and the extents that hold data: holes are not
+sent), symbolic links (their target) and hard links (the earlier entry they share an
+inode with), each with its mode, owner and mtime; then its end, with the chunk size.
+The receiver looks at each batch as it comes (nothing below a directory it is to make),
+and once the plan is in answers with the chunks it already holds, verified: a file
+whose size and mtime already match (rsync's quick check) is held whole; otherwise the
 manifest beside its partial file (DEST.geofed-partial.manifest: the source file's size
 and mtime, then one line "offset digest" per verified chunk) is checked again against
 the data on disk, so a chunk damaged since is sent again (all of them if the source
-file changed). Each data connection carries chunks (header: entry,
-offset, length, BLAKE3-128 digest; then the bytes); the receiver hashes what arrived,
-writes it in place (pwrite into DEST.geofed-partial), records it in the manifest and
-acknowledges it; a chunk whose digest differs is refused and sent again. A file whose
-last chunk is verified gets its mode, owner and mtime and is renamed to its name at
-once; when every chunk is acknowledged the receiver makes the links, removes what the
-source no longer has (--delete) and sets the directories' metadata, deepest first.
+file changed). It refuses a plan whose bytes still to write do not fit. Each data
+connection carries bundles (header: number, pieces, bytes, BLAKE3-128 digest; a table
+of entry, offset, length per piece; then the bytes): a chunk of a file cut in several
+goes alone, files of one piece go packed, many to a bundle, so a tree of small files
+costs neither a round trip nor a message per file. The receiver hashes what arrived
+and acknowledges the bundle; a bundle whose digest differs is refused and sent again.
+A chunk of a large file is written in place (pwrite into DEST.geofed-partial) and
+recorded in the manifest; a file that has all its chunks gets its mode, owner and mtime
+and is renamed to its name at once. A file of one piece is written whole with its
+metadata and needs no manifest (it is there or not): under its own name where nothing
+stood (its mtime, set last, tells the quick check whether it arrived), else through a
+partial file and a rename. When every bundle is acknowledged the receiver makes the
+links, removes what the source no longer has (--delete) and sets the directories'
+metadata, deepest first.
 
 Sources: a file, a directory tree, or `mem:SIZE` (bytes made in memory: the network and
 the ends, no disk). Sinks: a path, or /dev/null (verified, not kept). Each end prints
@@ -267,6 +276,11 @@ class Receiver:
         self.fresh: set[str] = set()  # directories this transfer makes: nothing is there below them
         self.actions: list[tuple[str, str]] = []  # what makes way and the directories, done once the plan is in
         self.changes: list[tuple[int, list]] = []  # (entry index, change) for a dry run's list
+        # A file this transfer makes in a directory it made belongs to the receiver's user and
+        # group (the directories get their modes, set-group-ID too, only at the end), unless
+        # a directory above them passes its group down.
+        self.made_as = (os.geteuid(), os.getegid())
+        self.group_inherited = False
 
     def target(self, rel: str) -> str:
         return os.path.join(self.dest, rel) if rel else self.dest
@@ -314,14 +328,14 @@ class Receiver:
         for i, e in enumerate(self.entries):
             if e["type"] != "file":
                 continue
-            e["left"] = self.still_to_send(e)
-            e["single"] = len(pieces(e["data"], chunk)) == 1  # sent in a bundle, written whole
-            have = set(dict(pieces(e["data"], chunk))) - set(e["left"])
-            if have:
-                held[i] = sorted(have)
-            need += sum(e["left"].values())
-            if not self.null and (e["left"] or not e["current"]):
-                self.changes.append((i, ["send", e["path"], sum(e["left"].values())]))
+            whole = dict(pieces(e["data"], chunk))
+            e["single"] = len(whole) == 1  # sent in a bundle, written whole
+            e["left"] = left = self.still_to_send(e, whole)
+            if len(left) < len(whole):
+                held[i] = sorted(set(whole) - set(left))
+            need += sum(left.values())
+            if not self.null and (left or not e["current"]):
+                self.changes.append((i, ["send", e["path"], sum(left.values())]))
         if self.dry_run:
             return {"held": held, "corrupt_found": self.corrupt,
                     "changes": [c for _, c in sorted(self.changes, key=lambda c: c[0])]
@@ -330,6 +344,8 @@ class Receiver:
             self.check_space(need)
             for what, rel in self.actions:
                 if what == "mkdir":
+                    if not (rel and os.path.dirname(rel) in self.fresh):  # made in a directory that was there
+                        self.group_inherited |= bool(os.stat(os.path.dirname(self.target(rel))).st_mode & stat.S_ISGID)
                     os.mkdir(self.target(rel))
                 else:
                     remove(self.target(rel))
@@ -363,9 +379,10 @@ class Receiver:
         self.changes.append((i, ["delete", e["path"]]))
         self.actions.append(("delete", e["path"]))
 
-    def still_to_send(self, e: dict) -> dict[int, int]:
-        """{offset: length} of the file's chunks not held verified at the destination."""
-        left = dict(pieces(e["data"], self.chunk))
+    def still_to_send(self, e: dict, whole: dict[int, int]) -> dict[int, int]:
+        """{offset: length} of the file's chunks (whole: all of them) not held verified at
+        the destination."""
+        left = dict(whole)
         if self.null or e["fresh"]:
             return left
         final = self.target(e["path"])
@@ -486,7 +503,7 @@ class Receiver:
             if off or len(piece) != e["size"]:  # holes around its one extent
                 os.ftruncate(fd, e["size"])
             os.pwrite(fd, piece, off)
-            self.set_metadata(fd, e)
+            self.set_metadata(fd, e, owned=e["fresh"] and not self.group_inherited)
         finally:
             os.close(fd)
         if where != final:
@@ -509,13 +526,14 @@ class Receiver:
         if e.get("manifest") is not None or not e["fresh"]:
             Path(final + MANIFEST).unlink(missing_ok=True)
 
-    def set_metadata(self, where, e: dict, link: bool = False) -> None:
-        """Owner (root only), mode (not of a symbolic link: Linux has none) and mtime; the
-        access time is left to now. The owner first: chown clears set-user-ID bits."""
+    def set_metadata(self, where, e: dict, link: bool = False, owned: bool = False) -> None:
+        """Owner (root only; not when the file was made with it: owned), mode (not of a
+        symbolic link: Linux has none) and mtime; the access time is left to now. The owner
+        first: chown clears set-user-ID bits."""
         if "mode" not in e:  # bytes made in memory have none
             return
         nofollow = {"follow_symlinks": False} if link else {}
-        if self.root:
+        if self.root and not (owned and (e["uid"], e["gid"]) == self.made_as):
             os.chown(where, e["uid"], e["gid"], **nofollow)
         if not link:
             os.chmod(where, e["mode"])
@@ -712,16 +730,22 @@ def send_main(a) -> int:
     pattern = os.urandom(chunk) if mem else None
     pattern_digests: dict[int, bytes] = {}
 
-    def read(bundle: list[tuple[int, int, int]]) -> bytes:
-        parts = []
+    def read(bundle: list[tuple[int, int, int]], buf: memoryview) -> memoryview:
+        """The bundle's pieces, one after the other, read into the stream's own buffer (no
+        new memory per chunk or file)."""
+        at = 0
         for idx, off, n in bundle:
             rel = entries[idx]["path"]
             fd = os.open(os.path.join(a.source, rel) if rel else a.source, os.O_RDONLY)
             try:
-                parts.append(os.pread(fd, n, off))
+                while n:
+                    got = os.preadv(fd, [buf[at:at + n]], off)
+                    if got == 0:
+                        raise OSError(f"{rel or a.source}: shorter than when it was read ({off} bytes)")
+                    at, off, n = at + got, off + got, n - got
             finally:
                 os.close(fd)
-        return b"".join(parts) if len(parts) > 1 else parts[0]
+        return buf[:at]
 
     def acks(sock: socket.socket) -> None:
         while True:
@@ -743,6 +767,7 @@ def send_main(a) -> int:
 
     def stream() -> None:
         sock = connect(b"D")
+        buf = memoryview(bytearray(chunk)) if not mem else None
         threading.Thread(target=acks, args=(sock,), daemon=True).start()
         while not all_acked.is_set():
             try:
@@ -751,16 +776,14 @@ def send_main(a) -> int:
                 continue
             bundle = sending[number]
             if mem:
-                n = bundle[0][2]
-                data = memoryview(pattern)[:n]
+                data = memoryview(pattern)[:bundle[0][2]]
                 # Every memory chunk of a length holds the same bytes: hashing them again
                 # would only spend the sender's CPU (the receiver still checks each one).
-                sums = pattern_digests.get(n) or pattern_digests.setdefault(n, digest(data))
+                sums = pattern_digests.get(len(data)) or pattern_digests.setdefault(len(data), digest(data))
             else:
-                data = read(bundle)
+                data = read(bundle, buf)
                 sums = digest(data)
-            sock.sendall(BUNDLE.pack(number, len(bundle), len(data), sums)
-                         + b"".join(PIECE.pack(*p) for p in bundle))
+            sock.sendall(BUNDLE.pack(number, len(bundle), len(data), sums) + b"".join(PIECE.pack(*p) for p in bundle))
             sock.sendall(data)
             with lock:
                 state["sent"] += len(data)
