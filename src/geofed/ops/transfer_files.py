@@ -10,9 +10,11 @@ path, type, size, mtime, mode) and removed before the next run. The rate is the 
 over the whole run as its caller sees it (the ends started, the source walked, the plan
 sent, every file written, named and given its metadata): what a user waits for. Where
 the time goes: making the source here (the files' creation and writes, for scale),
-walking it once as the sender does, and the transfer's data phase (first chunk sent to
-last acknowledged), the rest being the ends' start, the plan and the directories'
-metadata at the end.
+walking it once as the sender does, and the transfer's phases as its sender times them:
+the plan (connecting, walking the source while the plan streams out, the receiver's
+answer), the data (first bundle sent to last acknowledged: files created, written, given
+their metadata and named as they arrive), the finish (links, directories' metadata); the
+rest of the run is the ends' start.
 """
 
 from __future__ import annotations
@@ -34,11 +36,11 @@ FILES_PER_DIR = 1000
 MTIME_NS = 1_577_934_245_000_000_000  # the tree's files all date from 2020-01-02: mtimes are kept
 
 
-def parse_sizes(text: str) -> tuple[int, int]:
-    """SIZE, or MIN-MAX (each file's size drawn between them): 64K, 0-100."""
+def file_sizes(text: str) -> tuple[int, int]:
+    """SIZE, or MIN-MAX (each file's size drawn between them; MIN may be 0): 64K, 0-100."""
     from geofed import validate
     low, sep, high = text.partition("-")
-    lo = validate.parse_size(low, "--file-size")
+    lo = 0 if sep and low.strip() == "0" else validate.parse_size(low, "--file-size")
     hi = validate.parse_size(high, "--file-size") if sep else lo
     if hi < lo:
         raise UserError(f"--file-size {text}: the largest size is below the smallest")
@@ -123,7 +125,8 @@ def run(base, files: int, sizes: tuple[int, int], repeat: int, where: Path, stre
                 intact = listing(src) == listing(dst) if what == "files" else \
                     subprocess.run(["cmp", "-s", str(src), str(dst)]).returncode == 0
                 remove(dst)
-                runs.append({"what": what, "wall_s": wall, "data_s": data["seconds"], "moved_bytes": data["moved_bytes"],
+                runs.append({"what": what, "wall_s": wall, "plan_s": data["phases"]["plan_s"], "data_s": data["seconds"],
+                             "finish_s": data["phases"]["finish_s"], "moved_bytes": data["moved_bytes"],
                              "rate_mbps": data["moved_bytes"] * 8 / wall / 1e6, "streams": data["streams"],
                              "chunk_bytes": data["chunk_bytes"], "intact": intact,
                              "sender_cpu_s_per_gb": data["sender_cpu_s_per_gb"],
@@ -144,11 +147,12 @@ def table(data: dict) -> str:
              f"file of the same bytes, in {data['where']}; link {data['link']['rtt_ms']:.4g} ms, "
              f"{data['link']['bandwidth_gbps']:g} Gb/s",
              f"making the source here {data['make_s']:.1f} s; walking it once (the sender's scan) {data['scan_s']:.1f} s",
-             f"{'what':<9} {'run s':>8} {'data s':>8} {'Mb/s':>7} {'files/s':>9} {'streams':>7} {'chunk KiB':>9} "
+             f"{'what':<9} {'run s':>8} {'plan s':>8} {'data s':>8} {'finish s':>8} {'Mb/s':>7} {'files/s':>9} {'streams':>7} {'chunk KiB':>9} "
              f"{'CPU s/GB tx':>11} {'rx':>6} {'intact':>6}"]
     for r in data["runs"]:
         n = data["files"] if r["what"] == "files" else 1
-        lines.append(f"{r['what']:<9} {r['wall_s']:>8.2f} {r['data_s']:>8.2f} {r['rate_mbps']:>7.0f} "
+        lines.append(f"{r['what']:<9} {r['wall_s']:>8.2f} {r['plan_s']:>8.2f} {r['data_s']:>8.2f} "
+                     f"{r['finish_s']:>8.2f} {r['rate_mbps']:>7.0f} "
                      f"{n / r['wall_s']:>9.0f} {r['streams']:>7} {r['chunk_bytes'] >> 10:>9} "
                      f"{r['sender_cpu_s_per_gb']:>11.2f} {r['receiver_cpu_s_per_gb']:>6.2f} "
                      f"{'yes' if r['intact'] else 'NO':>6}")

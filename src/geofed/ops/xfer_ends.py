@@ -686,6 +686,7 @@ def send_plan(control: socket.socket, a) -> tuple[list[dict], list[str], int]:
 
 
 def send_main(a) -> int:
+    started = time.perf_counter()
     key = secret()
     host, port = a.connect.rsplit(":", 1)
     mem = a.source.startswith(MEM_PREFIX)
@@ -705,6 +706,7 @@ def send_main(a) -> int:
         return 3
     entries, not_sent, chunk = send_plan(control, a)
     answer = recv_json(control)
+    plan_s = time.perf_counter() - started
     if "error" in answer:
         emit(event="error", message=answer["error"])
         return 2
@@ -809,7 +811,8 @@ def send_main(a) -> int:
         emit(event="error", message="the receiver ended before confirming the files")
         return 1
     emit(event="done", bytes=state["sent"], acked=state["acked"], held=skipped, total=total, seconds=seconds,
-         resent=state["resent"], cpu_s=cpu_seconds(), streams=a.streams, chunk=chunk, deleted=end["deleted"])
+         resent=state["resent"], cpu_s=cpu_seconds(), streams=a.streams, chunk=chunk, deleted=end["deleted"],
+         plan_s=plan_s, finish_s=time.perf_counter() - t0 - seconds)
     return 0
 
 

@@ -26,14 +26,14 @@ class TransferFiles(Workload, kind=RESULT_KIND, Params=TransferFilesParams, need
     def check(self, ctx: Context, params: TransferFilesParams) -> None:
         if len(ctx.fed.sites) < 2:
             raise UserError(f"{ctx.fed.path}: one site only; a transfer between sites needs two")
-        transfer_files.parse_sizes(params.file_size)
+        transfer_files.file_sizes(params.file_size)
         if not Path(params.dir).is_dir():
             raise UserError(f"--dir {params.dir}: no such directory")
         if params.streams < 0:
             raise UserError(f"--streams {params.streams}: expected 0 or more")
 
     def run(self, ctx: Context, params: TransferFilesParams):
-        data = transfer_files.run(ctx.fed, params.files, transfer_files.parse_sizes(params.file_size),
+        data = transfer_files.run(ctx.fed, params.files, transfer_files.file_sizes(params.file_size),
                                   params.repeat, Path(params.dir), params.streams or None)
         return self.record(ctx, params, data)
 
