@@ -441,3 +441,11 @@ def test_report_shows_transfers_and_the_benchmark(tmp_path):
 def test_bench_transfer_names_an_unknown_peer():
     res = run_geofed("bench", "transfer", "--peers", "gridftp,bbcp")
     assert res.returncode == 2 and "--peers: unknown 'bbcp'" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("size,message", [("100-1", "the largest size is below the smallest"),
+                                          ("lots", "'lots' is not a size")])
+def test_bench_transfer_files_names_a_bad_file_size(write_fed, size, message):
+    fed = write_fed(two_site_federation("xfer-files", rtt_ms=9.0, gbps=4.0))
+    res = run_geofed("bench", "transfer-files", "-f", str(fed), "--file-size", size)
+    assert res.returncode == 2 and message in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr

@@ -14,10 +14,10 @@ removes at the destination what the source no longer has, --dry-run says what wo
 be sent and deleted.
 
 A transfer stopped in any way (Ctrl-C, a killed end, a dropped link) leaves a
-NAME.geofed-partial and its manifest of verified chunks for each file still arriving
-(a file is renamed as soon as it is complete); the same command again skips the files
-that arrived (same size and mtime), and sends only the chunks that are missing or no
-longer verify.
+NAME.geofed-partial and its manifest of verified chunks for each file of several chunks
+still arriving (a file is renamed as soon as it is complete; a small file arrives whole
+or is sent again); the same command again skips the files that arrived (same size and
+mtime), and sends only the chunks that are missing or no longer verify.
 """
 
 from __future__ import annotations
