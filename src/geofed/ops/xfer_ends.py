@@ -580,6 +580,8 @@ class Receiver:
         out, todo = [], [""]
         while todo:
             rel = todo.pop()
+            if rel in self.fresh:  # made by this transfer (or, in a dry run, not there yet): only its own
+                continue
             for name in sorted(os.listdir(self.target(rel))):
                 r = os.path.join(rel, name) if rel else name
                 own = next((r[:-len(s)] for s in (MANIFEST, PARTIAL) if r.endswith(s)), None)
