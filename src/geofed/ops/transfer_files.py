@@ -75,10 +75,12 @@ def make_file(path: Path, nbytes: int) -> None:
 
 
 def listing(root: Path) -> list[str]:
-    """find's view: path, type, size, mtime, mode; the same at both ends means the tree arrived."""
-    out = subprocess.run(["find", str(root), "-printf", r"%P %y %s %T@ %m\n"], capture_output=True, text=True,
+    """find's view: path, type, size (not of a directory: on ext4 that is the blocks its
+    entries took, which depends on the order they were made in), mtime, mode; the same at
+    both ends means the tree arrived."""
+    out = subprocess.run(["find", str(root), "-printf", r"%y %s %T@ %m %P\n"], capture_output=True, text=True,
                          check=True).stdout
-    return sorted(out.splitlines())
+    return sorted("d - " + line.split(" ", 2)[2] if line.startswith("d ") else line for line in out.splitlines())
 
 
 def remove(path: Path) -> None:
