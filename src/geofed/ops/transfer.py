@@ -186,6 +186,8 @@ def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | No
                     bar(p["acked"] / p["bytes"])
         bar.close()
         rx.proc.wait(timeout=30)
+        for end in (tx, rx):
+            end.reader.join(timeout=30)  # its last lines read: an end exits as soon as it has printed them
         sent, got, planned = tx.last("done"), rx.last("done"), tx.last("plan")
         if tx.proc.returncode == 2:  # the receiver refused the plan: what stands at the destination
             raise UserError(f"destination {dst}: {_why(tx)}")
