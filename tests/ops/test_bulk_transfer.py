@@ -146,7 +146,7 @@ def test_an_interrupted_tree_says_how_to_resume_and_the_same_command_completes_i
     proc.send_signal(signal.SIGINT)  # Ctrl-C
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "run the same command again to resume" in err.strip().splitlines()[-1], err
-    assert _ends() == []  # the ends were stopped with it
+    assert _ends(tmp_path) == []  # the ends were stopped with it
     # the files that arrived have their names; only the one arriving is partial
     assert sorted(p.name for p in dst.rglob("*" + xfer_ends.PARTIAL + "*")) == \
         ["zz-big.bin" + xfer_ends.PARTIAL, "zz-big.bin" + xfer_ends.MANIFEST]
@@ -207,7 +207,7 @@ def test_a_killed_sender_resumes_and_a_damaged_chunk_is_sent_again(fed, tmp_path
     manifest = Path(str(dst) + xfer_ends.MANIFEST)
     # the whole command, killed with SIGKILL (its ends too) once some chunks are verified
     proc = started(fed, src, dst, manifest)
-    for pid in _ends():
+    for pid in _ends(tmp_path):
         os.kill(pid, signal.SIGKILL)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -235,11 +235,11 @@ def test_a_killed_receiver_fails_the_command_and_the_same_command_resumes(fed, t
     dst = tmp_path / "out.bin"
     manifest = Path(str(dst) + xfer_ends.MANIFEST)
     proc = started(fed, src, dst, manifest)
-    for pid in _ends("recv"):
+    for pid in _ends(tmp_path, "recv"):
         os.kill(pid, signal.SIGKILL)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1 and "run the same command again to resume" in err, err
-    assert _ends() == []  # the sender was stopped with it
+    assert _ends(tmp_path) == []  # the sender was stopped with it
     held = len(verified(manifest))
     data = transfer.run(fed, f"A1:{src}", f"B1:{dst}", streams=2, chunk=1 << 20)
     assert sha(dst) == sha(src) and data["held_bytes"] == held << 20
@@ -251,13 +251,65 @@ def test_a_source_changed_since_the_interruption_is_sent_whole(fed, tmp_path):
     src = make(tmp_path / "big.bin", 24 << 20, seed=4)
     dst = tmp_path / "out.bin"
     proc = started(fed, src, dst, Path(str(dst) + xfer_ends.MANIFEST))
-    for pid in _ends():
+    for pid in _ends(tmp_path):
         os.kill(pid, signal.SIGKILL)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     make(src, 24 << 20, seed=5)  # the same size, other bytes, a newer mtime
     data = transfer.run(fed, f"A1:{src}", f"B1:{dst}", streams=1, chunk=1 << 20)
     assert data["held_bytes"] == 0 and data["moved_bytes"] == 24 << 20 and sha(dst) == sha(src)
+
+
+def make_small_files(root: Path, files: int, nbytes: int) -> Path:
+    """A data set of many small files: 500 to a directory, sizes 0 to nbytes, set mtimes."""
+    rng = random.Random(11)
+    for k in range(files):
+        path = make(root / f"d{k // 500:02d}" / f"f{k:05d}.dat", rng.randint(0, nbytes), seed=k)
+        os.utime(path, ns=(MTIME_NS, MTIME_NS + k))
+    return root
+
+
+def sums(root: Path) -> list[str]:
+    """sha256sum of every file under root, by relative path (coreutils, not geofed)."""
+    out = subprocess.run("find . -type f -print0 | sort -z | xargs -0 sha256sum", shell=True, cwd=root,
+                         capture_output=True, text=True, check=True).stdout
+    return out.splitlines()
+
+
+@needs_root
+def test_a_tree_of_thousands_of_small_files_arrives_intact(fed, tmp_path):
+    src = make_small_files(tmp_path / "set", 3000, 20_000)
+    data = transfer.run(fed, f"A1:{src}", f"B1:{tmp_path / 'copy'}", streams=2)
+    assert listing(tmp_path / "copy") == listing(src) and sums(tmp_path / "copy") == sums(src)
+    assert data["tree"]["file"] == 3000 and data["tree"]["dir"] == 7
+    # packed into bundles: far fewer chunks than files, each a whole number of files
+    assert data["moved_bytes"] == data["bytes"] < 3000 * data["chunk_bytes"] // 16
+
+
+@needs_root
+def test_a_half_sent_tree_of_small_files_resumes_with_only_what_did_not_arrive(fed, tmp_path):
+    src, dst = make_small_files(tmp_path / "set", 4000, 64_000), tmp_path / "copy"
+    proc = subprocess.Popen([GEOFED, "transfer", "-f", str(fed.path), f"A1:{src}", f"B1:{dst}", "--streams", "1",
+                             "--chunk-mb", "1"], start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while sum(len(files) for _, _, files in os.walk(dst)) < 300:  # some files have arrived
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.01)
+    for pid in _ends(tmp_path):
+        os.kill(pid, signal.SIGKILL)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    # what arrived has its size and mtime (the quick check holds it); the rest is sent again
+    def files(root: Path) -> dict[str, tuple[int, str]]:
+        return {f[0]: (int(f[4]), f[5]) for f in map(str.split, listing(root)) if f[1] == "f"}
+    theirs = files(src)
+    done = sum(size for path, (size, mtime) in files(dst).items() if theirs[path] == (size, mtime))
+    assert 0 < done < sum(size for size, _ in theirs.values()) / 2
+    data = transfer.run(fed, f"A1:{src}", f"B1:{dst}", streams=1, chunk=1 << 20)
+    assert listing(dst) == listing(src) and sums(dst) == sums(src)
+    assert data["held_bytes"] == done and data["moved_bytes"] == data["bytes"] - done
+    assert not list(dst.rglob("*" + xfer_ends.PARTIAL + "*"))
 
 
 def started(fed, src: Path, dst: Path, manifest: Path) -> subprocess.Popen:
@@ -278,9 +330,10 @@ def verified(manifest: Path) -> list[str]:
     return manifest.read_text().splitlines()[1:] if manifest.exists() else []
 
 
-def _ends(which: str = "") -> list[int]:
-    """Pids of running transfer ends, or of one kind ("recv", "send"): they live in the nodes'
-    namespaces, outside the command's process group."""
+def _ends(under: Path, which: str = "") -> list[int]:
+    """Pids of running transfer ends of this test's transfer (a path of theirs is under its
+    directory: other transfers on the host are not this test's to kill), or of one kind
+    ("recv", "send"): they live in the nodes' namespaces, outside the command's process group."""
     out = []
     for d in os.listdir("/proc"):
         if d.isdigit():
@@ -288,7 +341,8 @@ def _ends(which: str = "") -> list[int]:
                 cmd = Path(f"/proc/{d}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"geofed.ops.xfer_ends" in cmd and (not which or which.encode() in cmd):
+            if b"geofed.ops.xfer_ends" in cmd and (not which or which.encode() in cmd) and \
+                    any(arg.startswith(str(under).encode()) for arg in cmd):
                 out.append(int(d))
     return out
 
@@ -359,10 +413,10 @@ def test_streams_and_buffers_follow_the_bdp(write_fed, tmp_path):
 
 
 def test_every_stream_gets_sixteen_chunks_to_share_unless_that_goes_below_256_kib():
-    assert transfer.chunk_for(1 << 30, 8) == 8 << 20
-    assert transfer.chunk_for(64 << 20, 8) == 512 << 10  # 128 chunks for 8 streams
-    assert transfer.chunk_for(64 << 20, 1) == 4 << 20
-    assert transfer.chunk_for(1 << 20, 8) == 256 << 10
+    assert xfer_ends.chunk_for(1 << 30, 8) == 8 << 20
+    assert xfer_ends.chunk_for(64 << 20, 8) == 512 << 10  # 128 chunks for 8 streams
+    assert xfer_ends.chunk_for(64 << 20, 1) == 4 << 20
+    assert xfer_ends.chunk_for(1 << 20, 8) == 256 << 10
 
 
 def test_report_shows_transfers_and_the_benchmark(tmp_path):
@@ -387,3 +441,11 @@ def test_report_shows_transfers_and_the_benchmark(tmp_path):
 def test_bench_transfer_names_an_unknown_peer():
     res = run_geofed("bench", "transfer", "--peers", "gridftp,bbcp")
     assert res.returncode == 2 and "--peers: unknown 'bbcp'" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("size,message", [("100-1", "the largest size is below the smallest"),
+                                          ("lots", "'lots' is not a size")])
+def test_bench_transfer_files_names_a_bad_file_size(write_fed, size, message):
+    fed = write_fed(two_site_federation("xfer-files", rtt_ms=9.0, gbps=4.0))
+    res = run_geofed("bench", "transfer-files", "-f", str(fed), "--file-size", size)
+    assert res.returncode == 2 and message in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr

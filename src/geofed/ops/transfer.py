@@ -14,10 +14,10 @@ removes at the destination what the source no longer has, --dry-run says what wo
 be sent and deleted.
 
 A transfer stopped in any way (Ctrl-C, a killed end, a dropped link) leaves a
-NAME.geofed-partial and its manifest of verified chunks for each file still arriving
-(a file is renamed as soon as it is complete); the same command again skips the files
-that arrived (same size and mtime), and sends only the chunks that are missing or no
-longer verify.
+NAME.geofed-partial and its manifest of verified chunks for each file of several chunks
+still arriving (a file is renamed as soon as it is complete; a small file arrives whole
+or is sent again); the same command again skips the files that arrived (same size and
+mtime), and sends only the chunks that are missing or no longer verify.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import json
 import math
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -45,8 +44,6 @@ from geofed.progress import Bar
 # queue of the link and backs off more.
 STREAM_WINDOW_BYTES = 4 << 20
 MAX_STREAMS = 8
-MAX_CHUNK, MIN_CHUNK, CHUNKS_PER_STREAM = 8 << 20, 256 << 10, 16
-
 
 
 def parse_end(spec: str, fed, what: str) -> tuple[str, str]:
@@ -61,32 +58,27 @@ def parse_end(spec: str, fed, what: str) -> tuple[str, str]:
     return node, path
 
 
-def check_source(path: str, copy_links: bool) -> tuple[str, list[dict]]:
+def check_source(path: str, copy_links: bool) -> tuple[str, bool]:
     """The source as the sender takes it (a link named as the source is sent as a link
-    unless copy_links, like rsync's), and its entries; a missing one is the user's mistake."""
+    unless copy_links, like rsync's), and whether it is a tree; a missing one is the
+    user's mistake. Only the sender reads the tree (once)."""
     if path.startswith(xfer_ends.MEM_PREFIX):
         size = validate.parse_size(path[len(xfer_ends.MEM_PREFIX):], f"source {path}")
-        source = f"{xfer_ends.MEM_PREFIX}{size}"
-    elif not (os.path.exists(path) if copy_links else os.path.lexists(path)):
+        return f"{xfer_ends.MEM_PREFIX}{size}", False
+    if not (os.path.exists(path) if copy_links else os.path.lexists(path)):
         raise UserError(f"source {path}: no such file or directory")
-    else:
-        source = os.path.abspath(path)
-    return source, xfer_ends.scan(source, copy_links)[0]
+    return os.path.abspath(path), os.path.isdir(path) and (copy_links or not os.path.islink(path))
 
 
-def check_dest(path: str, need: int) -> str:
+def check_dest(path: str) -> str:
+    """The destination, whose directory must exist; whether what is still to be written
+    fits is the receiver's to say, once it has the plan."""
     if path == xfer_ends.NULL_SINK:
         return path
     p = Path(path)
     parent = p.parent if not p.is_dir() else p
     if not parent.is_dir():
         raise UserError(f"destination {path}: directory {parent} does not exist")
-    held = Path(str(p) + xfer_ends.PARTIAL)
-    have = held.stat().st_size if held.exists() else 0
-    free = shutil.disk_usage(parent).free
-    if need - have > free:
-        raise UserError(f"destination {path}: no space: {(need - have) / 1e6:.1f} MB to write, "
-                        f"{free / 1e6:.1f} MB free in {parent}")
     return str(p.resolve())
 
 
@@ -156,18 +148,6 @@ def end_argv(netns: str | None, args: list[str]) -> list[str]:
     return host.in_netns(netns, argv) if netns else argv
 
 
-def chunk_for(total: int, streams: int) -> int:
-    """Chunks of 8 MiB, smaller (down to 256 KiB, a power of two) until every stream has
-    16 to take from the shared queue: the transfer ends when the last chunk does, and on
-    a lossy link one stream's chunk can take seconds (2 MiB at 1 % loss and 9 ms: 1.3 s),
-    while the others wait. The same size and stream count give the same chunks, so the
-    same command resumes."""
-    chunk = MAX_CHUNK
-    while chunk > MIN_CHUNK and total < CHUNKS_PER_STREAM * streams * chunk:
-        chunk //= 2
-    return chunk
-
-
 def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | None = None,
         chunk: int | None = None, show=None, secret: bytes | None = None, copy_links: bool = False,
         delete: bool = False, dry_run: bool = False) -> dict:
@@ -176,16 +156,13 @@ def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | No
     from geofed.testbed import core
     src_node, src_path = parse_end(src, fed, "source")
     dst_node, dst_path = parse_end(dst, fed, "destination")
-    source, entries = check_source(src_path, copy_links)
-    size = xfer_ends.data_bytes(entries)
-    tree = entries[0]["type"] == "dir"
+    source, tree = check_source(src_path, copy_links)
     if Path(dst_path).is_dir() and not tree:  # into the directory, by the source's name
         dst_path = str(Path(dst_path) / Path(source).name)
-    dest = check_dest(dst_path, size)
+    dest = check_dest(dst_path)
     plan = core.require_up(fed, [fed.node(src_node), fed.node(dst_node)])
     s_site, d_site = fed.node(src_node).site, fed.node(dst_node).site
     n, buf, bdp = choose(fed, s_site, d_site, streams, buffer)
-    chunk = chunk or chunk_for(size, n)
     env = dict(os.environ, GEOFED_XFER_SECRET=(secret or secrets.token_bytes(32)).hex())
     rx = End(end_argv(plan.node(dst_node).netns, ["recv", "--bind", plan.node(dst_node).address, "--dest", dest,
                                                   "--buffer", str(buf)] + ["--delete"] * delete), env)
@@ -196,7 +173,7 @@ def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | No
             raise JobFailed(f"transfer: the receiver on {dst_node} did not start: {_why(rx)}")
         tx = End(end_argv(plan.node(src_node).netns, [
             "send", "--connect", f"{plan.node(dst_node).address}:{listening['port']}", "--source", source,
-            "--streams", str(n), "--chunk", str(chunk), "--buffer", str(buf)]
+            "--streams", str(n), "--chunk", str(chunk or 0), "--buffer", str(buf)]
             + ["--copy-links"] * copy_links + ["--dry-run"] * dry_run), env)
         bar = Bar(f"transfer {src} -> {dst}")
         while True:
@@ -209,6 +186,8 @@ def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | No
                     bar(p["acked"] / p["bytes"])
         bar.close()
         rx.proc.wait(timeout=30)
+        for end in (tx, rx):
+            end.reader.join(timeout=30)  # its last lines read: an end exits as soon as it has printed them
         sent, got, planned = tx.last("done"), rx.last("done"), tx.last("plan")
         if tx.proc.returncode == 2:  # the receiver refused the plan: what stands at the destination
             raise UserError(f"destination {dst}: {_why(tx)}")
@@ -223,12 +202,13 @@ def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | No
             if end is not None:
                 end.stop()
     gb = max(sent["bytes"], 1) / 1e9
-    return {"source": src, "destination": dst, "bytes": size, "moved_bytes": sent["bytes"], "held_bytes": sent["held"],
+    return {"source": src, "destination": dst, "bytes": planned["bytes"], "moved_bytes": sent["bytes"], "held_bytes": sent["held"],
             "seconds": sent["seconds"], "rate_mbps": sent["bytes"] * 8 / sent["seconds"] / 1e6 if sent["seconds"] else 0,
-            "streams": n, "buffer_bytes": buf, "chunk_bytes": chunk, "resent_chunks": sent["resent"],
+            "streams": n, "buffer_bytes": buf, "chunk_bytes": planned["chunk"], "resent_chunks": sent["resent"],
             "corrupt_found": got["corrupt"],  # damaged on disk since verified, or arrived damaged
             "sender_cpu_s_per_gb": sent["cpu_s"] / gb, "receiver_cpu_s_per_gb": got["cpu_s"] / gb,
             "tree": planned["entries"] | {"deleted": sent["deleted"], "not_sent": len(planned["not_sent"])},
+            "phases": {"plan_s": sent["plan_s"], "data_s": sent["seconds"], "finish_s": sent["finish_s"]},
             "link": {"src_site": s_site, "dst_site": d_site, "rtt_ms": fed.rtt_ms(s_site, d_site),
                      "bandwidth_gbps": fed.bandwidth_gbps(s_site, d_site), "bdp_bytes": bdp}}
 

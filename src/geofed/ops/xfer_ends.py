@@ -9,22 +9,31 @@ and the other answers with HMAC-SHA256(secret, role + challenge), so neither end
 to a peer that does not know the secret.
 
 One control connection, then N data connections. Over the control connection the
-sender sends its plan: the protocol version, the chunk size and the source's entries
-in walk order (a directory before what it holds): directories, files (size and the
-extents that hold data: holes are not sent), symbolic links (their target) and hard
-links (the earlier entry they share an inode with), each with its mode, owner and
-mtime. The receiver answers with the chunks it already holds, verified: a file whose
-size and mtime already match (rsync's quick check) is held whole; otherwise the
+sender streams its plan while it walks the source (once): a head (the protocol version,
+whether this is a dry run), batches of entries in walk order (a directory before what
+it holds): directories, files (size and the extents that hold data: holes are not
+sent), symbolic links (their target) and hard links (the earlier entry they share an
+inode with), each with its mode, owner and mtime; then its end, with the chunk size.
+The receiver looks at each batch as it comes (nothing below a directory it is to make),
+and once the plan is in answers with the chunks it already holds, verified: a file
+whose size and mtime already match (rsync's quick check) is held whole; otherwise the
 manifest beside its partial file (DEST.geofed-partial.manifest: the source file's size
 and mtime, then one line "offset digest" per verified chunk) is checked again against
 the data on disk, so a chunk damaged since is sent again (all of them if the source
-file changed). Each data connection carries chunks (header: entry,
-offset, length, BLAKE3-128 digest; then the bytes); the receiver hashes what arrived,
-writes it in place (pwrite into DEST.geofed-partial), records it in the manifest and
-acknowledges it; a chunk whose digest differs is refused and sent again. A file whose
-last chunk is verified gets its mode, owner and mtime and is renamed to its name at
-once; when every chunk is acknowledged the receiver makes the links, removes what the
-source no longer has (--delete) and sets the directories' metadata, deepest first.
+file changed). It refuses a plan whose bytes still to write do not fit. Each data
+connection carries bundles (header: number, pieces, bytes, BLAKE3-128 digest; a table
+of entry, offset, length per piece; then the bytes): a chunk of a file cut in several
+goes alone, files of one piece go packed, many to a bundle, so a tree of small files
+costs neither a round trip nor a message per file. The receiver hashes what arrived
+and acknowledges the bundle; a bundle whose digest differs is refused and sent again.
+A chunk of a large file is written in place (pwrite into DEST.geofed-partial) and
+recorded in the manifest; a file that has all its chunks gets its mode, owner and mtime
+and is renamed to its name at once. A file of one piece is written whole with its
+metadata and needs no manifest (it is there or not): under its own name where nothing
+stood (its mtime, set last, tells the quick check whether it arrived), else through a
+partial file and a rename. When every bundle is acknowledged the receiver makes the
+links, removes what the source no longer has (--delete) and sets the directories'
+metadata, deepest first.
 
 Sources: a file, a directory tree, or `mem:SIZE` (bytes made in memory: the network and
 the ends, no disk). Sinks: a path, or /dev/null (verified, not kept). Each end prints
@@ -48,13 +57,21 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from typing import NoReturn
 from pathlib import Path
 
 import blake3
 
-PROTOCOL = 2  # 2: entries with their kind and metadata, sparse extents, dry run
-HEADER = struct.Struct("<IQI16s")  # entry index, offset, length, digest
-ACK = struct.Struct("<IQB")  # entry index, offset, 1 = verified
+# 2: entries with their kind and metadata, sparse extents, dry run; 3: the plan streamed in
+# batches, the chunk size chosen by the sender, files of one piece packed into bundles
+PROTOCOL = 3
+BUNDLE = struct.Struct("<IIQ16s")  # bundle number, pieces, bytes, digest of the bytes
+PIECE = struct.Struct("<IQI")  # entry index, offset, length
+ACK = struct.Struct("<IB")  # bundle number, 1 = verified
+PLAN_BATCH = 4096  # entries per plan message
+MAX_PIECES = 1024  # files per bundle: a million tiny files make a thousand bundles
+MAX_CHUNK, MIN_CHUNK, CHUNKS_PER_STREAM = 8 << 20, 256 << 10, 16
 PARTIAL = ".geofed-partial"
 MANIFEST = ".geofed-partial.manifest"
 NULL_SINK = "/dev/null"
@@ -82,6 +99,12 @@ def cpu_seconds() -> float:
 
 def secret() -> bytes:
     return bytes.fromhex(os.environ["GEOFED_XFER_SECRET"])
+
+
+def leave() -> NoReturn:
+    """The end's work is done and said (files closed, its last event flushed): exit without
+    freeing its plan entry by entry, which takes seconds for a million files."""
+    os._exit(0)
 
 
 def recv_exact(sock: socket.socket, n: int, into: memoryview | None = None) -> memoryview:
@@ -163,15 +186,16 @@ def extents(path: str, st: os.stat_result) -> list[list[int]]:
     return out
 
 
-def scan(source: str, copy_links: bool = False) -> tuple[list[dict], list[str]]:
+def walk(source: str, copy_links: bool, not_sent: list[str]) -> Iterator[dict]:
     """The source's entries in walk order (a directory before what it holds; "" is the
-    source itself), and the relative paths not sent: devices, FIFOs and sockets, and with
-    copy_links a link to nothing or a directory loop. copy_links: a symbolic link is sent
-    as what it points to, like rsync's -L."""
+    source itself), yielded as they are found so that the plan goes out while the tree is
+    still being read; the relative paths not sent are added to not_sent: devices, FIFOs
+    and sockets, and with copy_links a link to nothing or a directory loop. copy_links: a
+    symbolic link is sent as what it points to, like rsync's -L."""
     if source.startswith(MEM_PREFIX):
         size = int(source[len(MEM_PREFIX):])
-        return [{"path": "", "type": "file", "size": size, "data": [[0, size]] if size else []}], []
-    entries, not_sent = [], []
+        yield {"path": "", "type": "file", "size": size, "data": [[0, size]] if size else []}
+        return
     first_of_inode: dict[tuple[int, int], str] = {}
     todo = [("", ())]
     while todo:
@@ -189,25 +213,56 @@ def scan(source: str, copy_links: bool = False) -> tuple[list[dict], list[str]]:
             if inode in ancestors:
                 not_sent.append(rel)
                 continue
-            entries.append(entry | {"type": "dir"})
+            yield entry | {"type": "dir"}
             names = sorted(os.listdir(path), reverse=True)  # popped in order
             todo += [(os.path.join(rel, name) if rel else name, ancestors + (inode,)) for name in names]
         elif stat.S_ISLNK(st.st_mode):
-            entries.append(entry | {"type": "link", "target": os.readlink(path)})
+            yield entry | {"type": "link", "target": os.readlink(path)}
         elif stat.S_ISREG(st.st_mode):
             if st.st_nlink > 1 and inode in first_of_inode:
-                entries.append(entry | {"type": "hardlink", "to": first_of_inode[inode]})
+                yield entry | {"type": "hardlink", "to": first_of_inode[inode]}
             else:
                 first_of_inode.setdefault(inode, rel)
-                entries.append(entry | {"type": "file", "size": st.st_size, "data": extents(path, st)})
+                yield entry | {"type": "file", "size": st.st_size, "data": extents(path, st)}
         else:
             not_sent.append(rel)
-    return entries, not_sent
 
 
-def data_bytes(entries: list[dict]) -> int:
-    """Bytes the files hold, holes left out: what moves and what the destination must store."""
-    return sum(n for e in entries if e["type"] == "file" for _, n in e["data"])
+def chunk_for(total: int, streams: int) -> int:
+    """Chunks of 8 MiB, smaller (down to 256 KiB, a power of two) until every stream has
+    16 to take from the shared queue: the transfer ends when the last chunk does, and on
+    a lossy link one stream's chunk can take seconds (2 MiB at 1 % loss and 9 ms: 1.3 s),
+    while the others wait. The same size and stream count give the same chunks, so the
+    same command resumes."""
+    chunk = MAX_CHUNK
+    while chunk > MIN_CHUNK and total < CHUNKS_PER_STREAM * streams * chunk:
+        chunk //= 2
+    return chunk
+
+
+def bundles(entries: list[dict], held: dict[int, set], chunk: int) -> list[list[tuple[int, int, int]]]:
+    """What goes on the streams, in walk order, as lists of (entry, offset, length) sent as
+    one message: a chunk of a file cut in several goes alone (its manifest records it);
+    files that fit in one piece are packed together up to a chunk's bytes or MAX_PIECES
+    files, a bundle taking its place in the order at its first file, so a tree of small
+    files costs a message per bundle, not a round trip or a message per file."""
+    out: list[list[tuple[int, int, int]]] = []
+    small, small_bytes = None, 0
+    for i, e in enumerate(entries):
+        if e["type"] != "file":
+            continue
+        whole = pieces(e["data"], chunk)
+        cut = [(off, n) for off, n in whole if off not in held.get(i, ())]
+        if len(whole) == 1 and cut:
+            off, n = cut[0]
+            if small is None or small_bytes + n > chunk or len(small) == MAX_PIECES:
+                small, small_bytes = [], 0
+                out.append(small)
+            small.append((i, off, n))
+            small_bytes += n
+        else:
+            out += [[(i, off, n)] for off, n in cut]
+    return out
 
 
 # ---------------------------------------------------------------- receiver
@@ -224,46 +279,83 @@ class Receiver:
         self.files_left = 0
         self.deleted: list[str] = []
         self.finished = threading.Event()
+        self.entries: list[dict] = []
+        self.fresh: set[str] = set()  # directories this transfer makes: nothing is there below them
+        self.actions: list[tuple[str, str]] = []  # what makes way and the directories, done once the plan is in
+        self.changes: list[tuple[int, list]] = []  # (entry index, change) for a dry run's list
+        # A file this transfer makes in a directory it made belongs to the receiver's user and
+        # group (the directories get their modes, set-group-ID too, only at the end), unless
+        # a directory above them passes its group down.
+        self.made_as = (os.geteuid(), os.getegid())
+        self.group_inherited = False
 
-    def target(self, rel: str) -> Path:
-        return Path(self.dest) / rel if rel else Path(self.dest)
+    def target(self, rel: str) -> str:
+        return os.path.join(self.dest, rel) if rel else self.dest
 
-    def prepare(self, plan: dict) -> dict:
-        """Check the plan, make the directories, say which chunks are held (whole files that
-        match, chunks in a manifest that still verify); in a dry run, change nothing and
-        say what would be done."""
-        if plan.get("protocol") != PROTOCOL:
-            raise Refused(f"the sender speaks transfer protocol {plan.get('protocol', 1)}, this receiver {PROTOCOL}: "
+    def begin(self, head: dict) -> None:
+        if head.get("protocol") != PROTOCOL:
+            raise Refused(f"the sender speaks transfer protocol {head.get('protocol', 1)}, this receiver {PROTOCOL}: "
                           "run the same geofed at both ends")
-        self.chunk, self.dry_run, self.entries = plan["chunk"], plan["dry_run"], plan["entries"]
-        held, changes = {}, []
-        for i, e in enumerate(self.entries):
-            if os.path.isabs(e["path"]) or ".." in Path(e["path"]).parts:
-                raise Refused(f"entry {e['path']!r} leaves the destination")
+        self.dry_run = head["dry_run"]
+
+    def add(self, batch: list[dict]) -> None:
+        """A batch of the plan's entries: each looked at where it goes (nothing is looked at
+        below a directory this transfer makes), nothing changed yet."""
+        for e in batch:
+            i = len(self.entries)
+            self.entries.append(e)
+            rel = e["path"]
+            if os.path.isabs(rel) or ".." in rel.split(os.sep):
+                raise Refused(f"entry {rel!r} leaves the destination")
             if self.null:
-                if e["type"] == "file":
-                    e["left"] = {off: n for off, n in pieces(e["data"], self.chunk)}
                 continue
-            final = self.target(e["path"])
-            e["final"] = final
-            self.make_way(e, final, changes)
-            if e["type"] == "dir":
-                if not final.is_dir():
-                    changes.append(["mkdir", e["path"]])
-                    if not self.dry_run:
-                        final.mkdir(parents=True)
+            e["fresh"] = fresh = os.path.dirname(rel) in self.fresh if rel else False
+            try:
+                there = None if fresh else os.lstat(self.target(rel))
+            except FileNotFoundError:
+                there = None
+            if there is not None:
+                self.make_way(i, e, there)
+            if e["type"] == "dir" and (there is None or not stat.S_ISDIR(there.st_mode)):
+                self.fresh.add(rel)
+                self.actions.append(("mkdir", rel))
+                self.changes.append((i, ["mkdir", rel]))
             elif e["type"] == "file":
-                e["left"] = self.still_to_send(e, final)
-                have = set(dict(pieces(e["data"], self.chunk))) - set(e["left"])
-                if have:
-                    held[i] = sorted(have)
-                if e["left"] or not self.up_to_date(e, final):
-                    changes.append(["send", e["path"], sum(e["left"].values())])
-            elif e["type"] in ("link", "hardlink") and not self.link_in_place(e, final):
-                changes.append([e["type"], e["path"], e.get("target") or e.get("to")])
+                e["current"] = there is not None and self.up_to_date(e, there)
+                e["new"] = there is None
+            elif e["type"] in ("link", "hardlink") and (fresh or not self.link_in_place(e)):
+                self.changes.append((i, [e["type"], rel, e.get("target") or e.get("to")]))
+
+    def settle(self, chunk: int) -> dict:
+        """The plan is in: say which chunks are held (whole files that match, chunks in a
+        manifest that still verify), check that what is left fits, then make way and the
+        directories; in a dry run, change nothing and say what would be done."""
+        self.chunk = chunk
+        held, need = {}, 0
+        for i, e in enumerate(self.entries):
+            if e["type"] != "file":
+                continue
+            whole = dict(pieces(e["data"], chunk))
+            e["single"] = len(whole) == 1  # sent in a bundle, written whole
+            e["left"] = left = self.still_to_send(e, whole)
+            if len(left) < len(whole):
+                held[i] = sorted(set(whole) - set(left))
+            need += sum(left.values())
+            if not self.null and (left or not e["current"]):
+                self.changes.append((i, ["send", e["path"], sum(left.values())]))
         if self.dry_run:
             return {"held": held, "corrupt_found": self.corrupt,
-                    "changes": changes + [["delete", rel] for rel in self.extraneous()]}
+                    "changes": [c for _, c in sorted(self.changes, key=lambda c: c[0])]
+                    + [["delete", rel] for rel in self.extraneous()]}
+        if not self.null:
+            self.check_space(need)
+            for what, rel in self.actions:
+                if what == "mkdir":
+                    if not (rel and os.path.dirname(rel) in self.fresh):  # made in a directory that was there
+                        self.group_inherited |= bool(os.stat(os.path.dirname(self.target(rel))).st_mode & stat.S_ISGID)
+                    os.mkdir(self.target(rel))
+                else:
+                    remove(self.target(rel))
         for e in self.entries:
             if e["type"] == "file":
                 if e["left"]:
@@ -274,35 +366,45 @@ class Receiver:
             self.finished.set()
         return {"held": held, "corrupt_found": self.corrupt}
 
-    def make_way(self, e: dict, final: Path, changes: list) -> None:
+    def check_space(self, need: int) -> None:
+        where = self.dest
+        while not os.path.isdir(where):
+            where = os.path.dirname(where)
+        free = shutil.disk_usage(where).free
+        if need > free:
+            raise Refused(f"no space: {need / 1e6:.1f} MB to write, {free / 1e6:.1f} MB free in {where}")
+
+    def make_way(self, i: int, e: dict, there: os.stat_result) -> None:
         """What stands where the entry goes and is of another kind: a file or link in the
         way of a directory goes; a directory in the way of anything else goes with --delete
         only (it may hold data the user wants)."""
-        try:
-            there = final.lstat()
-        except FileNotFoundError:
-            return
         if stat.S_ISDIR(there.st_mode) == (e["type"] == "dir"):
             return
         if stat.S_ISDIR(there.st_mode) and not self.delete:
-            raise Refused(f"{final} is a directory and the source's {e['path'] or 'source'} is not: "
+            raise Refused(f"{self.target(e['path'])} is a directory and the source's {e['path'] or 'source'} is not: "
                           "remove it, or use --delete")
-        changes.append(["delete", e["path"]])
-        if not self.dry_run:
-            remove(final)
+        self.changes.append((i, ["delete", e["path"]]))
+        self.actions.append(("delete", e["path"]))
 
-    def still_to_send(self, e: dict, final: Path) -> dict[int, int]:
-        """{offset: length} of the file's chunks not held verified at the destination."""
-        left = dict(pieces(e["data"], self.chunk))
-        partial, manifest = Path(str(final) + PARTIAL), Path(str(final) + MANIFEST)
-        e["partial"], e["manifest_path"], e["fd"], e["manifest"] = partial, manifest, None, None
-        if not partial.exists() and self.up_to_date(e, final):
+    def still_to_send(self, e: dict, whole: dict[int, int]) -> dict[int, int]:
+        """{offset: length} of the file's chunks (whole: all of them) not held verified at
+        the destination."""
+        left = dict(whole)
+        if self.null or e["fresh"]:
+            return left
+        final = self.target(e["path"])
+        partial, manifest = final + PARTIAL, final + MANIFEST
+        has_partial = os.path.exists(partial)
+        if e["current"] and not has_partial:
             return {}
-        lines = manifest.read_text().splitlines() if manifest.exists() and partial.exists() else []
+        try:
+            lines = Path(manifest).read_text().splitlines() if has_partial else []
+        except FileNotFoundError:
+            lines = []
         if lines[:1] != [stamp(e)]:  # none, or the source changed since: start the file over
             if not self.dry_run:  # the old bytes go too: where the source now has a hole they would stay
-                manifest.unlink(missing_ok=True)
-                partial.unlink(missing_ok=True)
+                Path(manifest).unlink(missing_ok=True)
+                Path(partial).unlink(missing_ok=True)
             return left
         good = lines[:1]
         with open(partial, "rb") as f:
@@ -315,23 +417,21 @@ class Receiver:
                 else:
                     self.corrupt += 1
         if not self.dry_run:
-            manifest.write_text("".join(line + "\n" for line in good))
+            Path(manifest).write_text("".join(line + "\n" for line in good))
+        e["current"] = False
         return left
 
     @staticmethod
-    def up_to_date(e: dict, final: Path) -> bool:
+    def up_to_date(e: dict, there: os.stat_result) -> bool:
         """rsync's quick check: a regular file of the same size and mtime is taken as sent."""
-        try:
-            st = final.lstat()
-        except FileNotFoundError:
-            return False
-        return stat.S_ISREG(st.st_mode) and st.st_size == e["size"] and st.st_mtime_ns == e.get("mtime_ns")
+        return stat.S_ISREG(there.st_mode) and there.st_size == e["size"] and there.st_mtime_ns == e.get("mtime_ns")
 
-    def link_in_place(self, e: dict, final: Path) -> bool:
+    def link_in_place(self, e: dict) -> bool:
+        final = self.target(e["path"])
         if e["type"] == "link":
-            return final.is_symlink() and os.readlink(final) == e["target"]
+            return os.path.islink(final) and os.readlink(final) == e["target"]
         try:
-            here, first = final.lstat(), self.target(e["to"]).lstat()
+            here, first = os.lstat(final), os.lstat(self.target(e["to"]))
         except FileNotFoundError:
             return False
         return (here.st_dev, here.st_ino) == (first.st_dev, first.st_ino)
@@ -340,8 +440,8 @@ class Receiver:
         """The file's partial file, opened on its first chunk: as long as the file and sparse
         (writes fill it in place; holes stay holes), readable by its owner only until done."""
         with self.lock:
-            if e["fd"] is None:
-                fd = os.open(e["partial"], os.O_RDWR | os.O_CREAT, 0o600)
+            if e.get("fd") is None:
+                fd = os.open(self.target(e["path"]) + PARTIAL, os.O_RDWR | os.O_CREAT, 0o600)
                 os.ftruncate(fd, e["size"])
                 e["fd"] = fd
             return e["fd"]
@@ -350,62 +450,97 @@ class Receiver:
         buf = memoryview(bytearray(self.chunk))
         while True:
             try:
-                head = bytes(recv_exact(sock, HEADER.size))
+                number, count, length, want = BUNDLE.unpack(bytes(recv_exact(sock, BUNDLE.size)))
             except ConnectionError:
                 return
-            idx, off, n, want = HEADER.unpack(head)
-            payload = recv_exact(sock, n, buf)
+            table = bytes(recv_exact(sock, PIECE.size * count))
+            payload = recv_exact(sock, length, buf)
             ok = digest(payload) == want
-            e = self.entries[idx]
             with self.lock:
-                self.received += n
-            if ok and not self.null:
-                os.pwrite(self.open(e), payload, off)
-            done = False
-            with self.lock:
-                if not ok:
-                    self.corrupt += 1
-                elif off in e["left"]:
-                    del e["left"][off]
+                self.received += length
+                self.corrupt += not ok
+            at, done = 0, 0
+            for k in range(count if ok else 0):
+                idx, off, n = PIECE.unpack_from(table, k * PIECE.size)
+                e, piece = self.entries[idx], payload[at:at + n]
+                at += n
+                if e["single"]:  # only this bundle carries it: no lock
                     if not self.null:
-                        if e["manifest"] is None:
-                            e["manifest"] = open(e["manifest_path"], "a")
-                            if e["manifest"].tell() == 0:
-                                e["manifest"].write(stamp(e) + "\n")
-                        e["manifest"].write(f"{off} {want.hex()}\n")
-                        e["manifest"].flush()
-                    done = not e["left"]
+                        self.write_whole(e, off, piece)
+                    done += 1
+                else:
+                    done += self.arrived(e, off, piece, want)
             if done:
-                if not self.null:
-                    self.complete(e)
                 with self.lock:
-                    self.files_left -= 1
+                    self.files_left -= done
                     if self.files_left == 0:
                         self.finished.set()
-            sock.sendall(ACK.pack(idx, off, 1 if ok else 0))
+            sock.sendall(ACK.pack(number, ok))
+
+    def arrived(self, e: dict, off: int, piece: memoryview, want: bytes) -> bool:
+        """A verified chunk of a file cut in several: written in place and recorded in its
+        manifest (want is its digest); whether it completed the file (then named)."""
+        if not self.null:
+            os.pwrite(self.open(e), piece, off)
+        with self.lock:
+            if off not in e["left"]:
+                return False  # sent again after a refusal of a copy that did arrive
+            if not self.null:
+                if e.get("manifest") is None:
+                    e["manifest"] = open(self.target(e["path"]) + MANIFEST, "a")
+                    if e["manifest"].tell() == 0:
+                        e["manifest"].write(stamp(e) + "\n")
+                e["manifest"].write(f"{off} {want.hex()}\n")
+                e["manifest"].flush()
+            del e["left"][off]
+            done = not e["left"]
+        if done and not self.null:
+            self.complete(e)
+        return done
+
+    def write_whole(self, e: dict, off: int, piece: memoryview) -> None:
+        """A file of one piece: written, given its metadata and named at once (no manifest:
+        it is there or not). Where nothing stood when the plan came, it is written under its
+        own name (a rename less per file): until its mtime is set last, the quick check
+        does not take it as sent, and it is readable by its owner only."""
+        final = self.target(e["path"])
+        where = final if e["new"] else final + PARTIAL
+        fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            if off or len(piece) != e["size"]:  # holes around its one extent
+                os.ftruncate(fd, e["size"])
+            os.pwrite(fd, piece, off)
+            self.set_metadata(fd, e, owned=e["fresh"] and not self.group_inherited)
+        finally:
+            os.close(fd)
+        if where != final:
+            os.replace(where, final)
 
     def complete(self, e: dict) -> None:
         """A file all of whose chunks are verified: its metadata, then its name (an
         interrupted transfer leaves partial files only for files still arriving)."""
-        if e["fd"] is None and not e["partial"].exists() and self.up_to_date(e, e["final"]):
-            self.set_metadata(e["final"], e)  # held whole already: its mode or owner may differ
-            e["manifest_path"].unlink(missing_ok=True)  # left if stopped between the rename and its removal
+        final = self.target(e["path"])
+        if e.get("fd") is None and e["current"] and not os.path.exists(final + PARTIAL):
+            self.set_metadata(final, e)  # held whole already: its mode or owner may differ
+            Path(final + MANIFEST).unlink(missing_ok=True)  # left if stopped between the rename and its removal
             return
         fd = self.open(e)
         self.set_metadata(fd, e)
         os.close(fd)
-        if e["manifest"] is not None:
+        if e.get("manifest") is not None:
             e["manifest"].close()
-        os.replace(e["partial"], e["final"])
-        e["manifest_path"].unlink(missing_ok=True)
+        os.replace(final + PARTIAL, final)
+        if e.get("manifest") is not None or not e["fresh"]:
+            Path(final + MANIFEST).unlink(missing_ok=True)
 
-    def set_metadata(self, where, e: dict, link: bool = False) -> None:
-        """Owner (root only), mode (not of a symbolic link: Linux has none) and mtime; the
-        access time is left to now. The owner first: chown clears set-user-ID bits."""
+    def set_metadata(self, where, e: dict, link: bool = False, owned: bool = False) -> None:
+        """Owner (root only; not when the file was made with it: owned), mode (not of a
+        symbolic link: Linux has none) and mtime; the access time is left to now. The owner
+        first: chown clears set-user-ID bits."""
         if "mode" not in e:  # bytes made in memory have none
             return
         nofollow = {"follow_symlinks": False} if link else {}
-        if self.root:
+        if self.root and not (owned and (e["uid"], e["gid"]) == self.made_as):
             os.chown(where, e["uid"], e["gid"], **nofollow)
         if not link:
             os.chmod(where, e["mode"])
@@ -417,23 +552,24 @@ class Receiver:
         if self.dry_run or self.null:
             return
         for e in self.entries:
-            if e["type"] in ("link", "hardlink") and not self.link_in_place(e, e["final"]):
-                temp = Path(str(e["final"]) + PARTIAL)
+            final = self.target(e["path"])
+            if e["type"] in ("link", "hardlink") and not self.link_in_place(e):
+                temp = Path(final + PARTIAL)
                 temp.unlink(missing_ok=True)
                 if e["type"] == "link":
                     os.symlink(e["target"], temp)
                 else:
                     os.link(self.target(e["to"]), temp)
-                os.replace(temp, e["final"])
+                os.replace(temp, final)
             if e["type"] == "link":
-                self.set_metadata(e["final"], e, link=True)
+                self.set_metadata(final, e, link=True)
         if self.delete:
             for rel in self.extraneous():
                 remove(self.target(rel))
                 self.deleted.append(rel)
         for e in reversed(self.entries):
             if e["type"] == "dir":
-                self.set_metadata(e["final"], e)
+                self.set_metadata(self.target(e["path"]), e)
 
     def extraneous(self) -> list[str]:
         """With --delete, what the destination tree holds and the source does not (the top
@@ -444,12 +580,14 @@ class Receiver:
         out, todo = [], [""]
         while todo:
             rel = todo.pop()
+            if rel in self.fresh:  # made by this transfer (or, in a dry run, not there yet): only its own
+                continue
             for name in sorted(os.listdir(self.target(rel))):
                 r = os.path.join(rel, name) if rel else name
                 own = next((r[:-len(s)] for s in (MANIFEST, PARTIAL) if r.endswith(s)), None)
                 if r not in kinds and kinds.get(own) not in ("file", "link", "hardlink"):
                     out.append(r)
-                elif kinds.get(r) == "dir" and self.target(r).is_dir() and not self.target(r).is_symlink():
+                elif kinds.get(r) == "dir" and os.path.isdir(self.target(r)) and not os.path.islink(self.target(r)):
                     todo.append(r)
         return sorted(out)
 
@@ -459,11 +597,28 @@ def stamp(e: dict) -> str:
     return f"source {e['size']} {e.get('mtime_ns')}"
 
 
-def remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
+def remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path)
     else:
-        path.unlink()
+        os.unlink(path)
+
+
+def take_plan(rx: Receiver, sock: socket.socket) -> dict:
+    """The plan as it streams in (its head, batches of entries, its end with the chunk
+    size), and the receiver's answer. A refused batch stops the looking but not the
+    reading, so the sender, still sending, gets the refusal and not a reset connection."""
+    rx.begin(recv_json(sock))
+    refused = None
+    while "end" not in (msg := recv_json(sock)):
+        if refused is None:
+            try:
+                rx.add(msg["entries"])
+            except Refused as e:
+                refused = e
+    if refused is not None:
+        raise refused
+    return rx.settle(msg["chunk"])
 
 
 def recv_main(a) -> int:
@@ -495,7 +650,7 @@ def recv_main(a) -> int:
             if kind == b"C":
                 rx = Receiver(a.dest, a.delete)
                 try:
-                    answer = rx.prepare(recv_json(sock))
+                    answer = take_plan(rx, sock)
                 except Refused as e:
                     send_json(sock, {"error": str(e)})
                     emit(event="error", message=str(e))
@@ -512,7 +667,7 @@ def recv_main(a) -> int:
         send_json(control, {"done": True, "deleted": len(rx.deleted)})
         emit(event="done", bytes=rx.received, seconds=time.perf_counter() - t0, cpu_s=cpu_seconds(),
              corrupt=rx.corrupt, deleted=len(rx.deleted))
-        return 0
+        leave()
     finally:
         srv.close()
 
@@ -520,10 +675,29 @@ def recv_main(a) -> int:
 # ---------------------------------------------------------------- sender
 
 
+def send_plan(control: socket.socket, a) -> tuple[list[dict], list[str], int]:
+    """Walk the source once, sending the plan in batches as it is read; then its end with
+    the chunk size (chosen from the bytes to move unless given). The entries, what is not
+    sent, the chunk size."""
+    send_json(control, {"protocol": PROTOCOL, "dry_run": a.dry_run})
+    entries: list[dict] = []
+    not_sent: list[str] = []
+    for e in walk(a.source, a.copy_links, not_sent):
+        entries.append(e)
+        if len(entries) % PLAN_BATCH == 0:
+            send_json(control, {"entries": entries[-PLAN_BATCH:]})
+    if len(entries) % PLAN_BATCH:
+        send_json(control, {"entries": entries[-(len(entries) % PLAN_BATCH):]})
+    total = sum(n for e in entries if e["type"] == "file" for _, n in e["data"])
+    chunk = a.chunk or chunk_for(total, a.streams)
+    send_json(control, {"end": True, "chunk": chunk})
+    return entries, not_sent, chunk
+
+
 def send_main(a) -> int:
+    started = time.perf_counter()
     key = secret()
     host, port = a.connect.rsplit(":", 1)
-    entries, not_sent = scan(a.source, a.copy_links)
     mem = a.source.startswith(MEM_PREFIX)
 
     def connect(kind: bytes) -> socket.socket:
@@ -539,54 +713,58 @@ def send_main(a) -> int:
     except Refused as e:
         emit(event="error", message=str(e))
         return 3
-    send_json(control, {"protocol": PROTOCOL, "entries": entries, "chunk": a.chunk, "dry_run": a.dry_run})
+    entries, not_sent, chunk = send_plan(control, a)
     answer = recv_json(control)
+    plan_s = time.perf_counter() - started
     if "error" in answer:
         emit(event="error", message=answer["error"])
         return 2
     held = {int(k): set(v) for k, v in answer["held"].items()}
+    total = sum(n for e in entries if e["type"] == "file" for _, n in e["data"])
     work: queue.Queue = queue.Queue()
-    total = skipped = 0
-    for i, e in enumerate(entries):
-        if e["type"] != "file":
-            continue
-        for off, n in pieces(e["data"], a.chunk):
-            total += n
-            if off in held.get(i, set()):
-                skipped += n
-            else:
-                work.put((i, off, n))
+    sending = bundles(entries, held, chunk)
+    for number in range(len(sending)):
+        work.put(number)
+    skipped = total - sum(n for b in sending for _, _, n in b)
     counts = {kind: sum(e["type"] == kind for e in entries) for kind in ("file", "dir", "link", "hardlink")}
     emit(event="plan", bytes=total, held=skipped, corrupt_found=answer["corrupt_found"], entries=counts,
-         not_sent=not_sent)
+         not_sent=not_sent, chunk=chunk)
     if a.dry_run:
         recv_json(control)  # the receiver's end: nothing was changed
         emit(event="dry_run", changes=answer["changes"], not_sent=not_sent)
         return 0
-    outstanding = work.qsize()
-    state = {"sent": 0, "resent": 0, "acked": 0, "left": outstanding}
+    state = {"sent": 0, "resent": 0, "acked": 0, "left": len(sending)}
     lock = threading.Lock()
     all_acked = threading.Event()
-    if outstanding == 0:
+    if not sending:
         all_acked.set()
-    pattern = os.urandom(a.chunk) if mem else None
+    pattern = os.urandom(chunk) if mem else None
     pattern_digests: dict[int, bytes] = {}
 
-    def read(idx: int, off: int, n: int) -> bytes:
-        rel = entries[idx]["path"]
-        fd = os.open(os.path.join(a.source, rel) if rel else a.source, os.O_RDONLY)
-        try:
-            return os.pread(fd, n, off)
-        finally:
-            os.close(fd)
+    def read(bundle: list[tuple[int, int, int]], buf: memoryview) -> memoryview:
+        """The bundle's pieces, one after the other, read into the stream's own buffer (no
+        new memory per chunk or file)."""
+        at = 0
+        for idx, off, n in bundle:
+            rel = entries[idx]["path"]
+            fd = os.open(os.path.join(a.source, rel) if rel else a.source, os.O_RDONLY)
+            try:
+                while n:
+                    got = os.preadv(fd, [buf[at:at + n]], off)
+                    if got == 0:
+                        raise OSError(f"{rel or a.source}: shorter than when it was read ({off} bytes)")
+                    at, off, n = at + got, off + got, n - got
+            finally:
+                os.close(fd)
+        return buf[:at]
 
-    def acks(sock: socket.socket, inflight: dict) -> None:
+    def acks(sock: socket.socket) -> None:
         while True:
             try:
-                idx, off, ok = ACK.unpack(bytes(recv_exact(sock, ACK.size)))
+                number, ok = ACK.unpack(bytes(recv_exact(sock, ACK.size)))
             except (ConnectionError, OSError):
                 return
-            n = inflight.pop((idx, off))
+            n = sum(p[2] for p in sending[number])
             with lock:
                 if ok:
                     state["acked"] += n
@@ -596,34 +774,34 @@ def send_main(a) -> int:
                 else:
                     state["resent"] += 1
             if not ok:
-                work.put((idx, off, n))
+                work.put(number)
 
     def stream() -> None:
         sock = connect(b"D")
-        inflight: dict = {}
-        threading.Thread(target=acks, args=(sock, inflight), daemon=True).start()
+        buf = memoryview(bytearray(chunk)) if not mem else None
+        threading.Thread(target=acks, args=(sock,), daemon=True).start()
         while not all_acked.is_set():
             try:
-                idx, off, n = work.get(timeout=0.05)
+                number = work.get(timeout=0.05)
             except queue.Empty:
                 continue
+            bundle = sending[number]
             if mem:
-                data = memoryview(pattern)[:n]
+                data = memoryview(pattern)[:bundle[0][2]]
                 # Every memory chunk of a length holds the same bytes: hashing them again
                 # would only spend the sender's CPU (the receiver still checks each one).
-                sums = pattern_digests.get(n) or pattern_digests.setdefault(n, digest(data))
+                sums = pattern_digests.get(len(data)) or pattern_digests.setdefault(len(data), digest(data))
             else:
-                data = read(idx, off, n)
+                data = read(bundle, buf)
                 sums = digest(data)
-            inflight[(idx, off)] = n
-            sock.sendall(HEADER.pack(idx, off, n, sums))
+            sock.sendall(BUNDLE.pack(number, len(bundle), len(data), sums) + b"".join(PIECE.pack(*p) for p in bundle))
             sock.sendall(data)
             with lock:
-                state["sent"] += n
+                state["sent"] += len(data)
         sock.close()
 
     t0 = time.perf_counter()
-    threads = [threading.Thread(target=stream, daemon=True) for _ in range(a.streams if outstanding else 0)]
+    threads = [threading.Thread(target=stream, daemon=True) for _ in range(a.streams if sending else 0)]
     for t in threads:
         t.start()
     last = 0.0
@@ -642,8 +820,9 @@ def send_main(a) -> int:
         emit(event="error", message="the receiver ended before confirming the files")
         return 1
     emit(event="done", bytes=state["sent"], acked=state["acked"], held=skipped, total=total, seconds=seconds,
-         resent=state["resent"], cpu_s=cpu_seconds(), streams=a.streams, deleted=end["deleted"])
-    return 0
+         resent=state["resent"], cpu_s=cpu_seconds(), streams=a.streams, chunk=chunk, deleted=end["deleted"],
+         plan_s=plan_s, finish_s=time.perf_counter() - t0 - seconds)
+    leave()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -659,7 +838,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--connect", required=True)
     s.add_argument("--source", required=True)
     s.add_argument("--streams", type=int, default=4)
-    s.add_argument("--chunk", type=int, default=8 << 20)
+    s.add_argument("--chunk", type=int, default=0, help="bytes; 0: from the bytes to move (chunk_for)")
     s.add_argument("--buffer", type=int, default=0)
     s.add_argument("--copy-links", action="store_true")
     s.add_argument("--dry-run", action="store_true")

@@ -37,6 +37,9 @@ class OpsTransfer:
         link: src_site, dst_site, rtt_ms, bandwidth_gbps, bdp_bytes
         tree: the source's entries by kind (file, dir, link, hardlink), and how many were deleted at
             the destination (--delete) and not sent (devices, FIFOs, sockets); empty in version 1
+        phases: seconds at the sender: plan_s (connecting, walking the source, the plan, the
+            receiver's answer), data_s (= seconds), finish_s (the receiver's links, deletions and
+            directories' metadata); empty in records made before it
     """
     source: str
     destination: str
@@ -54,6 +57,7 @@ class OpsTransfer:
     receiver_cpu_s_per_gb: float
     link: dict
     tree: dict
+    phases: dict = field(default_factory=dict)
 
 
 @kind("bench.transfer")
