@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from geofed.params import Params, param
 from dataclasses import field
+
+from geofed.params import Params, param
 
 from geofed.records import kind
 from geofed.validate import size
