@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import field
 
 from geofed.params import Params, param
-
 from geofed.records import kind
 from geofed.validate import size
 
