@@ -1,26 +1,31 @@
-//! The two directions' loops. Per direction one rx thread (recv, timestamp,
-//! ask the model) and one tx thread (sleep until release, send).
+//! The two directions' loops: per direction one thread that receives frames
+//! in batches, asks the model when each reaches the far end, and hands over
+//! together the frames whose time has come, waiting on one timer between.
 
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 
 use geofed_linkemu::gso::{Layout, VNET_HDR_LEN};
+use geofed_linkemu::release::Releases;
 use geofed_linkemu::{Counters, LinkModel, Verdict};
-use geofed_os::clock::{clocks_now, mono_ns, sleep_until};
-use geofed_os::msg::{recv_msg, send, Control};
+use geofed_os::clock::{clocks_now, mono_ns, wait_readable, Timer};
+use geofed_os::msg::{send_batch, RecvBatch};
 use geofed_os::sched::set_realtime;
 
 use crate::PROG;
 
 /// veth hands us whole GSO super-frames (up to 64 KiB, more with BIG TCP).
 const RX_BUF_LEN: usize = 256 * 1024;
-/// rx sits one above tx so a tx thread spinning towards a release time never
-/// holds up reception on its CPU (equal SCHED_FIFO priorities do not preempt).
-const RX_PRIORITY: libc::c_int = 51;
-const TX_PRIORITY: libc::c_int = 50;
+/// Frames taken per receive call: a burst of a TCP window's super-frames, or its ACKs.
+const RX_BATCH: usize = 32;
+const PRIORITY: libc::c_int = 50;
+/// How much before its release a frame may leave, its own serialisation
+/// permitting (release.rs): frames due within it leave in one send.
+const WINDOW_NS: u64 = 20_000;
+/// The wait between checks of the stop flag.
+const STOP_POLL_MS: i32 = 200;
 
 /// Logged once per direction; the testbed looks for it.
 const CREDIT_WAIT_OVERFLOW: &str =
@@ -40,14 +45,12 @@ fn make_thread_realtime(priority: libc::c_int) {
 
 #[derive(Default)]
 pub struct TxStats {
-    sent: AtomicU64,
-    send_errors: AtomicU64,
+    sent: u64,
+    send_errors: u64,
     /// How far behind its release time each frame was handed to the kernel.
-    late_ns_sum: AtomicU64,
-    late_ns_max: AtomicU64,
+    late_ns_sum: u64,
+    late_ns_max: u64,
 }
-
-type Frame = (u64, Vec<u8>);
 
 /// Arrival time on CLOCK_MONOTONIC. The kernel stamps frames on CLOCK_REALTIME
 /// when they reach the socket; translating that (instead of reading the clock
@@ -62,170 +65,233 @@ fn arrival_ns(kernel_real_ns: Option<u64>, now_mono: u64, now_real: u64) -> u64 
     }
 }
 
-/// One direction: its rx and tx threads, joined by a queue of frames with
-/// their release times. The rx thread's handle gives the model's counters once
-/// `stop` is set; the tx thread's send counts go to `stats`.
+/// One direction's thread; its handle gives the model's counters and the
+/// send counts once `stop` is set.
 pub fn spawn_direction(
     name: &'static str,
     rx_fd: RawFd,
     tx_fd: RawFd,
     model: LinkModel,
-    stats: Arc<TxStats>,
     stop: Arc<AtomicBool>,
-) -> thread::JoinHandle<Counters> {
-    let (s, r) = mpsc::channel::<Frame>();
-    let rx = thread::Builder::new()
-        .name(format!("rx-{name}"))
-        .spawn(move || rx_loop(name, rx_fd, model, s, &stop))
-        .expect("spawn rx thread");
+) -> thread::JoinHandle<(Counters, TxStats)> {
     thread::Builder::new()
-        .name(format!("tx-{name}"))
-        .spawn(move || tx_loop(name, tx_fd, r, &stats))
-        .expect("spawn tx thread");
-    rx
+        .name(name.to_string())
+        .spawn(move || direction_loop(name, rx_fd, tx_fd, model, &stop))
+        .expect("spawn direction thread")
 }
 
-fn rx_loop(name: &str, fd: RawFd, mut model: LinkModel, out: mpsc::Sender<Frame>, stop: &AtomicBool) -> Counters {
-    make_thread_realtime(RX_PRIORITY);
-    let mut buf = vec![0u8; RX_BUF_LEN];
-    let mut control = Control::default();
-    let mut warned = false;
-    let mut truncated = 0u64;
-    let mut last_arrival = 0u64;
-    let mut overflow_warned = false;
+fn direction_loop(
+    name: &str,
+    rx_fd: RawFd,
+    tx_fd: RawFd,
+    mut model: LinkModel,
+    stop: &AtomicBool,
+) -> (Counters, TxStats) {
+    make_thread_realtime(PRIORITY);
+    let timer = Timer::new().unwrap_or_else(|e| {
+        eprintln!("{PROG}: {name}: timerfd: {e}");
+        std::process::exit(1)
+    });
+    let mut rx = Receiver {
+        name: name.to_string(),
+        batch: RecvBatch::new(RX_BATCH, RX_BUF_LEN),
+        warned: false,
+        truncated: 0,
+        last_arrival: 0,
+        overflow_warned: false,
+    };
+    let mut held = Releases::new(WINDOW_NS);
+    let mut tx = TxStats::default();
+    let mut waker = Waker { est_ns: 20_000, armed_ns: None };
+    let mut ready = [false; 2];
     while !stop.load(Ordering::Relaxed) {
-        // SAFETY: all-zero is a valid sockaddr_ll.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        // MSG_TRUNC makes recv report the real length, so oversize frames are
-        // detected instead of being forwarded cut short.
-        let got = recv_msg(fd, &mut buf, Some(&mut sll), &mut control, libc::MSG_TRUNC);
-        let (now, now_real) = clocks_now();
-        let n = match got {
-            Ok(n) => n,
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EINTR)) => continue,
-            Err(e) => {
-                // e.g. ENETDOWN while the interface is being set up: keep going.
-                if !warned {
-                    eprintln!("{PROG}: warning: {name}: recv: {e}");
-                    warned = true;
+        send_due(name, tx_fd, &mut held, &mut tx);
+        if let Some(next) = held.next_ns() {
+            if !waker.arm(&timer, next) {
+                // Closer than a timer can be trusted: spin the rest (bounded by the estimate).
+                while mono_ns() < next {
+                    std::hint::spin_loop();
                 }
-                thread::sleep(std::time::Duration::from_millis(10));
                 continue;
             }
-        };
-        if sll.sll_pkttype == libc::PACKET_OUTGOING || n < VNET_HDR_LEN {
+        } else {
+            waker.disarm(&timer);
+        }
+        if wait_readable(&[rx_fd, timer.fd()], STOP_POLL_MS, &mut ready).is_err() {
             continue;
         }
-        if n > buf.len() {
-            truncated += 1;
-            if truncated == 1 {
-                eprintln!("{PROG}: warning: {name}: dropping {n}-byte frame larger than buffer");
-            }
-            continue;
+        if ready[1] && timer.fired() {
+            waker.learn();
         }
-        let kstamp = control
-            .messages()
-            .find(|c| c.level == libc::SOL_SOCKET && c.kind == libc::SCM_TIMESTAMPNS)
-            .and_then(|c| c.timespec_ns());
-        // The model wants non-decreasing time; mixed stamp sources could step back.
-        let arrival = arrival_ns(kstamp, now, now_real).max(last_arrival);
-        last_arrival = arrival;
-        if forward(&mut model, arrival, &buf[..n], &out).is_err() {
+        if ready[0] && rx.receive(rx_fd, &mut model, &mut held).is_err() {
             break;
         }
-        if !overflow_warned && model.counters().credit_wait_overflow > 0 {
-            // The one way a lossless link loses a frame; the log says so at once (the
-            // counters only reach the --stats file when the emulator stops).
-            eprintln!("{PROG}: warning: {name}: {CREDIT_WAIT_OVERFLOW}");
-            overflow_warned = true;
-        }
     }
-    model.counters()
+    (model.counters(), tx)
 }
 
-/// Puts one received frame through the model and queues what survives for
-/// sending. A GSO super-frame meets the link as the wire frames it stands
-/// for; it stays whole unless some of them were lost, and then the survivors
-/// go out cut. Err when the tx thread is gone.
-fn forward(model: &mut LinkModel, arrival: u64, frame: &[u8], out: &mpsc::Sender<Frame>) -> Result<(), ()> {
-    let send = |release_ns: u64, f: Vec<u8>| out.send((release_ns, f)).map_err(|_| ());
-    let Some(layout) = Layout::parse(frame) else {
-        // The wire carries the Ethernet frame; the vnet header is metadata.
-        return match model.on_packet(arrival, frame.len() - VNET_HDR_LEN) {
-            Verdict::Deliver { release_ns } => send(release_ns, frame.to_vec()),
-            Verdict::Drop(_) => Ok(()),
+/// What the receiving side keeps between batches.
+struct Receiver {
+    name: String,
+    batch: RecvBatch<libc::sockaddr_ll>,
+    warned: bool,
+    truncated: u64,
+    last_arrival: u64,
+    overflow_warned: bool,
+}
+
+impl Receiver {
+    /// Takes what the socket holds, puts each frame through the model and
+    /// holds the survivors for release.
+    fn receive(&mut self, fd: RawFd, model: &mut LinkModel, held: &mut Releases<Vec<u8>>) -> Result<(), ()> {
+        let name = &self.name;
+        // MSG_TRUNC makes recv report the real length, so oversize frames are
+        // detected instead of being forwarded cut short.
+        let got = self.batch.recv(fd, libc::MSG_DONTWAIT | libc::MSG_TRUNC);
+        let (now, now_real) = clocks_now();
+        let count = match got {
+            Ok(n) => n,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EINTR)) => return Ok(()),
+            Err(e) => {
+                // e.g. ENETDOWN while the interface is being set up: keep going.
+                if !self.warned {
+                    eprintln!("{PROG}: warning: {name}: recv: {e}");
+                    self.warned = true;
+                }
+                thread::sleep(std::time::Duration::from_millis(10));
+                return Ok(());
+            }
         };
+        for i in 0..count {
+            let (frame, n, sll, control) = self.batch.frame(i);
+            if sll.sll_pkttype == libc::PACKET_OUTGOING || n < VNET_HDR_LEN {
+                continue;
+            }
+            if n > frame.len() {
+                self.truncated += 1;
+                if self.truncated == 1 {
+                    eprintln!("{PROG}: warning: {name}: dropping {n}-byte frame larger than buffer");
+                }
+                continue;
+            }
+            let kstamp = control
+                .messages()
+                .find(|c| c.level == libc::SOL_SOCKET && c.kind == libc::SCM_TIMESTAMPNS)
+                .and_then(|c| c.timespec_ns());
+            // The model wants non-decreasing time; mixed stamp sources could step back.
+            let arrival = arrival_ns(kstamp, now, now_real).max(self.last_arrival);
+            self.last_arrival = arrival;
+            forward(model, arrival, frame, held);
+            if !self.overflow_warned && model.counters().credit_wait_overflow > 0 {
+                // The one way a lossless link loses a frame; the log says so at once (the
+                // counters only reach the --stats file when the emulator stops).
+                eprintln!("{PROG}: warning: {name}: {CREDIT_WAIT_OVERFLOW}");
+                self.overflow_warned = true;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Puts one received frame through the model and holds what survives for
+/// release. A GSO super-frame meets the link as the wire frames it stands
+/// for; it stays whole unless some of them were lost, and then the survivors
+/// go out cut.
+fn forward(model: &mut LinkModel, arrival: u64, frame: &[u8], held: &mut Releases<Vec<u8>>) {
+    let Some(layout) = Layout::parse(frame) else {
+        if let Verdict::Deliver { release_ns } = model.on_packet(arrival, frame.len() - VNET_HDR_LEN) {
+            hold(held, model, release_ns, frame.to_vec());
+        }
+        return;
     };
     let sizes: Vec<usize> = layout.wire_sizes().collect();
     let burst = model.on_burst(arrival, &sizes);
-    let Some(release_ns) = burst.release_ns else { return Ok(()) };
+    let Some(release_ns) = burst.release_ns else { return };
     if burst.dropped.is_empty() {
-        return send(release_ns, frame.to_vec());
+        return hold(held, model, release_ns, frame.to_vec());
     }
     for i in (0..sizes.len()).filter(|i| !burst.dropped.contains(i)) {
-        send(release_ns, layout.segment(frame, i))?;
+        hold(held, model, release_ns, layout.segment(frame, i));
     }
-    Ok(())
 }
 
-/// Timer wake-ups on this class of host (KVM guest) arrive ~15-60 us late
-/// even under SCHED_FIFO. We track that lateness and set the timer that much
-/// early, then spin the last few microseconds, so frames leave on time
-/// without burning a CPU between packets.
+/// Holds `frame` for release; it may leave no earlier than its first bit's arrival.
+fn hold(held: &mut Releases<Vec<u8>>, model: &LinkModel, release_ns: u64, frame: Vec<u8>) {
+    // The wire carries the Ethernet frame; the vnet header is metadata.
+    let serialisation_ns = model.serialisation_ns(frame.len() - VNET_HDR_LEN);
+    held.hold(release_ns, serialisation_ns, frame);
+}
+
+/// Sends, in one call, every held frame that may leave now.
+fn send_due(name: &str, fd: RawFd, held: &mut Releases<Vec<u8>>, stats: &mut TxStats) {
+    let now = mono_ns();
+    let mut due = vec![];
+    while let Some((release_ns, frame)) = held.pop_due(now) {
+        let late = now.saturating_sub(release_ns);
+        stats.late_ns_sum += late;
+        stats.late_ns_max = stats.late_ns_max.max(late);
+        due.push(frame);
+    }
+    if due.is_empty() {
+        return;
+    }
+    // The vnet header goes back out verbatim so GSO/csum state survives.
+    let frames: Vec<&[u8]> = due.iter().map(|f| f.as_slice()).collect();
+    let sent = send_batch(fd, &frames, |e| {
+        if stats.send_errors == 0 {
+            eprintln!("{PROG}: warning: {name}: send: {e}");
+        }
+        stats.send_errors += 1;
+    });
+    stats.sent += sent as u64;
+}
+
+/// Timer wake-ups on this class of host (KVM guest) arrive 10-30 us late
+/// (median 20 us, 2026-11-26) even under SCHED_FIFO. We track that lateness
+/// and set the timer that much early; what is left to the instant is spun.
 struct Waker {
     /// Running mean of timer lateness (ns).
     est_ns: u64,
+    /// The instant the timer is set for.
+    armed_ns: Option<u64>,
 }
 
 impl Waker {
-    const GUARD_NS: u64 = 3_000;
-    const MAX_EST_NS: u64 = 100_000;
+    const GUARD_NS: u64 = 2_000;
+    const MAX_EST_NS: u64 = 50_000;
 
-    fn wait_until(&mut self, release_ns: u64) {
-        let target = release_ns.saturating_sub(self.est_ns + Self::GUARD_NS);
-        if target > mono_ns() {
-            sleep_until(target);
-            let late = mono_ns().saturating_sub(target);
-            // EWMA with weight 1/16: follows load changes within tens of packets.
-            let est = (self.est_ns * 15 + late.min(Self::MAX_EST_NS)) / 16;
-            self.est_ns = est.min(Self::MAX_EST_NS);
+    /// Sets the timer to wake for `next_ns`; false when that is too close for a timer.
+    fn arm(&mut self, timer: &Timer, next_ns: u64) -> bool {
+        let target = next_ns.saturating_sub(self.est_ns + Self::GUARD_NS);
+        if target <= mono_ns() {
+            return false;
         }
-        while mono_ns() < release_ns {
-            std::hint::spin_loop();
+        if self.armed_ns != Some(target) {
+            timer.set(Some(target));
+            self.armed_ns = Some(target);
+        }
+        true
+    }
+
+    fn disarm(&mut self, timer: &Timer) {
+        if self.armed_ns.take().is_some() {
+            timer.set(None);
         }
     }
-}
 
-fn tx_loop(name: &str, fd: RawFd, input: mpsc::Receiver<Frame>, stats: &TxStats) {
-    make_thread_realtime(TX_PRIORITY);
-    let mut warned = false;
-    let mut waker = Waker { est_ns: 20_000 };
-    while let Ok((release_ns, frame)) = input.recv() {
-        waker.wait_until(release_ns);
-        let late = mono_ns().saturating_sub(release_ns);
-        stats.late_ns_sum.fetch_add(late, Ordering::Relaxed);
-        stats.late_ns_max.fetch_max(late, Ordering::Relaxed);
-        // The vnet header goes back out verbatim so GSO/csum state survives.
-        match send(fd, &frame) {
-            Ok(_) => {
-                stats.sent.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(e) => {
-                stats.send_errors.fetch_add(1, Ordering::Relaxed);
-                if !warned {
-                    eprintln!("{PROG}: warning: {name}: send: {e}");
-                    warned = true;
-                }
-            }
-        }
+    /// The timer fired: how late it was feeds the estimate.
+    fn learn(&mut self) {
+        let Some(target) = self.armed_ns.take() else { return };
+        let late = mono_ns().saturating_sub(target).min(Self::MAX_EST_NS);
+        // EWMA with weight 1/16: follows load changes within tens of packets.
+        self.est_ns = (self.est_ns * 15 + late) / 16;
     }
 }
 
 /// One direction's counters as the `--stats` file holds them.
 pub fn dir_json(c: &Counters, t: &TxStats) -> String {
-    let sent = t.sent.load(Ordering::Relaxed);
-    let errs = t.send_errors.load(Ordering::Relaxed);
-    let mean = t.late_ns_sum.load(Ordering::Relaxed) / (sent + errs).max(1);
+    let (sent, errs) = (t.sent, t.send_errors);
+    let mean = t.late_ns_sum / (sent + errs).max(1);
     format!(
         "{{\"delivered\": {}, \"dropped_queue\": {}, \"dropped_loss\": {}, \"credit_wait_overflow\": {}, \"bytes\": {}, \"sent\": {sent}, \"send_errors\": {errs}, \"late_ns_mean\": {mean}, \"late_ns_max\": {}}}",
         c.delivered,
@@ -233,7 +299,7 @@ pub fn dir_json(c: &Counters, t: &TxStats) -> String {
         c.dropped_loss,
         c.credit_wait_overflow,
         c.bytes,
-        t.late_ns_max.load(Ordering::Relaxed)
+        t.late_ns_max
     )
 }
 
