@@ -39,6 +39,11 @@ impl<T> Releases<T> {
         self.held.front().map(|h| h.from_ns)
     }
 
+    /// The first held frame's release: the latest it should leave.
+    pub fn next_release_ns(&self) -> Option<u64> {
+        self.held.front().map(|h| h.release_ns)
+    }
+
     /// The first held frame, with its release, if it may leave at `now_ns`.
     pub fn pop_due(&mut self, now_ns: u64) -> Option<(u64, T)> {
         if self.held.front()?.from_ns > now_ns {
@@ -69,7 +74,7 @@ mod tests {
         assert_eq!(r.next_ns(), Some(999_500));
         assert_eq!(drain(&mut r, 999_499), Vec::<usize>::new());
         assert_eq!(drain(&mut r, 999_500), [0]);
-        assert_eq!(r.next_ns(), Some(1_080_000));
+        assert_eq!((r.next_ns(), r.next_release_ns()), (Some(1_080_000), Some(1_100_000)));
         assert_eq!(drain(&mut r, 1_079_999), Vec::<usize>::new());
         assert_eq!(r.pop_due(1_080_000), Some((1_100_000, 1)));
         assert!(r.is_empty() && r.next_ns().is_none());

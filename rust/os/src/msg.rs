@@ -163,6 +163,13 @@ impl<A: SockAddr> RecvBatch<A> {
         Ok(self.count)
     }
 
+    /// Puts `buf` in place of frame `i`'s buffer and gives that buffer (its
+    /// whole length, the frame in front): a frame kept without copying it.
+    pub fn swap(&mut self, i: usize, buf: Vec<u8>) -> Vec<u8> {
+        assert!(i < self.count, "frame {i} of a batch of {}", self.count);
+        std::mem::replace(&mut self.bufs[i], buf)
+    }
+
     /// Frame `i` of the last receive: its bytes (cut to the buffer), its whole
     /// length (larger than the bytes when MSG_TRUNC cut it), its sender and control messages.
     pub fn frame(&self, i: usize) -> (&[u8], usize, &A, &Control) {
@@ -273,6 +280,8 @@ mod tests {
         }
         assert_eq!(stamps.len(), 3);
         assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "{stamps:?}");
+        let kept = batch.swap(1, vec![0; 100]);
+        assert_eq!((&kept[..100], batch.frame(1).0), (&[2; 100][..], &[0; 100][..]));
         let e = batch.recv(rx.as_raw_fd(), libc::MSG_DONTWAIT).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
     }

@@ -20,10 +20,17 @@ use crate::PROG;
 const RX_BUF_LEN: usize = 256 * 1024;
 /// Frames taken per receive call: a burst of a TCP window's super-frames, or its ACKs.
 const RX_BATCH: usize = 32;
+/// Frames this long or longer are kept in the buffer they were received in
+/// (swapped for a spare one) instead of being copied out.
+const KEEP_FROM_BYTES: usize = 4096;
+/// Spare receive buffers kept for reuse; beyond this they are freed.
+const SPARE_BUFFERS: usize = 256;
 const PRIORITY: libc::c_int = 50;
 /// How much before its release a frame may leave, its own serialisation
 /// permitting (release.rs): frames due within it leave in one send.
 const WINDOW_NS: u64 = 20_000;
+/// The longest frames stay unread in the socket while others are held.
+const MAX_UNREAD_NS: u64 = 1_000_000;
 /// The wait between checks of the stop flag.
 const STOP_POLL_MS: i32 = 200;
 
@@ -39,6 +46,34 @@ fn make_thread_realtime(priority: libc::c_int) {
     if let Err(e) = set_realtime(priority) {
         if !RT_WARNED.swap(true, Ordering::Relaxed) {
             eprintln!("{PROG}: warning: cannot set SCHED_FIFO ({e}); continuing, latency tails will be worse");
+        }
+    }
+}
+
+/// A frame held for release: the first `len` bytes of `buf`.
+struct Frame {
+    buf: Vec<u8>,
+    len: usize,
+}
+
+impl Frame {
+    fn copied(bytes: &[u8]) -> Frame {
+        Frame { buf: bytes.to_vec(), len: bytes.len() }
+    }
+}
+
+/// Receive buffers whose frames were sent, for the next frames kept whole.
+#[derive(Default)]
+struct Spares(Vec<Vec<u8>>);
+
+impl Spares {
+    fn get(&mut self) -> Vec<u8> {
+        self.0.pop().unwrap_or_else(|| vec![0u8; RX_BUF_LEN])
+    }
+
+    fn put(&mut self, buf: Vec<u8>) {
+        if buf.len() == RX_BUF_LEN && self.0.len() < SPARE_BUFFERS {
+            self.0.push(buf);
         }
     }
 }
@@ -100,32 +135,43 @@ fn direction_loop(
         last_arrival: 0,
         overflow_warned: false,
     };
-    let mut held = Releases::new(WINDOW_NS);
+    let mut held: Releases<Frame> = Releases::new(WINDOW_NS);
+    let mut spares = Spares::default();
     let mut tx = TxStats::default();
     let mut waker = Waker { est_ns: 20_000, armed_ns: None };
     let mut ready = [false; 2];
+    let mut drained_ns = 0;
     while !stop.load(Ordering::Relaxed) {
-        send_due(name, tx_fd, &mut held, &mut tx);
-        if let Some(next) = held.next_ns() {
-            if !waker.arm(&timer, next) {
-                // Closer than a timer can be trusted: spin the rest (bounded by the estimate).
-                while mono_ns() < next {
+        send_due(name, tx_fd, &mut held, &mut spares, &mut tx);
+        // While frames are held, the socket is read only when the timer wakes:
+        // the model goes by the kernel's receive stamps, and a frame arriving
+        // now leaves after the held ones (FIFO), so nothing is late for being
+        // read then. At least every MAX_UNREAD_NS, so the socket never fills.
+        let hold_on = held.next_ns().zip(held.next_release_ns());
+        if let Some((from, release)) = hold_on {
+            // A frame whose window is longer than the timer's lateness leaves
+            // when the timer wakes; a short one (an ACK, a probe) is waited
+            // for by spinning from the early wake-up to its instant.
+            let Some(wake) = waker.wake_for(release) else {
+                while mono_ns() < from {
                     std::hint::spin_loop();
                 }
                 continue;
-            }
+            };
+            waker.arm(&timer, wake.min(drained_ns + MAX_UNREAD_NS));
         } else {
             waker.disarm(&timer);
         }
-        if wait_readable(&[rx_fd, timer.fd()], STOP_POLL_MS, &mut ready).is_err() {
+        let fds = [timer.fd(), rx_fd];
+        let watched = if hold_on.is_some() { &fds[..1] } else { &fds[..] };
+        if wait_readable(watched, STOP_POLL_MS, &mut ready).is_err() {
             continue;
         }
-        if ready[1] && timer.fired() {
+        if ready[0] && timer.fired() {
             waker.learn();
         }
-        if ready[0] && rx.receive(rx_fd, &mut model, &mut held).is_err() {
-            break;
-        }
+        drained_ns = mono_ns();
+        while rx.receive(rx_fd, &mut model, &mut held, &mut spares) == RX_BATCH {}
     }
     (model.counters(), tx)
 }
@@ -141,9 +187,9 @@ struct Receiver {
 }
 
 impl Receiver {
-    /// Takes what the socket holds, puts each frame through the model and
-    /// holds the survivors for release.
-    fn receive(&mut self, fd: RawFd, model: &mut LinkModel, held: &mut Releases<Vec<u8>>) -> Result<(), ()> {
+    /// Takes what the socket holds, up to a batch, puts each frame through
+    /// the model and holds the survivors for release; how many it took.
+    fn receive(&mut self, fd: RawFd, model: &mut LinkModel, held: &mut Releases<Frame>, spares: &mut Spares) -> usize {
         let name = &self.name;
         // MSG_TRUNC makes recv report the real length, so oversize frames are
         // detected instead of being forwarded cut short.
@@ -151,7 +197,7 @@ impl Receiver {
         let (now, now_real) = clocks_now();
         let count = match got {
             Ok(n) => n,
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EINTR)) => return Ok(()),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EINTR)) => return 0,
             Err(e) => {
                 // e.g. ENETDOWN while the interface is being set up: keep going.
                 if !self.warned {
@@ -159,7 +205,7 @@ impl Receiver {
                     self.warned = true;
                 }
                 thread::sleep(std::time::Duration::from_millis(10));
-                return Ok(());
+                return 0;
             }
         };
         for i in 0..count {
@@ -181,7 +227,19 @@ impl Receiver {
             // The model wants non-decreasing time; mixed stamp sources could step back.
             let arrival = arrival_ns(kstamp, now, now_real).max(self.last_arrival);
             self.last_arrival = arrival;
-            forward(model, arrival, frame, held);
+            match forward(model, arrival, frame) {
+                Keep::Nothing => {}
+                Keep::Whole(release_ns) if n < KEEP_FROM_BYTES => hold(held, model, release_ns, Frame::copied(frame)),
+                Keep::Whole(release_ns) => {
+                    let buf = self.batch.swap(i, spares.get());
+                    hold(held, model, release_ns, Frame { buf, len: n });
+                }
+                Keep::Segments(release_ns, segments) => {
+                    for s in segments {
+                        hold(held, model, release_ns, Frame { len: s.len(), buf: s });
+                    }
+                }
+            }
             if !self.overflow_warned && model.counters().credit_wait_overflow > 0 {
                 // The one way a lossless link loses a frame; the log says so at once (the
                 // counters only reach the --stats file when the emulator stops).
@@ -189,41 +247,49 @@ impl Receiver {
                 self.overflow_warned = true;
             }
         }
-        Ok(())
+        count
     }
 }
 
-/// Puts one received frame through the model and holds what survives for
-/// release. A GSO super-frame meets the link as the wire frames it stands
-/// for; it stays whole unless some of them were lost, and then the survivors
-/// go out cut.
-fn forward(model: &mut LinkModel, arrival: u64, frame: &[u8], held: &mut Releases<Vec<u8>>) {
+/// What of a received frame goes on to the far end, released when.
+enum Keep {
+    Nothing,
+    Whole(u64),
+    /// Wire frames of a super-frame that survived, cut apart.
+    Segments(u64, Vec<Vec<u8>>),
+}
+
+/// Puts one received frame through the model. A GSO super-frame meets the
+/// link as the wire frames it stands for; it stays whole unless some of them
+/// were lost, and then the survivors go out cut.
+fn forward(model: &mut LinkModel, arrival: u64, frame: &[u8]) -> Keep {
     let Some(layout) = Layout::parse(frame) else {
-        if let Verdict::Deliver { release_ns } = model.on_packet(arrival, frame.len() - VNET_HDR_LEN) {
-            hold(held, model, release_ns, frame.to_vec());
-        }
-        return;
+        // The wire carries the Ethernet frame; the vnet header is metadata.
+        return match model.on_packet(arrival, frame.len() - VNET_HDR_LEN) {
+            Verdict::Deliver { release_ns } => Keep::Whole(release_ns),
+            Verdict::Drop(_) => Keep::Nothing,
+        };
     };
     let sizes: Vec<usize> = layout.wire_sizes().collect();
     let burst = model.on_burst(arrival, &sizes);
-    let Some(release_ns) = burst.release_ns else { return };
-    if burst.dropped.is_empty() {
-        return hold(held, model, release_ns, frame.to_vec());
-    }
-    for i in (0..sizes.len()).filter(|i| !burst.dropped.contains(i)) {
-        hold(held, model, release_ns, layout.segment(frame, i));
+    match burst.release_ns {
+        None => Keep::Nothing,
+        Some(release_ns) if burst.dropped.is_empty() => Keep::Whole(release_ns),
+        Some(release_ns) => Keep::Segments(
+            release_ns,
+            (0..sizes.len()).filter(|i| !burst.dropped.contains(i)).map(|i| layout.segment(frame, i)).collect(),
+        ),
     }
 }
 
 /// Holds `frame` for release; it may leave no earlier than its first bit's arrival.
-fn hold(held: &mut Releases<Vec<u8>>, model: &LinkModel, release_ns: u64, frame: Vec<u8>) {
-    // The wire carries the Ethernet frame; the vnet header is metadata.
-    let serialisation_ns = model.serialisation_ns(frame.len() - VNET_HDR_LEN);
+fn hold(held: &mut Releases<Frame>, model: &LinkModel, release_ns: u64, frame: Frame) {
+    let serialisation_ns = model.serialisation_ns(frame.len - VNET_HDR_LEN);
     held.hold(release_ns, serialisation_ns, frame);
 }
 
 /// Sends, in one call, every held frame that may leave now.
-fn send_due(name: &str, fd: RawFd, held: &mut Releases<Vec<u8>>, stats: &mut TxStats) {
+fn send_due(name: &str, fd: RawFd, held: &mut Releases<Frame>, spares: &mut Spares, stats: &mut TxStats) {
     let now = mono_ns();
     let mut due = vec![];
     while let Some((release_ns, frame)) = held.pop_due(now) {
@@ -236,7 +302,7 @@ fn send_due(name: &str, fd: RawFd, held: &mut Releases<Vec<u8>>, stats: &mut TxS
         return;
     }
     // The vnet header goes back out verbatim so GSO/csum state survives.
-    let frames: Vec<&[u8]> = due.iter().map(|f| f.as_slice()).collect();
+    let frames: Vec<&[u8]> = due.iter().map(|f| &f.buf[..f.len]).collect();
     let sent = send_batch(fd, &frames, |e| {
         if stats.send_errors == 0 {
             eprintln!("{PROG}: warning: {name}: send: {e}");
@@ -244,11 +310,15 @@ fn send_due(name: &str, fd: RawFd, held: &mut Releases<Vec<u8>>, stats: &mut TxS
         stats.send_errors += 1;
     });
     stats.sent += sent as u64;
+    for f in due {
+        spares.put(f.buf);
+    }
 }
 
 /// Timer wake-ups on this class of host (KVM guest) arrive 10-30 us late
 /// (median 20 us, 2026-11-26) even under SCHED_FIFO. We track that lateness
-/// and set the timer that much early; what is left to the instant is spun.
+/// and set the timer that much before a frame's release; what is left to
+/// the frame's window, if anything, is spun.
 struct Waker {
     /// Running mean of timer lateness (ns).
     est_ns: u64,
@@ -260,17 +330,17 @@ impl Waker {
     const GUARD_NS: u64 = 2_000;
     const MAX_EST_NS: u64 = 50_000;
 
-    /// Sets the timer to wake for `next_ns`; false when that is too close for a timer.
-    fn arm(&mut self, timer: &Timer, next_ns: u64) -> bool {
-        let target = next_ns.saturating_sub(self.est_ns + Self::GUARD_NS);
-        if target <= mono_ns() {
-            return false;
-        }
+    /// When to wake for a frame released at `release_ns`; None when that is too close for a timer.
+    fn wake_for(&self, release_ns: u64) -> Option<u64> {
+        let target = release_ns.saturating_sub(self.est_ns + Self::GUARD_NS);
+        (target > mono_ns()).then_some(target)
+    }
+
+    fn arm(&mut self, timer: &Timer, target: u64) {
         if self.armed_ns != Some(target) {
             timer.set(Some(target));
             self.armed_ns = Some(target);
         }
-        true
     }
 
     fn disarm(&mut self, timer: &Timer) {
