@@ -221,12 +221,20 @@ mod tests {
     use std::net::UdpSocket;
     use std::os::fd::AsRawFd;
 
-    #[test]
-    fn a_receive_reports_the_whole_length_the_sender_and_the_kernel_stamp() {
+    /// A receiving socket, with kernel stamps if asked, and a sender connected to it.
+    fn connected_pair(stamps: bool) -> (UdpSocket, UdpSocket) {
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        setsockopt(rx.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &(1 as libc::c_int)).unwrap();
+        if stamps {
+            setsockopt(rx.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &(1 as libc::c_int)).unwrap();
+        }
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
         tx.connect(rx.local_addr().unwrap()).unwrap();
+        (rx, tx)
+    }
+
+    #[test]
+    fn a_receive_reports_the_whole_length_the_sender_and_the_kernel_stamp() {
+        let (rx, tx) = connected_pair(true);
         let before = realtime_ns();
         assert_eq!(send_batch(tx.as_raw_fd(), &[&[7; 300]], |e| panic!("{e}")), 1);
         let mut buf = [0u8; 100];
@@ -262,10 +270,7 @@ mod tests {
 
     #[test]
     fn a_batch_receives_what_is_queued_in_order_with_each_frames_stamp_and_length() {
-        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        setsockopt(rx.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &(1 as libc::c_int)).unwrap();
-        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        tx.connect(rx.local_addr().unwrap()).unwrap();
+        let (rx, tx) = connected_pair(true);
         let frames: [&[u8]; 3] = [&[1; 10], &[2; 200], &[3; 30]];
         assert_eq!(send_batch(tx.as_raw_fd(), &frames, |e| panic!("{e}")), 3);
         let mut batch = RecvBatch::<libc::sockaddr_in>::new(4, 100);
@@ -288,9 +293,7 @@ mod tests {
 
     #[test]
     fn a_refused_frame_is_reported_and_the_rest_still_go() {
-        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        tx.connect(rx.local_addr().unwrap()).unwrap();
+        let (rx, tx) = connected_pair(false);
         let too_big = vec![0u8; 70_000];
         let mut errors = vec![];
         let frames: [&[u8]; 3] = [b"a", &too_big, b"c"];
