@@ -18,6 +18,7 @@
 use std::collections::VecDeque;
 
 pub mod gso;
+pub mod release;
 
 use std::fmt;
 
@@ -212,6 +213,11 @@ impl LinkModel {
 
     pub fn counters(&self) -> Counters {
         self.counters
+    }
+
+    /// How long `bytes` take on the wire (whole nanoseconds, rounded down).
+    pub fn serialisation_ns(&self, bytes: usize) -> u64 {
+        (bytes as u128 * 8 * NS_PER_S / self.cfg.rate_bps as u128) as u64
     }
 
     /// Bytes waiting for (or on) the wire at `now_ns`.

@@ -3,9 +3,9 @@
 //! `quinn-udp` apart from its protocol:
 //!
 //! - [`sockopt`]: typed setsockopt/getsockopt and socket buffers beyond the sysctl caps;
-//! - [`msg`]: send and recvmsg on raw descriptors, the control messages a receive carries;
+//! - [`msg`]: recvmsg, and frames received and sent in batches (recvmmsg, sendmmsg), on raw descriptors; the control messages a receive carries;
 //! - [`udp`]: UDP segmentation offload both ways (GSO sends, GRO reads) and the path MTU;
-//! - [`clock`]: the monotonic and realtime clocks, sleeping until an instant;
+//! - [`clock`]: the monotonic and realtime clocks, a timer for an instant, waiting on descriptors;
 //! - [`sched`]: real-time scheduling and wake-up latency.
 //!
 //! Also the programs' one exit convention for their command lines, [`args_or_exit`].

@@ -103,19 +103,114 @@ pub fn recv_msg<A: SockAddr>(
     Ok(n as usize)
 }
 
-/// send(2) of `bytes` as one frame, restarted when a signal interrupts it.
-pub fn send(fd: RawFd, bytes: &[u8]) -> io::Result<usize> {
-    loop {
-        // SAFETY: `bytes` is valid for reads of its length.
-        let r = unsafe { libc::send(fd, bytes.as_ptr() as *const libc::c_void, bytes.len(), 0) };
-        if r >= 0 {
-            return Ok(r as usize);
+/// Frames received together by one recvmmsg: per frame its buffer, its
+/// sender's address and its control messages.
+pub struct RecvBatch<A: SockAddr> {
+    bufs: Vec<Vec<u8>>,
+    addrs: Vec<A>,
+    controls: Vec<Control>,
+    lens: Vec<usize>,
+    iovs: Vec<libc::iovec>,
+    hdrs: Vec<libc::mmsghdr>,
+    count: usize,
+}
+
+impl<A: SockAddr> RecvBatch<A> {
+    /// Room for `frames` frames of `buf_len` bytes each.
+    pub fn new(frames: usize, buf_len: usize) -> Self {
+        RecvBatch {
+            bufs: (0..frames).map(|_| vec![0u8; buf_len]).collect(),
+            // SAFETY: SockAddr types are plain integers: all-zero is valid.
+            addrs: (0..frames).map(|_| unsafe { std::mem::zeroed() }).collect(),
+            controls: (0..frames).map(|_| Control::default()).collect(),
+            lens: vec![0; frames],
+            // SAFETY: iovec and mmsghdr are plain data; recv points them at the buffers before use.
+            iovs: (0..frames).map(|_| unsafe { std::mem::zeroed() }).collect(),
+            hdrs: (0..frames).map(|_| unsafe { std::mem::zeroed() }).collect(),
+            count: 0,
+        }
+    }
+
+    /// One recvmmsg: as many frames as are queued, up to the batch's room,
+    /// without waiting for more once one is there (MSG_WAITFORONE is implied
+    /// by MSG_DONTWAIT among `flags`). The number of frames received.
+    pub fn recv(&mut self, fd: RawFd, flags: libc::c_int) -> io::Result<usize> {
+        for i in 0..self.bufs.len() {
+            self.iovs[i] =
+                libc::iovec { iov_base: self.bufs[i].as_mut_ptr() as *mut libc::c_void, iov_len: self.bufs[i].len() };
+            let h = &mut self.hdrs[i].msg_hdr;
+            h.msg_name = &mut self.addrs[i] as *mut A as *mut libc::c_void;
+            h.msg_namelen = std::mem::size_of::<A>() as libc::socklen_t;
+            h.msg_iov = &mut self.iovs[i];
+            h.msg_iovlen = 1;
+            h.msg_control = self.controls[i].buf.as_mut_ptr() as *mut libc::c_void;
+            h.msg_controllen = std::mem::size_of_val(&self.controls[i].buf) as _;
+            h.msg_flags = 0;
+        }
+        // SAFETY: every header points at buffers of this batch, valid for the lengths it states.
+        let n = unsafe {
+            libc::recvmmsg(fd, self.hdrs.as_mut_ptr(), self.hdrs.len() as libc::c_uint, flags, std::ptr::null_mut())
+        };
+        if n < 0 {
+            self.count = 0;
+            return Err(io::Error::last_os_error());
+        }
+        self.count = n as usize;
+        for i in 0..self.count {
+            self.lens[i] = self.hdrs[i].msg_len as usize;
+            self.controls[i].len = self.hdrs[i].msg_hdr.msg_controllen as _;
+        }
+        Ok(self.count)
+    }
+
+    /// Puts `buf` in place of frame `i`'s buffer and gives that buffer (its
+    /// whole length, the frame in front): a frame kept without copying it.
+    pub fn swap(&mut self, i: usize, buf: Vec<u8>) -> Vec<u8> {
+        assert!(i < self.count, "frame {i} of a batch of {}", self.count);
+        std::mem::replace(&mut self.bufs[i], buf)
+    }
+
+    /// Frame `i` of the last receive: its bytes (cut to the buffer), its whole
+    /// length (larger than the bytes when MSG_TRUNC cut it), its sender and control messages.
+    pub fn frame(&self, i: usize) -> (&[u8], usize, &A, &Control) {
+        assert!(i < self.count, "frame {i} of a batch of {}", self.count);
+        let len = self.lens[i];
+        (&self.bufs[i][..len.min(self.bufs[i].len())], len, &self.addrs[i], &self.controls[i])
+    }
+}
+
+/// sendmmsg of `frames`, one message each, in order; restarted when a signal
+/// interrupts it. Per frame, whether the kernel took it: a frame it refuses
+/// is reported and skipped, and the ones after it are still sent.
+pub fn send_batch(fd: RawFd, frames: &[&[u8]], mut on_error: impl FnMut(io::Error)) -> usize {
+    let mut iovs: Vec<libc::iovec> =
+        frames.iter().map(|f| libc::iovec { iov_base: f.as_ptr() as *mut libc::c_void, iov_len: f.len() }).collect();
+    // SAFETY: mmsghdr is plain data; each gets its frame's iovec below.
+    let mut hdrs: Vec<libc::mmsghdr> = (0..frames.len()).map(|_| unsafe { std::mem::zeroed() }).collect();
+    for (h, iov) in hdrs.iter_mut().zip(iovs.iter_mut()) {
+        h.msg_hdr.msg_iov = iov;
+        h.msg_hdr.msg_iovlen = 1;
+    }
+    let (mut at, mut sent) = (0, 0);
+    while at < hdrs.len() {
+        // SAFETY: headers from `at` on point at frames valid for reads of their lengths.
+        let r = unsafe { libc::sendmmsg(fd, hdrs[at..].as_mut_ptr(), (hdrs.len() - at) as libc::c_uint, 0) };
+        if r > 0 {
+            at += r as usize;
+            sent += r as usize;
+            continue;
+        }
+        if r == 0 {
+            break;
         }
         let e = io::Error::last_os_error();
         if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
+            // The first frame left was refused: report it, go on with the rest.
+            on_error(e);
+            at += 1;
         }
     }
+    sent
 }
 
 #[cfg(test)]
@@ -126,14 +221,22 @@ mod tests {
     use std::net::UdpSocket;
     use std::os::fd::AsRawFd;
 
-    #[test]
-    fn a_receive_reports_the_whole_length_the_sender_and_the_kernel_stamp() {
+    /// A receiving socket, with kernel stamps if asked, and a sender connected to it.
+    fn connected_pair(stamps: bool) -> (UdpSocket, UdpSocket) {
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        setsockopt(rx.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &(1 as libc::c_int)).unwrap();
+        if stamps {
+            setsockopt(rx.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &(1 as libc::c_int)).unwrap();
+        }
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
         tx.connect(rx.local_addr().unwrap()).unwrap();
+        (rx, tx)
+    }
+
+    #[test]
+    fn a_receive_reports_the_whole_length_the_sender_and_the_kernel_stamp() {
+        let (rx, tx) = connected_pair(true);
         let before = realtime_ns();
-        assert_eq!(send(tx.as_raw_fd(), &[7; 300]).unwrap(), 300);
+        assert_eq!(send_batch(tx.as_raw_fd(), &[&[7; 300]], |e| panic!("{e}")), 1);
         let mut buf = [0u8; 100];
         let mut from: libc::sockaddr_in = unsafe { std::mem::zeroed() };
         let mut control = Control::default();
@@ -163,7 +266,41 @@ mod tests {
         assert_eq!(control.messages().count(), 0);
         let e = recv_msg::<libc::sockaddr_in>(rx.as_raw_fd(), &mut buf, None, &mut control, libc::MSG_DONTWAIT);
         assert_eq!(e.unwrap_err().kind(), io::ErrorKind::WouldBlock);
-        let unconnected = UdpSocket::bind("127.0.0.1:0").unwrap();
-        assert_eq!(send(unconnected.as_raw_fd(), b"x").unwrap_err().raw_os_error(), Some(libc::EDESTADDRREQ));
+    }
+
+    #[test]
+    fn a_batch_receives_what_is_queued_in_order_with_each_frames_stamp_and_length() {
+        let (rx, tx) = connected_pair(true);
+        let frames: [&[u8]; 3] = [&[1; 10], &[2; 200], &[3; 30]];
+        assert_eq!(send_batch(tx.as_raw_fd(), &frames, |e| panic!("{e}")), 3);
+        let mut batch = RecvBatch::<libc::sockaddr_in>::new(4, 100);
+        assert_eq!(batch.recv(rx.as_raw_fd(), libc::MSG_DONTWAIT | libc::MSG_TRUNC).unwrap(), 3);
+        let mut stamps = vec![];
+        for (i, sent) in frames.iter().enumerate() {
+            let (bytes, len, from, control) = batch.frame(i);
+            assert_eq!(len, sent.len(), "MSG_TRUNC: the whole length");
+            assert_eq!(bytes, &sent[..sent.len().min(100)]);
+            assert_eq!(u16::from_be(from.sin_port), tx.local_addr().unwrap().port());
+            stamps.extend(control.messages().filter(|c| c.kind == libc::SCM_TIMESTAMPNS).map(|c| c.timespec_ns()));
+        }
+        assert_eq!(stamps.len(), 3);
+        assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "{stamps:?}");
+        let kept = batch.swap(1, vec![0; 100]);
+        assert_eq!((&kept[..100], batch.frame(1).0), (&[2; 100][..], &[0; 100][..]));
+        let e = batch.recv(rx.as_raw_fd(), libc::MSG_DONTWAIT).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+    }
+
+    #[test]
+    fn a_refused_frame_is_reported_and_the_rest_still_go() {
+        let (rx, tx) = connected_pair(false);
+        let too_big = vec![0u8; 70_000];
+        let mut errors = vec![];
+        let frames: [&[u8]; 3] = [b"a", &too_big, b"c"];
+        assert_eq!(send_batch(tx.as_raw_fd(), &frames, |e| errors.push(e.raw_os_error())), 2);
+        assert_eq!(errors, [Some(libc::EMSGSIZE)]);
+        let mut batch = RecvBatch::<libc::sockaddr_in>::new(4, 8);
+        assert_eq!(batch.recv(rx.as_raw_fd(), libc::MSG_DONTWAIT).unwrap(), 2);
+        assert_eq!((batch.frame(0).0, batch.frame(1).0), (&b"a"[..], &b"c"[..]));
     }
 }

@@ -4,8 +4,8 @@
 //!
 //! - [`args`]: the command line;
 //! - [`packet`]: the packet socket on each interface;
-//! - [`loops`]: per direction an rx thread (recv, timestamp, ask the model) and
-//!   a tx thread (sleep until release, send).
+//! - [`loops`]: per direction one thread: receive in batches, timestamp, ask
+//!   the model, send what is due together, wait on the socket and one timer.
 //!
 //! The main thread only waits for SIGTERM/SIGINT, then writes the counters and exits.
 
@@ -23,7 +23,7 @@ use geofed_os::args_or_exit;
 use geofed_os::sched::{fine_timer_slack, hold_cpu_latency};
 
 use args::{parse_args, USAGE};
-use loops::{dir_json, spawn_direction, TxStats};
+use loops::{dir_json, spawn_direction};
 use packet::open_packet_socket;
 
 const PROG: &str = "geofed-linkemu";
@@ -80,10 +80,8 @@ fn main() {
     let _pm_qos = args.cpu_dma_latency_us.and_then(request_cpu_latency);
 
     let stop = Arc::new(AtomicBool::new(false));
-    let tx_ab = Arc::new(TxStats::default());
-    let tx_ba = Arc::new(TxStats::default());
-    let rx_ab = spawn_direction("a_to_b", fd_a, fd_b, model_ab, tx_ab.clone(), stop.clone());
-    let rx_ba = spawn_direction("b_to_a", fd_b, fd_a, model_ba, tx_ba.clone(), stop.clone());
+    let ab = spawn_direction("a_to_b", fd_a, fd_b, model_ab, stop.clone());
+    let ba = spawn_direction("b_to_a", fd_b, fd_a, model_ba, stop.clone());
 
     {
         let mut out = io::stdout().lock();
@@ -96,9 +94,9 @@ fn main() {
     while unsafe { libc::sigwait(&sigs, &mut sig) } != 0 {}
 
     stop.store(true, Ordering::Relaxed);
-    // rx threads wake within SO_RCVTIMEO; joining gives final, consistent counters.
-    let c_ab = rx_ab.join().unwrap_or_default();
-    let c_ba = rx_ba.join().unwrap_or_default();
+    // The threads look at the flag at least every STOP_POLL_MS; joining gives final, consistent counters.
+    let (c_ab, tx_ab) = ab.join().unwrap_or_default();
+    let (c_ba, tx_ba) = ba.join().unwrap_or_default();
     if let Some(path) = &args.stats {
         let json = format!("{{\"a_to_b\": {}, \"b_to_a\": {}}}\n", dir_json(&c_ab, &tx_ab), dir_json(&c_ba, &tx_ba));
         if let Err(e) = std::fs::write(path, json) {
@@ -106,7 +104,6 @@ fn main() {
             exit(1);
         }
     }
-    // tx threads may be asleep until a release time; in-flight frames are
-    // simply lost, as on a cut fibre.
+    // Frames still held for release are simply lost, as on a cut fibre.
     exit(0)
 }

@@ -42,11 +42,6 @@ pub fn open_packet_socket(flag: &str, ifname: &str) -> Result<RawFd, String> {
     if setsockopt(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &(1 as libc::c_int)).is_err() {
         eprintln!("{PROG}: warning: SO_TIMESTAMPNS unsupported; using recv time as arrival");
     }
-    // Bounded recv so rx threads notice the stop flag.
-    let tv = libc::timeval { tv_sec: 0, tv_usec: 200_000 };
-    if setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, &tv).is_err() {
-        return Err(e("SO_RCVTIMEO"));
-    }
     let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
     sll.sll_family = libc::AF_PACKET as u16;
     sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
