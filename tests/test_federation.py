@@ -226,34 +226,14 @@ def test_credits_given_in_bytes_follow_each_ways_rate(write_fed):
     assert "W->G credits 0.02 MB" in federation.credit_summary(link)
 
 
-THREE_SITES = """
-name = "t3"
-[local]
-latency_us = 2
-bandwidth_gbps = 5
-[[site]]
-code = "M"
-nodes = 2
-[[site]]
-code = "S"
-nodes = 1
-[site.local]
-latency_us = 4
-bandwidth_gbps = 3
-[[site]]
-code = "T"
-nodes = 1
-[[link]]
-sites = ["M", "S"]
-rtt_ms = 1
-bandwidth_gbps = 10
-[[link]]
-sites = ["S", "T"]
-rtt_ms = 2
-bandwidth_gbps = 4
-[link.back]
-bandwidth_gbps = 2
-"""
+# Nodes narrower than the fastest link; site S's fabric narrower still; an asymmetric link.
+THREE_SITES = federation.to_toml({
+    "name": "t3", "local": {"latency_us": 2, "bandwidth_gbps": 5},
+    "site": [{"code": "M", "nodes": 2}, {"code": "S", "nodes": 1, "local": {"latency_us": 4, "bandwidth_gbps": 3}},
+             {"code": "T", "nodes": 1}],
+    "link": [{"sites": ["M", "S"], "rtt_ms": 1, "bandwidth_gbps": 10},
+             {"sites": ["S", "T"], "rtt_ms": 2, "bandwidth_gbps": 4, "back": {"bandwidth_gbps": 2}}],
+})
 
 
 def test_a_path_inside_a_site_is_the_two_nodes_interfaces(write_fed):
