@@ -37,6 +37,9 @@ command -v ldapsearch >/dev/null || directory_missing+=(ldap-utils)
 [ -d /usr/share/samba/setup/ad-schema ] || directory_missing+=(samba-ad-provision)
 command -v ldbadd >/dev/null || directory_missing+=(ldb-tools)
 command -v openssl >/dev/null || directory_missing+=(openssl)
+# The nodes' NSS client for the merged directory (nslcd per node, in its own mount namespace)
+[ -x /usr/sbin/nslcd ] || directory_missing+=(nslcd)
+[ -e /usr/lib/x86_64-linux-gnu/libnss_ldap.so.2 ] || directory_missing+=(libnss-ldapd)
 apt_missing+=("${directory_missing[@]}")
 # Slurm and MUNGE for `geofed ops slurm` (daemons run by geofed per testbed, never as services),
 # Lua for its site-confinement rule, and OpenSSH's server for hostfile jobs over real ssh.
@@ -92,6 +95,13 @@ lib=.venv/lib/libgeofed_bench.so
 if [ ! -e "$lib" ] || [ src/geofed/bench/kernels.c -nt "$lib" ]; then
   echo "setup: building the MPI benchmark kernels ($lib)"
   .venv/bin/mpicc -O2 -Wall -shared -fPIC -o "$lib" src/geofed/bench/kernels.c
+fi
+# geofed's MPI profiler (src/geofed/apps/profile/pmpi.c, `geofed profile`): PMPI wrappers
+# preloaded into a user's program, built with the venv's mpicc against the same libmpi.
+proflib=.venv/lib/libgeofed_profile.so
+if [ ! -e "$proflib" ] || [ src/geofed/apps/profile/pmpi.c -nt "$proflib" ]; then
+  echo "setup: building the MPI profiler ($proflib)"
+  .venv/bin/mpicc -O2 -Wall -shared -fPIC -o "$proflib" src/geofed/apps/profile/pmpi.c
 fi
 # The seed fix preloaded into SST processes (src/geofed/apps/grayscott/sstseed.c).
 seedlib=.venv/lib/libgeofed_sstseed.so

@@ -199,6 +199,22 @@ SAMPLES = {
                               "error": -0.002}],
                     "summary": {"rows": 1, "within_tolerance": 1, "median_abs_error": 0.002, "max_abs_error": 0.002},
                     "simgrid": "not asked (--simgrid)"},
+    "app.profile": {
+        "program": ["python", "ring.py"], "placement": "W2", "site": "W", "ranks_per_node": 1, "total_s": 0.25,
+        "ranks": [{"rank": r, "host": "vm", "node": f"W{r + 1}", "total_s": 0.25, "compute_s": 0.1, "comm_s": 0.15,
+                   "calls": 20, "prefix": [], "iteration": [0, 1], "iterations": 10, "suffix": [],
+                   "patterns": [{"kind": "sendrecv", "peer": 1 - r, "source": 1 - r, "bytes": 1024, "size": 0,
+                                 "count": 10, "inside_s": 0.1, "mean_s": 0.01, "sd_s": 0.001, "min_s": 0.009,
+                                 "max_s": 0.012, "gap_s": 0.05, "overlap_s": 0.0, "overlapped": 0},
+                                {"kind": "allreduce", "peer": -1, "source": -1, "bytes": 32, "size": 2,
+                                 "count": 10, "inside_s": 0.05, "mean_s": 0.005, "sd_s": 0.001, "min_s": 0.004,
+                                 "max_s": 0.007, "gap_s": 0.05, "overlap_s": 0.0, "overlapped": 0}]}
+                  for r in range(2)],
+        "untracked_calls": 0},
+    "app.rehearsal": {"profile": "app.profile.json", "program": ["python", "ring.py"], "placement": "W1G1",
+                      "measured_s": 0.36, "rank_s": [0.36, 0.35], "predicted_s": 0.34, "interval_s": [0.3, 0.38],
+                      "parts": {"compute": 0.1, "local_comm": 0.15, "link_comm": 0.09, "staging": 0.0},
+                      "error": 0.0588, "calls": 40},
     "workload.result": {
         "workload": "exchange", "placement": "W1G1", "params": {"sizes": "1", "budget": 0.2},
         "result": {"class": "inter-site", "rows": [{"size": 1, "t_max_us": 4600.0, "wrong_bytes": 0}]},

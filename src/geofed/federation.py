@@ -46,6 +46,8 @@ PREFIX_RE = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 ATTRIBUTE_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
 REALM_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*(\.[A-Za-z0-9][A-Za-z0-9-]*)+$")
 DN_RE = re.compile(r"^[A-Za-z]+=[^,=]+(,[A-Za-z]+=[^,=]+)*$")
+LDAP_URI_RE = re.compile(r"^ldaps?://[A-Za-z0-9.-]+(:\d{1,5})?/?$")
+SERVER_KEYS = ("uri", "bind_dn", "password_file", "ca_file")
 MAX_ID = 2**31 - 1
 
 
@@ -119,6 +121,13 @@ class SiteDirectory:
     id_range: int  # a site's ids must stay below this, so [offset, offset + id_range) is the site's
     activation_attribute: str
     activation_value: str
+    # A centre's own server (all four, or none: then `ops directory up` starts the
+    # fixture's): its URI, a read-only bind account, the file holding its password,
+    # and the CA its certificate is checked against.
+    uri: str | None = None
+    bind_dn: str | None = None
+    password_file: Path | None = None
+    ca_file: Path | None = None
 
     def merged_id(self, local_id: int) -> int | None:
         """The federation's id for a home id, or None where it leaves the site's range."""
@@ -466,6 +475,10 @@ def derive(fed: Federation, directory: str | Path, name: str, **link_changes) ->
         raise UserError(f"derive: unknown link setting {', '.join(unknown)}; known: {', '.join(LINK_CHANGES)}")
     doc = tomllib.loads(fed.path.read_text(encoding="utf-8"))
     doc["name"] = name
+    for site in doc["site"]:  # a centre's server's files stay where the original names them
+        for key in ("password_file", "ca_file"):
+            if key in site.get("directory", {}):
+                site["directory"][key] = str(getattr(fed.site(site["code"]).directory, key))
     for link in doc.get("link", []):
         for key in ("fibre_km", "rtt_ms"):
             if key in link_changes:
@@ -658,7 +671,8 @@ class _Parser:
     def site_directory(self, d, where: str) -> SiteDirectory:
         if not isinstance(d, dict):
             raise self.fail(where, "must be a table")
-        self.keys(d, where, {"kind", "base", "realm", "domain", "prefix", "offset", "id_range", "activation"})
+        self.keys(d, where, {"kind", "base", "realm", "domain", "prefix", "offset", "id_range", "activation",
+                             *SERVER_KEYS})
         kind = self.string(d, "kind", where)
         if kind not in DIRECTORY_KINDS:
             raise self.fail(f"{where}.kind", f"must be one of {', '.join(DIRECTORY_KINDS)}, got {kind!r}")
@@ -695,7 +709,31 @@ class _Parser:
         if not eq or not ATTRIBUTE_RE.match(attr) or not value:
             raise self.fail(f"{where}.activation", f"must be ATTRIBUTE=VALUE like employeeType=hpc, got {activation!r}")
         return SiteDirectory(kind=kind, base=base, realm=realm, domain=domain, prefix=prefix, offset=offset,
-                             id_range=id_range, activation_attribute=attr, activation_value=value)
+                             id_range=id_range, activation_attribute=attr, activation_value=value,
+                             **self.site_server(d, where))
+
+    def site_server(self, d: dict, where: str) -> dict:
+        """A centre's own server: uri, bind_dn, password_file and ca_file, together or not at all
+        (files relative to the federation file; read when used, as root may be the only reader)."""
+        if not any(k in d for k in SERVER_KEYS):
+            return {}
+        for k in SERVER_KEYS:
+            if k not in d:
+                raise self.fail(f"{where}.{k}", f"missing: {', '.join(SERVER_KEYS)} name a site's own server together")
+        uri = self.string(d, "uri", where)
+        if not LDAP_URI_RE.match(uri):
+            raise self.fail(f"{where}.uri", f"must be ldap://HOST[:PORT] or ldaps://HOST[:PORT], got {uri!r}")
+        bind_dn = self.string(d, "bind_dn", where)
+        if not DN_RE.match(bind_dn):
+            raise self.fail(f"{where}.bind_dn", f"must be a DN like cn=geofed-reader,dc=uni-mannheim,dc=de, "
+                                                f"got {bind_dn!r}")
+        files = {}
+        for k in ("password_file", "ca_file"):
+            v = self.string(d, k, where)
+            if not v:
+                raise self.fail(f"{where}.{k}", "must be a file's path, got an empty string")
+            files[k] = self.path.resolve().parent / Path(v).expanduser()
+        return {"uri": uri.rstrip("/"), "bind_dn": bind_dn, **files}
 
     def site(self, d, where: str, default_local: LocalFabric) -> Site:
         if not isinstance(d, dict):

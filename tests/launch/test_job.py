@@ -20,7 +20,8 @@ def test_testbed_command_runs_at_the_storage_site_and_forces_tcp(icm):
     assert cmd.env["GEOFED_TESTBED"] == "icm-task"
     assert cmd.env["GEOFED_PLACEMENT"] == "G1W2"
     i = cmd.argv.index("-hosts")
-    assert cmd.argv[i + 1:] == ["198.18.2.1:2,198.18.1.1:2,198.18.1.2:2", "-n", "6", "python", "app.py"]
+    assert cmd.argv[i + 1:] == ["198.18.2.1:2,198.18.1.1:2,198.18.1.2:2", "-n", "6", *j.rank_argv()]
+    assert j.rank_argv()[-2:] == ["python", "app.py"]
     assert cmd.env["GEOFED_HOSTMAP"] == "198.18.2.1=G1,198.18.1.1=W1,198.18.1.2=W2"
 
 
@@ -36,16 +37,18 @@ def test_ranks_beyond_the_host_cores_wait_without_holding_a_core(icm, monkeypatc
 def test_hostfile_maps_nth_host_of_a_site_to_node_n(icm, tmp_path):
     hf = tmp_path / "hosts"
     hf.write_text("# real cluster\nw001 W\nw002 W\ng01 G  # gdansk\n")
-    cmd = launch.hostfile_command(launch.Job(icm, parse("W2G1", icm), ["a.out"]), hf)
-    assert cmd.argv[1:] == ["-hosts", "w001:1,w002:1,g01:1", "-n", "3", "a.out"]
+    j = launch.Job(icm, parse("W2G1", icm), ["a.out"])
+    cmd = launch.hostfile_command(j, hf)
+    assert cmd.argv[1:] == ["-hosts", "w001:1,w002:1,g01:1", "-n", "3", *j.rank_argv()]
     assert cmd.env["GEOFED_HOSTMAP"] == "w001=W1,w002=W2,g01=G1"
 
 
 def test_hostfile_named_nodes_are_their_sites_nth_hosts(icm, tmp_path):
     hf = tmp_path / "hosts"
     hf.write_text("w001 W\nw002 W\nw003 W\ng01 G\ng02 G\n")
-    cmd = launch.hostfile_command(launch.Job(icm, parse("W[3,1]G[2]", icm), ["a.out"]), hf)
-    assert cmd.argv[1:] == ["-hosts", "w003:1,w001:1,g02:1", "-n", "3", "a.out"]
+    j = launch.Job(icm, parse("W[3,1]G[2]", icm), ["a.out"])
+    cmd = launch.hostfile_command(j, hf)
+    assert cmd.argv[1:] == ["-hosts", "w003:1,w001:1,g02:1", "-n", "3", *j.rank_argv()]
     assert cmd.env["GEOFED_HOSTMAP"] == "w003=W3,w001=W1,g02=G2"
     assert cmd.env["GEOFED_PLACEMENT"] == "W[3,1]G[2]"
 

@@ -88,8 +88,8 @@ def test_merge_of_the_fixture_prefixes_offsets_and_keeps_only_activated_enabled_
     assert gr["mabwgrid"][2] == "100530" and gr["hdbioquant"][2] == "203010"
     # Members are the merged users only: tmueller (wiwi) and pfischer (bioquant) are not.
     assert gr["mawiwi"][3] == "lbecker" and gr["hdbioquant"][3] == "jweber,kruse"
-    # The merged directory holds no password.
-    home["admin"].search(fed.directory.base, "(userPassword=*)", attributes=["uid"])
+    # The merged directory holds no user's password (only the nodes' NSS account has one).
+    home["admin"].search(fed.directory.base, "(&(objectClass=posixAccount)(userPassword=*))", attributes=["uid"])
     assert home["admin"].entries == []
     again = sync(fed, tmp_path)
     assert again.returncode == 0 and "made 0 changes" in again.stdout, again.stdout
@@ -247,8 +247,8 @@ def test_a_server_that_limits_a_searchs_size_is_read_in_pages(fed, tmp_path, mon
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
     state = directory.read_state(FED)
     for code, site in (("M", userbase.MANNHEIM), ("H", userbase.HEIDELBERG)):
-        home = (users.read_ldap if code == "M" else users.read_ad)(state["servers"][code], state["ca"],
-                                                                   fed.site(code).directory)
+        at = directory.home(fed, state, code)
+        home = (users.read_ldap if code == "M" else users.read_ad)(at, at["ca"], fed.site(code).directory)
         assert len(home.users) == sum(u.activated and not u.disabled for u in site.users) > 2
         assert len(home.groups) == len(site.groups)
 

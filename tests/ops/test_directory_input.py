@@ -10,10 +10,15 @@ import pytest
 from conftest import run_geofed
 from geofed import federation
 from geofed.errors import UserError
-from geofed.ops import ldapcli, users
+from geofed.ops import directory, ldapcli, users
 from geofed.ops.users import HomeRead
 
 MA_HD = federation.resolve("ma-hd").read_text()
+
+
+# A centre's own server, as a site's directory section names it.
+SERVER = ('uri = "ldap://ldap.uni-mannheim.de:389"\nbind_dn = "cn=geofed-reader,dc=uni-mannheim,dc=de"\n'
+          'password_file = "pw"\nca_file = "/etc/ssl/certs/ca-certificates.crt"\n')
 
 
 def with_(old: str, new: str) -> str:
@@ -48,7 +53,16 @@ BAD = [
     (with_('base = "dc=uni-mannheim,dc=de"', 'base = "dc=uni-mannheim,dc=de"\nrealm = "x.de"'), "only an Active Directory"),
     (with_('site = "M"\n', 'site = "Q"\n'), "directory.site: unknown site 'Q'"),
     (with_('base = "o=bwgrid-ma-hd"', 'base = "dc=uni-mannheim,dc=de"'), "a site's own naming context"),
-    (with_('[site.directory]\nkind = "ldap"', '[site.directory]\nkind = "ldap"\nuri = "x"'), "directory.uri: unknown key"),
+    (with_('[site.directory]\nkind = "ldap"', '[site.directory]\nkind = "ldap"\nuri = "ldap://ldap.uni-mannheim.de"'),
+     "site[0].directory.bind_dn: missing: uri, bind_dn, password_file, ca_file name a site's own server together"),
+    (with_('[site.directory]\nkind = "ldap"', '[site.directory]\nkind = "ldap"\n' + SERVER.replace("ldap://", "http://")),
+     "site[0].directory.uri: must be ldap://HOST[:PORT] or ldaps://HOST[:PORT], got 'http://"),
+    (with_('[site.directory]\nkind = "ad"', '[site.directory]\nkind = "ad"\n' + SERVER.replace("cn=geofed-reader,", "")
+           .replace("dc=uni-mannheim,dc=de", "reader")), "site[1].directory.bind_dn: must be a DN"),
+    (with_('[site.directory]\nkind = "ldap"', '[site.directory]\nkind = "ldap"\n' + SERVER.replace('"pw"', '""')),
+     "site[0].directory.password_file: must be a file's path"),
+    (with_('[site.directory]\nkind = "ldap"', '[site.directory]\nkind = "ldap"\n' + SERVER + "port = 389\n"),
+     "site[0].directory.port: unknown key"),
     ('name = "t"\n[directory]\n[[site]]\ncode = "W"\nnodes = 1\n', "no [site.directory] is declared"),
 ]
 
@@ -59,6 +73,25 @@ def test_bad_directory_sections_name_their_place(write_fed, text, message):
     with pytest.raises(UserError) as e:
         federation.load(path)
     assert str(path) in str(e.value) and message in str(e.value)
+
+
+def test_a_centres_own_server_is_read_with_its_password_file_and_ca(write_fed):
+    path = write_fed(with_('[site.directory]\nkind = "ldap"', '[site.directory]\nkind = "ldap"\n' + SERVER))
+    fed = federation.load(path)
+    m = fed.site("M").directory
+    assert (m.uri, m.bind_dn, m.password_file) == ("ldap://ldap.uni-mannheim.de:389",
+                                                   "cn=geofed-reader,dc=uni-mannheim,dc=de", path.parent / "pw")
+    assert not directory.own_server(m) and directory.own_server(fed.site("H").directory)
+    with pytest.raises(UserError) as e:  # read when used: a missing file is named with its key
+        directory.home(fed, {}, "M")
+    assert str(e.value) == f"{path}: site[0].directory.password_file: cannot read {path.parent / 'pw'}: " \
+                           "No such file or directory"
+    (path.parent / "pw").write_text("\n")
+    with pytest.raises(UserError, match=r"site\[0\]\.directory\.password_file: .* is empty"):
+        directory.home(fed, {}, "M")
+    (path.parent / "pw").write_text("Secret-1\n")
+    assert directory.home(fed, {}, "M") == {"uri": m.uri, "bind_dn": m.bind_dn, "password": "Secret-1",
+                                            "ca": "/etc/ssl/certs/ca-certificates.crt", "base": m.base}
 
 
 def no_held():
@@ -170,3 +203,11 @@ def test_changes_become_ldif_change_records_and_refusals_name_record_and_reason(
                "replace: memberUid\n-\n\n")
     assert ldapcli._refusals(refused) == ["add uid=a,o=x: Already exists (68)",
                                           "modify cn=g,o=x: No such object (32), additional info: gone"]
+
+
+def test_a_copy_of_the_file_keeps_naming_the_centres_password_and_ca_files(write_fed, tmp_path):
+    path = write_fed(with_('[site.directory]\nkind = "ldap"', '[site.directory]\nkind = "ldap"\n' + SERVER))
+    (tmp_path / "copy").mkdir()
+    copy = federation.load(federation.derive(federation.load(path), tmp_path / "copy", "ma-hd-copy"))
+    assert copy.site("M").directory.password_file == path.parent / "pw"
+    assert copy.site("M").directory.ca_file == federation.load(path).site("M").directory.ca_file

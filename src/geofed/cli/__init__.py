@@ -50,6 +50,10 @@ COMMANDS: list[Command] = [
     Command("run", core.cmd_run, "run an MPI job on a placement such as G2W3", core.run_args),
     Command("submit", ops.cmd_submit, "submit `geofed run` on a placement to Slurm, kept at one site unless --span",
             ops.submit_args),
+    Command("profile", apps.cmd_profile, "run an MPI program at one site under geofed's profiler: its calls, "
+                                         "bytes and compute per rank (for `predict app`)", apps.profile_args),
+    Command("rehearse", apps.cmd_rehearse, "replay a profile's communication on a placement of the testbed, "
+                                           "beside its prediction (root)", apps.rehearse_args),
     Command("transfer", ops.cmd_transfer, "copy a file, a tree or memory between nodes: parallel streams, "
                                           "checked chunks, resumable (root on the testbed)", ops.transfer_args),
 
@@ -100,6 +104,10 @@ COMMANDS: list[Command] = [
             ops.monitor_run_args),
     Command("monitor show", ops.cmd_monitor_show, "series and sustained level shifts from a store",
             ops.monitor_show_args),
+    Command("monitor serve", ops.cmd_monitor_serve, "run a monitoring schedule until stopped: one-way delay, MPI, "
+            "throughput, judgement and alerts (docs/monitor.md)", ops.monitor_serve_args),
+    Command("monitor status", ops.cmd_monitor_status, "one line per path of a store: ok, degraded or down and why "
+            "(exit 1 when any is not ok)", ops.monitor_status_args),
 
     Command("ops", G, "operations: directories, Slurm, ssh, storage"),
     Command("ops directory", G, "the sites' directory servers and the federation's (root)"),
@@ -115,6 +123,8 @@ COMMANDS: list[Command] = [
                                                     "(password on stdin)", ops.users_check_args),
     Command("ops users show", ops.cmd_users_show, "a user in the read-through view of the homes beside the merged copy",
             ops.users_show_args),
+    Command("ops users getent", ops.cmd_users_getent, "passwd or group as a node resolves them (its nslcd, root)",
+            ops.users_getent_args),
     Command("ops slurm", G, "real Slurm on the testbed: munged, slurmctld, a slurmd per node (root)"),
     Command("ops slurm up", ops.cmd_slurm_up, "start MUNGE, slurmctld and one slurmd per emulated node",
             options.federation_positional),

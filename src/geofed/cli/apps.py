@@ -8,6 +8,7 @@ from pathlib import Path
 from geofed import federation, records
 from geofed.cli import options
 from geofed.cli.bench import run_workload
+from geofed.cli.common import command_argv, emit
 from geofed.params import add_options, from_args
 from geofed.progress import progress
 from geofed.validate import nonnegative_float, nonnegative_int, positive_float, positive_int, probability
@@ -195,3 +196,44 @@ def bench_obstacle_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--part", choices=["all", "solver", "throughput"], default="all")
     options.federation(p, what="federation to copy and bring up")
     options.out(p, "geofed-out/bench", "the JSON record")
+
+
+def cmd_profile(args) -> int:
+    """Run the user's program at one site under geofed's profiler; save the app.profile record."""
+    from geofed.apps import profile
+    from geofed.launch.placement import parse
+    program = command_argv(args.program, "profile", "geofed profile -p W2 -- python app.py")
+    fed = federation.load(args.federation)
+    data = profile.profile(fed, parse(args.placement, fed), program, args.ranks_per_node, hostfile=args.hostfile,
+                           timeout=args.timeout, cpu_limit=not args.no_cpu_limit)
+    rec = records.make("app.profile", data, **records.federation_meta(fed))
+    emit(rec, args.out, profile.format_table(rec.data))
+    return 0
+
+
+def profile_args(p: argparse.ArgumentParser) -> None:
+    options.job(p, None, "one site's nodes, like W2")
+    p.add_argument("--no-cpu-limit", action="store_true",
+                   help="testbed: run ranks without their node's CPU quota, as `geofed run --no-cpu-limit`")
+    options.out(p, "geofed-out/profile", "the app.profile record")
+    options.command_after_dashes(p)
+
+
+def cmd_rehearse(args) -> int:
+    """Replay a profile's communication on a placement of the testbed, beside its prediction."""
+    from geofed import workloads
+    from geofed.launch.placement import parse
+    w = workloads.get("rehearse")
+    fed = federation.load(args.federation)
+    ctx = workloads.Context(fed, parse(args.placement, fed), hostfile=args.hostfile, timeout=args.timeout,
+                            progress=progress)
+    return run_workload(w, ctx, w.Params(profile=args.profile), args.out)
+
+
+def rehearse_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("profile", help="an app.profile record written by `geofed profile`")
+    options.federation(p)
+    options.placement(p)
+    options.hostfile(p)
+    options.timeout(p)
+    options.out(p, "geofed-out/rehearse", "the app.rehearsal record")

@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import sys
 from pathlib import Path
 
 from geofed import federation, records
 from geofed.cli import options
 from geofed.cli.common import command_argv, down_command, emit, fed_or_name
-from geofed.errors import UserError
+from geofed.errors import JobFailed, UserError
 from geofed.progress import progress
 from geofed.validate import positive_float, positive_int
 
@@ -88,7 +87,8 @@ def cmd_testbed_verify(args) -> int:
 
 
 def cmd_run(args) -> int:
-    """Run the user's program; its output is shown as it comes, its exit status returned."""
+    """Run the user's program; its output is shown as it comes; 0, or one line and 1 when
+    a rank fails (the job ends at once), 124 at the time limit, 2 for a missing program."""
     import tempfile
 
     from geofed.launch import job as launch
@@ -96,18 +96,21 @@ def cmd_run(args) -> int:
     from geofed.launch.placement import parse
     program = command_argv(args.program, "run", "geofed run --placement G1W1 -- python app.py")
     fed = federation.load(args.federation)
-    j = launch.Job(fed, parse(args.placement, fed), program, args.ranks_per_node, cpu_limit=not args.no_cpu_limit)
+    j = launch.Job(fed, parse(args.placement, fed), program, args.ranks_per_node, cpu_limit=not args.no_cpu_limit,
+                   waiting_sleeps=True)
     if args.dry_run:
         cmd = runner.command(j, args.hostfile, check_up=False)
         print(shlex.join([f"{k}={v}" for k, v in cmd.env.items()] + cmd.argv))
         return 0
+    timeout = runner.run_timeout(args.timeout)
     with tempfile.TemporaryDirectory(prefix="geofed-job-") as tmp, \
             runner.started(j, Path(tmp) / "job.log", hostfile=args.hostfile, echo=True) as running:
-        rc = running.wait(args.timeout)
-    if rc == 124 and args.timeout is not None:
-        print(f"geofed: failed: the job did not finish within --timeout {args.timeout:g} s and was stopped",
-              file=sys.stderr)
-    return rc
+        rc = running.wait(timeout)
+        if rc == 124:
+            raise JobFailed(f"the job did not finish within --timeout {timeout:g} s and was stopped", status=124)
+        if rc != 0:
+            raise running.failure("run", rc, timeout)
+    return 0
 
 
 def cmd_report(args) -> int:
@@ -143,9 +146,10 @@ def run_args(p: argparse.ArgumentParser) -> None:
     options.placement(p)
     options.ranks_per_node(p)
     options.hostfile(p)
-    options.timeout(p, None)
+    options.timeout(p, None, "3600; inside a Slurm allocation, the allocation's own limit")
     p.add_argument("--no-cpu-limit", action="store_true",
-                   help="testbed: run ranks without their node's CPU quota (for network benchmarks: busy-polling ranks would be throttled)")
+                   help="testbed: run ranks without their node's CPU quota, at the host's speed, polling while they "
+                        "wait (under the quota a waiting rank sleeps between polls; docs/launch.md)")
     p.add_argument("--dry-run", action="store_true", help="print the launch command instead of running it")
     options.command_after_dashes(p)
 
@@ -156,4 +160,4 @@ def report_args(p: argparse.ArgumentParser) -> None:
 
 
 def demo_args(p: argparse.ArgumentParser) -> None:
-    options.out(p, "geofed-out/demo", "records and the report")
+    options.out(p, options.DEMO_OUT, "records and the report")

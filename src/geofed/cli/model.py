@@ -19,10 +19,25 @@ def _federation(args):
     return fed, whatif.apply(fed, args.what_if or [])
 
 
-def _calibration(args, fed):
+def _calibration(args, fed, model=None):
+    """The calibration asked for or found; for a model that needs none, an empty one when there is none."""
     from geofed.model import calibration
-    path = Path(args.calibration) if args.calibration else calibration.find(args.federation)
-    return calibration.load(path, fed)
+    if args.calibration:
+        return calibration.load(Path(args.calibration), fed)
+    if model is not None and not model.needs_calibration:
+        return calibration.found_or_empty(args.federation, fed)
+    path = calibration.find(args.federation)
+    if path.exists():
+        return calibration.load(path, fed)
+    # none yet: the first use calibrates from the demo's one-site runs
+    found = calibration.fit_found(fed, args.federation, Path(options.DEMO_OUT))
+    if found is None:
+        from geofed.demo import DEMO_FEDERATION
+        run = "`geofed demo`, which measures them there, or " if fed.name == DEMO_FEDERATION else ""
+        raise UserError(f"no calibration of federation {fed.name} ({path}) and no one-site records of it in "
+                        f"{options.DEMO_OUT}: run {run}`geofed model calibrate -f {args.federation} DIR` on a "
+                        f"directory of records of its one-site runs (docs/model.md)")
+    return found
 
 
 def _common(p) -> None:
@@ -44,14 +59,15 @@ def cmd_predict(args) -> int:
     model = registry.get(args.workload)
     _, fed = _federation(args)
     nodes = parse(args.placement, fed).nodes(fed)  # a bad placement is named before a missing calibration
-    cal = _calibration(args, fed)
+    cal = _calibration(args, fed, model)
     if args.workload.startswith("mpi-") and args.workload != "mpi-allreduce" and len(nodes) < 2:
         raise UserError(f"placement {args.placement}: {args.workload} needs two nodes")
     pred = model.predict(fed, cal, args.placement, nodes, model.params(args))
     if args.json:
         print(json.dumps(pred.as_dict() | {"calibration_notes": cal.notes}, indent=1))
         return 0
-    print(f"{args.workload} on {args.placement} ({fed.name}): {pred.total_s * 1e3:.3f} ms predicted")
+    interval = f" (interval {pred.interval[0] * 1e3:.3f} to {pred.interval[1] * 1e3:.3f})" if pred.interval else ""
+    print(f"{args.workload} on {args.placement} ({fed.name}): {pred.total_s * 1e3:.3f} ms predicted{interval}")
     print(f"  {_parts_line(pred)}")
     if pred.link_bytes:
         print(f"  the link carries {pred.link_bytes / 1e6:.3f} MB")
@@ -64,16 +80,19 @@ def cmd_advise(args) -> int:
     from geofed.model import advise, registry
     model = registry.get(args.workload)
     _, fed = _federation(args)
-    cal = _calibration(args, fed)
+    cal = _calibration(args, fed, model)
     params = model.params(args)
-    options = advise.rank(model, fed, cal, args.nodes, params)
-    bw = advise.flip_factor(model, fed, cal, args.nodes, params, "bandwidth")
-    km = advise.flip_factor(model, fed, cal, args.nodes, params, "fibre_km")
+    nodes = args.nodes or model.nodes(params)
+    if nodes is None:
+        raise UserError(f"advise {args.workload}: --nodes is needed (how many nodes the job takes)")
+    options = advise.rank(model, fed, cal, nodes, params)
+    bw = advise.flip_factor(model, fed, cal, nodes, params, "bandwidth")
+    km = advise.flip_factor(model, fed, cal, nodes, params, "fibre_km")
     if args.json:
         print(json.dumps({"options": [o.prediction.as_dict() for o in options], "flip_bandwidth_factor": bw,
                           "flip_distance_factor": km, "advice": advise.reason(options, bw, km)}, indent=1))
         return 0
-    print(f"{args.workload} on {args.nodes} nodes of {fed.name}, fastest first:")
+    print(f"{args.workload} on {nodes} nodes of {fed.name}, fastest first:")
     print(f"{'placement':10} {'time [ms]':>11} {'compute':>9} {'local':>9} {'link':>9} {'staging':>9} {'link MB':>9}")
     for o in options:
         p = o.prediction.parts
@@ -168,7 +187,8 @@ def workload_args(p: argparse.ArgumentParser, model, predict: bool) -> None:
     if predict:
         options.placement(p)
     else:
-        p.add_argument("--nodes", type=positive_int, required=True, help="nodes the job needs")
+        p.add_argument("--nodes", type=positive_int,
+                       help="nodes the job needs (required unless its input says, as a profile does)")
     model.add_arguments(p)
     p.set_defaults(workload=model.name)
 

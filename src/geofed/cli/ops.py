@@ -20,7 +20,7 @@ from geofed import federation, records, validate
 from geofed.cli import options
 from geofed.cli.common import command_argv, down_command, emit
 from geofed.errors import UserError
-from geofed.ops import directory, monitor, users
+from geofed.ops import directory, monitor, nss, users
 from geofed.params import add_options, from_args
 from geofed.records.ops import METRICS
 from geofed.progress import progress
@@ -99,6 +99,16 @@ def cmd_users_show(args) -> int:
     for k in users.SHOWN:
         print(f"{k:<{width}}  " + "  ".join(f"{users.value_text(e.get(k)) or '-'!s:<28}" for _, e in columns))
     return 0
+
+
+def cmd_users_getent(args) -> int:
+    fed = federation.load(args.federation)
+    res = nss.getent(fed.name, args.node, args.database, args.keys)
+    sys.stdout.write(res.stdout)
+    if res.returncode != 0:
+        print(f"getent {args.database} {' '.join(args.keys)} on {args.node}: "
+              + (res.stderr.strip() or "not found"), file=sys.stderr)
+    return 0 if res.returncode == 0 else 1
 
 
 def cmd_bench_directory(args) -> int:
@@ -341,6 +351,18 @@ def cmd_monitor_show(args) -> int:
     return 0
 
 
+def cmd_monitor_serve(args) -> int:
+    from geofed.ops import monitor_serve
+    return monitor_serve.serve(monitor_serve.load(args.schedule), log=lambda line: print(line, flush=True))
+
+
+def cmd_monitor_status(args) -> int:
+    from geofed.ops import judge
+    lines, bad = judge.status_lines(args.store)
+    print("\n".join(lines))
+    return 1 if bad else 0
+
+
 def exec_args(p: argparse.ArgumentParser) -> None:
     options.federation_positional(p)
     options.command_after_dashes(p, "command")
@@ -365,6 +387,13 @@ def users_check_args(p: argparse.ArgumentParser) -> None:
 def users_show_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("user")
     users_args(p)
+
+
+def users_getent_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("database", choices=("passwd", "group"))
+    p.add_argument("keys", nargs="*", help="names or ids (default: every entry)")
+    users_args(p)
+    p.add_argument("--node", required=True, help="the node whose NSS client answers, like H2")
 
 
 def bench_directory_args(p: argparse.ArgumentParser) -> None:
@@ -429,6 +458,14 @@ def monitor_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bw-size", default="1M", help="bandwidth message size (default 1M)")
     options.hostfile(p)
     p.add_argument("--timeout", type=positive_float, default=120, help="a round that takes longer is stopped and stored as an error")
+
+
+def monitor_serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("schedule", help="the schedule file (TOML; docs/monitor.md)")
+
+
+def monitor_status_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("store", help="the SQLite store `monitor serve` writes")
 
 
 def monitor_show_args(p: argparse.ArgumentParser) -> None:

@@ -7,6 +7,10 @@ import argparse
 
 from geofed.validate import positive_float, positive_int
 
+# Where `geofed demo` writes its records unless told otherwise; the models read its
+# one-site runs there when there is no calibration file.
+DEMO_OUT = "geofed-out/demo"
+
 
 def federation(p: argparse.ArgumentParser, default: str | None = "icm-task", what: str = "") -> None:
     """-f/--federation; `default=None` makes it required."""
@@ -33,9 +37,11 @@ def hostfile(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hostfile", help="real cluster: lines 'HOST SITE'; srun is used inside a Slurm allocation")
 
 
-def timeout(p: argparse.ArgumentParser, default: float | None = 900) -> None:
+def timeout(p: argparse.ArgumentParser, default: float | None = 900, default_text: str = "") -> None:
+    """--timeout; `default_text` says what applies when the default (None) is left to the command."""
+    text = default_text or (f"{default:g}" if default else "")
     p.add_argument("--timeout", type=positive_float, default=default,
-                   help="stop the job after this many seconds" + (f" (default {default:g})" if default else ""))
+                   help="stop the job after this many seconds" + (f" (default {text})" if text else ""))
 
 
 def out(p: argparse.ArgumentParser, default: str | None, what: str) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,12 @@ OVERSUBSCRIBED_MPI_ENV = {
     "MPIR_CVAR_CH4_PROGRESS_THROTTLE": "1",
     "MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT": "512",
 }
+# A rank that polls while it waits under its node's CPU quota spends the quota and is
+# throttled for the rest of the cgroup period (100 ms), reply or not. MPICH's heavy yield
+# makes the wait loop's yield a nanosleep (about 55 us with the kernel's timer slack):
+# a waiting rank under ma-hd's 0.3-core quota then used 20-21 % of a core instead of
+# all 30 %, at the price of up to that sleep per message waited for (docs/launch.md).
+QUOTA_MPI_ENV = {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"}
 # Hydra's proxy writes the node's hwloc topology here (the path is compiled in).
 HYDRA_TOPOLOGY_FILE = "/tmp/hydra_hwloc_xmlfile_"
 
@@ -68,6 +75,11 @@ class Job:
     # period (a 9 ms ping-pong took 50 to 100 ms), so jobs that measure the network
     # run without the quota; compute jobs keep it, as it sets the node's speed.
     cpu_limit: bool = True
+    # Under the quota, a rank sleeps briefly between polls when it finds nothing
+    # (MPICH's heavy yield), so waiting does not spend the quota (docs/launch.md).
+    # Users' programs (`geofed run`) do; geofed's workloads keep the polling their
+    # models were calibrated with.
+    waiting_sleeps: bool = False
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     def nodes(self) -> list[Node]:
@@ -77,9 +89,17 @@ class Job:
         return self.ranks_per_node * len(self.nodes())
 
     def env(self) -> dict[str, str]:
-        """What every rank is told; its own node comes from the agent or GEOFED_HOSTMAP."""
+        """What every rank is told; its own node comes from the agent or GEOFED_HOSTMAP.
+        The environment geofed runs in comes first on PATH, so `python`, `mpiexec` and
+        geofed's programs are its own whatever the caller's PATH (docs/launch.md)."""
+        path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
         return {"GEOFED_PLACEMENT": self.placement.code, "GEOFED_FEDERATION": str(self.fed.path),
-                "GEOFED_JOB": self.id}
+                "GEOFED_JOB": self.id, "PATH": path}
+
+    def rank_argv(self) -> list[str]:
+        """What each rank runs: the program under geofed's rank wrapper, which reports
+        a rank that fails so the runner ends the job at once (geofed.launch.rank)."""
+        return [sys.executable, "-m", "geofed.launch.rank"] + self.argv
 
 
 @dataclass
@@ -92,7 +112,7 @@ class Command:
 def _hosts_args(job: Job, hosts: dict[str, str]) -> list[str]:
     """Hydra fills each host's slots in order, so ranks follow the placement's nodes."""
     hostlist = ",".join(f"{hosts[n.name]}:{job.ranks_per_node}" for n in job.nodes())
-    return ["-hosts", hostlist, "-n", str(job.ranks())] + job.argv
+    return ["-hosts", hostlist, "-n", str(job.ranks())] + job.rank_argv()
 
 
 def testbed_command(job: Job) -> Command:
@@ -111,6 +131,8 @@ def testbed_command(job: Job) -> Command:
                GEOFED_HOSTMAP=_hostmap(hosts), **job.env())
     if job.ranks() > len(os.sched_getaffinity(0)):
         env.update(OVERSUBSCRIBED_MPI_ENV)
+    if job.cpu_limit and job.waiting_sleeps:
+        env.update(QUOTA_MPI_ENV)
     # The agent joins each node's cgroup, so mpiexec must see the host's /sys.
     return Command(host.in_netns_keep_mounts(head.netns, argv), env)
 
@@ -232,7 +254,7 @@ def slurm_command(job: Job, hostfile: str | Path | None, workdir: str | Path) ->
     # --overlap lets steps share a node (the Gray-Scott workflow's parts run side by side;
     # without it, a step waits for the node while the part holding it waits for the step).
     argv = ["srun", "--mpi=pmi2", "--distribution=arbitrary", f"--ntasks={len(ordered)}", "--overcommit",
-            "--overlap", "--export=ALL"] + job.argv
+            "--overlap", "--export=ALL"] + job.rank_argv()
     return Command(argv, env, {slurm_hosts: "\n".join(ordered) + "\n"})
 
 
@@ -245,8 +267,9 @@ def stop(proc: subprocess.Popen, job: Job, since: float) -> None:
     still starting appears after the first sweep, hence the repeats. MPICH leaves
     its shared-memory segments behind when ranks are killed, and Hydra its topology
     files when proxies are; the ones the job's processes held are removed, and so are
-    segments a rank made between the last look at it and its end (it was starting MPI
-    when the job was stopped): made since the job started, by this user, held by no one.
+    those made between the last look at them and their end (a rank starting MPI when
+    the job was stopped, a proxy Hydra took down itself after a rank failed): made
+    since the job started, by this user, held by no one.
     """
     # Before mpiexec goes: its end takes the ranks with it, and their maps.
     left = _left_files(job_pids(job))
@@ -265,7 +288,7 @@ def stop(proc: subprocess.Popen, job: Job, since: float) -> None:
             break
         left |= _left_files(pids)
         host.terminate(pids)
-    for path in left | host.orphan_segments(since):
+    for path in left | host.orphan_segments(since) | host.orphan_segments(since, HYDRA_TOPOLOGY_FILE + "*"):
         Path(path).unlink(missing_ok=True)
 
 

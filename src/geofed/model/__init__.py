@@ -25,6 +25,7 @@ class Prediction:
     parts: dict[str, float]  # seconds, keys from PARTS
     link_bytes: float = 0.0  # bytes the link carries in the run (both directions)
     notes: tuple[str, ...] = field(default_factory=tuple)
+    interval: tuple[float, float] | None = None  # seconds, low and high, where the model knows its spread
 
     @property
     def total_s(self) -> float:
@@ -32,7 +33,8 @@ class Prediction:
 
     def as_dict(self) -> dict:
         return {"workload": self.workload, "placement": self.placement, "total_s": self.total_s,
-                "parts": dict(self.parts), "link_bytes": self.link_bytes, "notes": list(self.notes)}
+                "parts": dict(self.parts), "link_bytes": self.link_bytes, "notes": list(self.notes)} \
+            | ({"interval_s": list(self.interval)} if self.interval else {})
 
 
 class Model(Declared):
@@ -42,6 +44,13 @@ class Model(Declared):
     name: str = ""
     measured_unit: str = ""
     Params: type = type(None)
+    # False: it predicts without a calibration (its input carries what it measured), and
+    # uses one where there is one (the testbed's crossing costs)
+    needs_calibration: bool = True
+
+    def nodes(self, params) -> int | None:
+        """The nodes its workload needs, when its parameters say (advise's --nodes otherwise)."""
+        return None
 
     def add_arguments(self, ap) -> None:
         """Its options, one per field of its Params."""
@@ -53,9 +62,9 @@ class Model(Declared):
 
 
 def prediction(workload: str, placement: str, *, compute=0.0, local_comm=0.0, link_comm=0.0, staging=0.0,
-               link_bytes=0.0, notes=()) -> Prediction:
+               link_bytes=0.0, notes=(), interval=None) -> Prediction:
     parts = {"compute": compute, "local_comm": local_comm, "link_comm": link_comm, "staging": staging}
-    return Prediction(workload, placement, parts, link_bytes, tuple(notes))
+    return Prediction(workload, placement, parts, link_bytes, tuple(notes), interval)
 
 
 def interpolate(xs: list[float], ys: list[float], x: float, *, beyond: str = "proportional") -> float:

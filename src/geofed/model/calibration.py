@@ -38,7 +38,7 @@ from typing import Callable
 
 from geofed.errors import UserError
 from geofed.launch.placement import read
-from geofed.records import Record
+from geofed.records import Record, load_dir
 from geofed.records.hpl import flops
 
 TCP_WMEM = Path("/proc/sys/net/ipv4/tcp_wmem")
@@ -211,6 +211,15 @@ def load(path: Path, fed) -> Calibration:
     return cal
 
 
+def found_or_empty(spec: str, fed) -> Calibration:
+    """The calibration found for `spec`, else an empty one (the federation file and this
+    host's TCP send buffer only), for a model whose input carries its own measurements."""
+    path = find(spec)
+    if path.exists():
+        return load(path, fed)
+    return Calibration(fed.name, speeds={s.code: s.speed for s in fed.sites}, tcp_window_bytes=host_tcp_window())
+
+
 def _number(x, path, where):
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0:
         raise UserError(f"{path}: {where}: expected a positive finite number, got {x!r}")
@@ -273,6 +282,23 @@ def fit(fed, recs: list[Record]) -> Calibration:
     cal.sources = sorted(used)
     if not cal.sources:
         raise UserError(f"no one-site run of a known kind ({', '.join(FITS)}) in the records given")
+    return cal
+
+
+def fit_found(fed, spec: str, directory: Path) -> Calibration | None:
+    """On first use: the calibration fitted from the one-site records of this very
+    federation file (name and sha256) in `directory`, saying so in its notes (`spec`:
+    the federation as the user named it); None when there are none."""
+    if not directory.is_dir():
+        return None
+    recs = [r for r in load_dir(directory)
+            if r.federation == fed.name and r.meta.get("federation_sha256") == fed.sha256 and r.kind in FITS]
+    try:
+        cal = fit(fed, recs)
+    except UserError:  # records, but none of a one-site run
+        return None
+    cal.notes.append(f"calibrated from the {len(cal.sources)} one-site record(s) of {fed.name} in {directory}; "
+                     f"`geofed model calibrate -f {spec} {directory}` keeps them in a file")
     return cal
 
 

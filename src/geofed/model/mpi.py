@@ -30,6 +30,30 @@ def pair_sites(fed, nodes) -> tuple[str, str]:
     return nodes[0].site, nodes[1].site
 
 
+def allreduce_rounds(p: int, size: float) -> list[tuple[list[tuple[int, int]], float]]:
+    """MPICH's allreduce of `size` bytes over `p` ranks as rounds of (pairs of ranks, bytes)."""
+    pof2 = 1 << (p.bit_length() - 1)
+    rounds: list[tuple[list[tuple[int, int]], float]] = []
+    extra = [(pof2 + i, i) for i in range(p - pof2)]  # ranks beyond a power of two fold in first
+    if extra:
+        rounds.append((extra, size))
+    if size <= SHORT_ALLREDUCE_BYTES or pof2 == 1:
+        mask = 1
+        while mask < pof2:
+            rounds.append(([(r, r ^ mask) for r in range(pof2)], size))
+            mask <<= 1
+    else:
+        halving, mask, half = [], pof2 >> 1, size
+        while mask >= 1:
+            half /= 2
+            halving.append(([(r, r ^ mask) for r in range(pof2)], half))
+            mask >>= 1
+        rounds += halving + halving[::-1]
+    if extra:
+        rounds.append(([(i, pof2 + i) for i in range(p - pof2)], size))
+    return rounds
+
+
 class Latency(Model, name="mpi-latency", measured_unit="us", Params=MpiLatencyParams):
     """MPI ping-pong: one-way time of a message (OSU latency)"""
 
@@ -66,28 +90,8 @@ class Allreduce(Model, name="mpi-allreduce", measured_unit="us", Params=MpiAllre
 
     def predict(self, fed, cal, placement, nodes, params) -> Prediction:
         sites = [n.site for n in nodes]
-        p = len(sites)
-        pof2 = 1 << (p.bit_length() - 1)
         local = link = link_bytes = 0.0
-        rounds: list[tuple[list[tuple[int, int]], float]] = []
-        extra = [(pof2 + i, i) for i in range(p - pof2)]  # ranks beyond a power of two fold in first
-        if extra:
-            rounds.append((extra, params.size))
-        if params.size <= SHORT_ALLREDUCE_BYTES or pof2 == 1:
-            mask = 1
-            while mask < pof2:
-                rounds.append(([(r, r ^ mask) for r in range(pof2)], params.size))
-                mask <<= 1
-        else:
-            halving, mask, size = [], pof2 >> 1, params.size
-            while mask >= 1:
-                size /= 2
-                halving.append(([(r, r ^ mask) for r in range(pof2)], size))
-                mask >>= 1
-            rounds += halving + halving[::-1]
-        if extra:
-            rounds.append(([(i, pof2 + i) for i in range(p - pof2)], params.size))
-        for pairs, nbytes in rounds:
+        for pairs, nbytes in allreduce_rounds(len(sites), params.size):
             costs = [(_split(fed, cal, sites[x], sites[y], nbytes), sites[x] != sites[y]) for x, y in pairs]
             (l_part, k_part), _ = max(costs, key=lambda c: sum(c[0]))
             local += l_part

@@ -86,19 +86,30 @@ def mpi_message_s(fed: Federation, cal: Calibration, a: str, b: str, nbytes: flo
     when `flows` such messages between other pairs of ranks cross the link at once.
 
     The local part is the one-site measurement at this size (floor and local rate
-    included): every message has its own local path. A link adds its extra latency,
-    the excess of serialising all `flows` messages at its rate (it is one medium,
-    shared) over the local serialisation, and a round trip per full send buffer.
+    included): every message has its own local path; the link adds `crossing_s`.
     """
     local = cal.local_latency_s(a, nbytes)
-    r = route(fed, a, b, cal)
-    if not r.crosses_link:
+    if a == b:
         return local
     # the one-site curve already holds the local path's serialisation of this size
-    local_serial = local - cal.local_latency_s(a, 1)
-    excess = max(0.0, serialisation_s(nbytes, r.share_Bps(flows)) - local_serial)
+    latency, bandwidth = crossing_s(fed, cal, a, b, nbytes, local - cal.local_latency_s(a, 1), flows)
+    return local + latency + bandwidth
+
+
+def crossing_s(fed: Federation, cal: Calibration, a: str, b: str, nbytes: float, local_serial_s: float,
+               flows: int = 1) -> tuple[float, float]:
+    """What a link adds to a message of `nbytes` from site a to site b over its path inside
+    site a, whose serialisation takes `local_serial_s`: (latency, bandwidth) in seconds.
+    Latency: the link's extra one-way time and a round trip per full send buffer; bandwidth:
+    the excess of serialising all `flows` messages at the link's rate (it is one medium,
+    shared; each pair's own interfaces are not) over the local serialisation, and the
+    emulator's store and forward."""
+    r = route(fed, a, b, cal)
+    if not r.crosses_link:
+        return 0.0, 0.0
+    excess = max(0.0, serialisation_s(nbytes, r.share_Bps(flows)) - local_serial_s)
     windows = 2 * r.extra_one_way_s * (nbytes // cal.tcp_window_bytes) if cal.transport == "tcp" else 0.0
-    return local + r.extra_one_way_s + excess + windows + _store_and_forward_s(cal, a, nbytes)
+    return r.extra_one_way_s + windows, excess + _store_and_forward_s(cal, a, nbytes)
 
 
 def _store_and_forward_s(cal: Calibration, a: str, nbytes: float) -> float:

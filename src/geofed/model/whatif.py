@@ -6,8 +6,9 @@
     link.loss=0.01         the link's frame loss
     W.speed=2x, W.nodes=8  a site's core speed or node count
 
-Every link of the federation changes (`link.`); the parts of the one-way delay that
-are not fibre (the local fabrics) stay.
+Every link of the federation changes (`link.KEY`), or one named by its sites
+(`link.M-F.bandwidth=10x`, as `federation show` names it); the parts of the one-way
+delay that are not fibre (the local fabrics) stay.
 """
 
 from __future__ import annotations
@@ -62,8 +63,13 @@ def apply(fed, changes: list[str]):
         if not sep:
             raise UserError(f"--what-if {change!r}: expected KEY=VALUE, like link.bandwidth=10x")
         scope, _, attr = key.partition(".")
-        if scope == "link" and attr in LINK_KEYS:
-            fed = replace(fed, links=tuple(_link(l, attr, text, change) for l in fed.links))
+        name, _, link_attr = attr.rpartition(".")
+        if scope == "link" and link_attr in LINK_KEYS:
+            if name and name not in [l.name for l in fed.links]:
+                raise UserError(f"--what-if {change!r}: federation {fed.name} has no link {name}; its links: "
+                                f"{', '.join(l.name for l in fed.links)}")
+            fed = replace(fed, links=tuple(_link(l, link_attr, text, change) if name in ("", l.name) else l
+                                           for l in fed.links))
         elif attr in SITE_KEYS and scope in [s.code for s in fed.sites]:
             site = fed.site(scope)
             v = _value(text, getattr(site, attr), change)
@@ -73,5 +79,5 @@ def apply(fed, changes: list[str]):
             fed = replace(fed, sites=tuple(new if s.code == scope else s for s in fed.sites))
         else:
             raise UserError(f"--what-if {change!r}: unknown key {key!r}; known: "
-                            f"{', '.join('link.' + k for k in LINK_KEYS)}, SITE.speed, SITE.nodes")
+                            f"{', '.join('link.' + k for k in LINK_KEYS)} (or link.A-B.KEY for one link), SITE.speed, SITE.nodes")
     return fed

@@ -31,10 +31,11 @@ from urllib.parse import quote
 
 from geofed.errors import UserError
 from geofed.federation import Federation, Site, SiteDirectory
-from geofed.ops import ldapcli, userbase
+from geofed.ops import ldapcli, nss, userbase
 from geofed.testbed import host, services
 
-SERVICE = "directory"
+SERVICE = "directory"  # the servers; the nodes' NSS clients are the service nss.SERVICE
+READER = "geofed-reader"  # the bind account sync reads a home with: read-only there
 SLAPD = "/usr/sbin/slapd"
 SLAPADD = "/usr/sbin/slapadd"
 SCHEMA_DIR = Path("/etc/ldap/schema")
@@ -97,6 +98,36 @@ def require_up(fed: Federation) -> dict:
     return state
 
 
+def home(fed: Federation, state: dict, code: str) -> dict:
+    """How sync, check and the view reach site `code`'s directory: its URI, a read-only
+    bind account and its password, the CA its certificate is checked against, its base.
+    The centre's own server where the federation file names one, else the fixture's
+    that `up` started (whose reader account has the same rights: docs/directory.md)."""
+    site = fed.site(code)
+    d = site.directory
+    if d.uri is None:
+        s = state["servers"][code]
+        return {"uri": f"ldap://{s['host']}:{s['port']}", "bind_dn": s["reader_dn"], "password": s["reader_password"],
+                "ca": state["ca"], "base": d.base}
+    where = f"{fed.path}: site[{fed.sites.index(site)}].directory"
+    text = {}
+    for key in ("password_file", "ca_file"):
+        path = getattr(d, key)
+        try:
+            text[key] = path.read_text()
+        except OSError as e:
+            raise UserError(f"{where}.{key}: cannot read {path}: {e.strerror}") from None
+    password = text["password_file"].rstrip("\n")
+    if not password:  # an LDAP bind with an empty password is an anonymous one
+        raise UserError(f"{where}.password_file: {d.password_file} is empty")
+    return {"uri": d.uri, "bind_dn": d.bind_dn, "password": password, "ca": str(d.ca_file), "base": d.base}
+
+
+def own_server(d: SiteDirectory | None) -> bool:
+    """Whether `up` starts this site's server: it has a directory and names no centre's own."""
+    return d is not None and d.uri is None
+
+
 def enter(state: dict) -> None:
     """Join the network namespace the servers are reached from (the admin site's login
     node on the testbed), for this thread: sockets opened after it live there."""
@@ -146,9 +177,13 @@ def up(fed: Federation, progress: Progress = _quiet, homes: dict[str, userbase.H
     for prog in (SLAPD, SLAPADD, shutil.which("samba") or "samba", shutil.which("ldbadd") or "ldbadd"):
         if not Path(prog).is_file():
             raise UserError(f"ops directory up: {prog} is not installed; run ./setup.sh")
-    return services.up(fed.name, SERVICE, lambda svc: _start(fed, svc, homes, progress), progress,
-                       keep=lambda state: state["sha256"] == fed.sha256, federation_file=str(fed.path),
-                       sha256=fed.sha256, servers={})
+    state = services.up(fed.name, SERVICE, lambda svc: _start(fed, svc, homes, progress), progress,
+                        keep=lambda state: state["sha256"] == fed.sha256, federation_file=str(fed.path),
+                        sha256=fed.sha256, servers={})
+    if state["mode"] == "testbed":
+        progress("nslcd on every node, reading the federation's directory")
+        nss.up(fed, state)
+    return state
 
 
 def _port_taken(address: str, port: int) -> bool:
@@ -161,7 +196,7 @@ def _start(fed: Federation, svc: services.Service, homes, progress) -> None:
     mode, where = _placement(fed)
     if mode == "loopback":
         for s in fed.sites:
-            if s.directory and s.directory.kind == "ad" and _port_taken("127.0.0.1", AD_PORTS[0]):
+            if own_server(s.directory) and s.directory.kind == "ad" and _port_taken("127.0.0.1", AD_PORTS[0]):
                 raise UserError(f"ops directory up: 127.0.0.1:{AD_PORTS[0]} is in use (another AD site or LDAP "
                                 f"server); Samba's LDAP port cannot be moved: take that one down first")
     top = svc.dir
@@ -171,27 +206,38 @@ def _start(fed: Federation, svc: services.Service, homes, progress) -> None:
     state.update(mode=mode, client_netns=where[admin_site.code][0])
     progress("making a CA and the servers' certificate")
     addresses = sorted({addr for _, addr in where.values()})
-    state["ca"] = str(_make_ca(top / "tls", addresses))
+    state["ca"] = str(make_ca(top / "tls", addresses))
     homes = homes or {}
     for s in fed.sites:
-        if not s.directory:
+        if not own_server(s.directory):
+            if s.directory:
+                progress(f"site {s.code}: its own server {s.directory.uri}, read as {s.directory.bind_dn}")
             continue
         netns, addr = where[s.code]
         people = homes.get(s.code) or (userbase.MANNHEIM if s.directory.kind == "ldap" else userbase.HEIDELBERG)
-        if s.directory.kind == "ldap":
-            ports = SITE_PORTS if mode == "testbed" else (_free_port(), _free_port())
-            progress(f"site {s.code}: slapd for {s.directory.base} on {addr}:{ports[0]} "
-                     f"with {len(people.users)} users, {len(people.groups)} groups")
-            server = _slapd_site(top / s.code, s.directory, people, netns, addr, ports)
-        else:
-            progress(f"site {s.code}: Samba AD DC for {s.directory.realm} on {addr}:{AD_PORTS[0]} "
-                     f"with {len(people.users)} users, {len(people.groups)} groups")
-            server = _samba_site(top / s.code, s, people, netns, addr)
-        _launch(svc, s.code, server)
+        ports = SITE_PORTS if mode == "testbed" else (_free_port(), _free_port())  # Samba: AD_PORTS always
+        start_home(svc, s, people, netns, addr, ports, progress)
     netns, addr = where[admin_site.code]
     ports = ADMIN_PORTS if mode == "testbed" else (_free_port(), _free_port())
     progress(f"the federation's directory {fed.directory.base} on {addr}:{ports[0]}, with a read-through view")
     _launch(svc, "admin", _slapd_admin(top / "admin", fed, state, netns, addr, ports))
+
+
+def start_home(svc: services.Service, site: Site, people: userbase.HomeSite, netns: str | None, addr: str,
+               ports: tuple[int, int], progress: Progress = _quiet) -> dict:
+    """A home's server (slapd or Samba's AD DC) loaded with `people`, under `svc.dir`/<code>
+    beside its `tls` (make_ca), started as a daemon of `svc`; its description."""
+    sd = site.directory
+    if sd.kind == "ldap":
+        progress(f"site {site.code}: slapd for {sd.base} on {addr}:{ports[0]} "
+                 f"with {len(people.users)} users, {len(people.groups)} groups")
+        server = _slapd_site(svc.dir / site.code, sd, people, netns, addr, ports)
+    else:
+        progress(f"site {site.code}: Samba AD DC for {sd.realm} on {addr}:{AD_PORTS[0]} "
+                 f"with {len(people.users)} users, {len(people.groups)} groups")
+        server = _samba_site(svc.dir / site.code, site, people, netns, addr)
+    _launch(svc, site.code, server)
+    return server
 
 
 def _launch(svc: services.Service, key: str, server: dict) -> None:
@@ -210,7 +256,7 @@ def _answers(server: dict) -> bool:
     return all(_port_taken(server["host"], p) for p in ports)
 
 
-def _make_ca(d: Path, addresses: list[str]) -> Path:
+def make_ca(d: Path, addresses: list[str]) -> Path:
     """A self-signed CA and one server certificate for every server of the federation."""
     d.mkdir()
     names = ",".join([f"IP:{a}" for a in addresses] + ["DNS:localhost"])
@@ -231,8 +277,24 @@ def _make_ca(d: Path, addresses: list[str]) -> Path:
     return d / "ca.pem"
 
 
+# A bound user reads everything, an anonymous one nothing; passwords are only ever
+# compared (a bind), never read.
+ADMIN_ACCESS = ["access to attrs=userPassword by anonymous auth by * none", "access to * by users read by * none"]
+
+
+def reader_access(base: str, reader: str) -> list[str]:
+    """A home's rights for geofed's bind account (docs/directory.md): search of the base
+    entry, read of the user and group subtrees (the activation attribute with them),
+    nothing else, no write anywhere. Users still bind (users check)."""
+    return ["access to attrs=userPassword by anonymous auth by * none",
+            f'access to dn.base="{base}" by dn.exact="{reader}" search by * none',
+            *(f'access to dn.subtree="ou={ou},{base}" by dn.exact="{reader}" read by * none'
+              for ou in ("people", "groups")),
+            "access to * by * none"]
+
+
 def _slapd_conf(d: Path, suffix: str, rootdn: str, password: str, tls: Path, indexes: list[str],
-                schemas: list[str], extra: str = "") -> Path:
+                schemas: list[str], access: list[str], extra: str = "") -> Path:
     (d / "data").mkdir(parents=True)
     conf = "\n".join([*(f"include {s}" for s in schemas),
                       f"pidfile {d}/slapd.pid", f"argsfile {d}/slapd.args",
@@ -246,10 +308,7 @@ def _slapd_conf(d: Path, suffix: str, rootdn: str, password: str, tls: Path, ind
                       "dbnosync",
                       f'suffix "{suffix}"', f'rootdn "{rootdn}"',
                       f"rootpw {userbase.ssha(password)}", f"directory {d}/data",
-                      *(f"index {i}" for i in indexes),
-                      # Passwords are only ever compared (a bind), never read.
-                      "access to attrs=userPassword by anonymous auth by * none",
-                      "access to * by users read by * none", ""])
+                      *(f"index {i}" for i in indexes), *access, ""])
     path = d / "slapd.conf"
     path.write_text(conf)
     os.chmod(path, 0o600)
@@ -277,15 +336,26 @@ def _slapadd(conf: Path, suffix: str, entries: list[tuple[str, dict]]) -> None:
 POSIX_SCHEMAS = [str(SCHEMA_DIR / f"{s}.schema") for s in ("core", "cosine", "nis", "inetorgperson")]
 
 
+def _account(dn: str, password: str) -> tuple[str, dict]:
+    """A bind account that is no POSIX user: a name and a password."""
+    return dn, {"objectClass": ["organizationalRole", "simpleSecurityObject"], "cn": dn.split(",")[0].split("=", 1)[1],
+                "userPassword": userbase.ssha(password)}
+
+
 def _slapd_site(d: Path, sd: SiteDirectory, people: userbase.HomeSite, netns, addr, ports) -> dict:
-    password = _secret()
-    rootdn = f"cn=admin,{sd.base}"
+    """A home's slapd with its people, and geofed's read-only bind account with the
+    rights docs/directory.md asks of a centre (bind_dn/password: the home's
+    administrator, for the view's tests and changes at home; reader_dn: what sync uses)."""
+    password, reader_password = _secret(), _secret()
+    rootdn, reader = f"cn=admin,{sd.base}", f"cn={READER},{sd.base}"
     conf = _slapd_conf(d, sd.base, rootdn, password, d.parent / "tls",
                        ["objectClass eq", "uid eq", "uidNumber,gidNumber eq", "memberUid eq",
-                        f"{sd.activation_attribute} eq"], POSIX_SCHEMAS)
-    _slapadd(conf, sd.base, [_base_entry(sd.base)] + userbase.ldap_entries(sd, people))
+                        f"{sd.activation_attribute} eq"], POSIX_SCHEMAS, reader_access(sd.base, reader))
+    _slapadd(conf, sd.base, [_base_entry(sd.base), _account(reader, reader_password)]
+             + userbase.ldap_entries(sd, people))
     return {"kind": "ldap", "dir": str(d), "netns": netns, "host": addr, "port": ports[0], "ldaps_port": ports[1],
-            "base": sd.base, "bind_dn": rootdn, "password": password,
+            "base": sd.base, "bind_dn": rootdn, "password": password, "reader_dn": reader,
+            "reader_password": reader_password,
             "argv": [SLAPD, "-f", str(conf), "-h", f"ldap://{addr}:{ports[0]}/ ldaps://{addr}:{ports[1]}/", "-d", "0"]}
 
 
@@ -313,6 +383,11 @@ def _samba_site(d: Path, site: Site, people: userbase.HomeSite, netns, addr) -> 
     # Simple binds without TLS too, as at many sites (provision drops this option, so it goes in here).
     conf = d / "etc" / "smb.conf"
     conf.write_text(conf.read_text().replace("[global]\n", "[global]\n\tldap server require strong auth = no\n", 1))
+    # geofed's bind account: a plain domain user (AD lets authenticated users read users and groups).
+    reader_password = _secret()
+    people = userbase.HomeSite(people.users + [userbase.HomeUser(READER, "geofed", "reader", None, None,
+                                                                 activated=False, password=reader_password)],
+                               people.groups)
     ldif = d / "load.ldif"
     ldif.write_text(userbase.ad_ldif(sd, people))
     # batch_mode: one transaction without a nested one per entry (3x faster at 1,650 entries),
@@ -326,7 +401,7 @@ def _samba_site(d: Path, site: Site, people: userbase.HomeSite, netns, addr) -> 
         raise host.HostError(f"ldbadd into {sd.realm}: {(res.stderr or res.stdout).strip().splitlines()[:1]}")
     return {"kind": "ad", "dir": str(d), "netns": netns, "host": addr, "port": AD_PORTS[0], "ldaps_port": AD_PORTS[1],
             "base": sd.base, "bind_dn": f"CN=Administrator,CN=Users,{sd.base}", "password": password,
-            "realm": sd.realm,
+            "reader_dn": userbase.ad_user_dn(sd, READER), "reader_password": reader_password, "realm": sd.realm,
             "argv": ["samba", "-i", "-M", "single", "--debuglevel=1", "-s", f"{d}/etc/smb.conf"]}
 
 
@@ -346,25 +421,32 @@ def _slapd_admin(d: Path, fed: Federation, state: dict, netns, addr, ports) -> d
     for s in fed.sites:
         if not s.directory:
             continue
-        home = state["servers"][s.code]
+        at = home(fed, state, s.code)
         local = f"ou={s.directory.prefix},{view_base(fed)}"
-        meta += [f'uri "ldap://{home["host"]}:{home["port"]}/{local}"',
+        # As sync reads it: its certificate checked against its CA, bound as geofed's reader.
+        ldaps = at["uri"].startswith("ldaps:")
+        ca = f'tls_cacert="{at["ca"]}" tls_reqcert=demand'
+        meta += [f'uri "{at["uri"]}/{local}"', f'tls {"ldaps" if ldaps else "start"} {ca}',
                  f'suffixmassage "{local}" "{s.directory.base}"',
-                 f'idassert-bind bindmethod=simple binddn="{home["bind_dn"]}" credentials="{home["password"]}" '
-                 f"mode=none"]
+                 f'idassert-bind bindmethod=simple binddn="{at["bind_dn"]}" credentials="{at["password"]}" '
+                 f'mode=none {"" if ldaps else "starttls=yes "}{ca}']
         if s.directory.kind == "ad":
             meta += ["map attribute uid sAMAccountName", "map attribute homeDirectory unixHomeDirectory",
                      "map objectclass posixAccount user", "map objectclass posixGroup group"]
     conf = _slapd_conf(d, fed.directory.base, rootdn, password, d.parent / "tls",
                        ["objectClass eq", "uid eq", "cn eq", "uidNumber,gidNumber eq", "memberUid eq",
-                        "geofedSite eq"], POSIX_SCHEMAS + [str(schema)], extra="\n".join(meta))
+                        "geofedSite eq"], POSIX_SCHEMAS + [str(schema)], ADMIN_ACCESS, extra="\n".join(meta))
     base = fed.directory.base
+    # The nodes' NSS clients read the merged users with an account of their own (no write).
+    nss_dn, nss_password = f"cn=geofed-nss,{base}", _secret()
     _slapadd(conf, base, [_base_entry(base), (f"ou=people,{base}", {"objectClass": ["organizationalUnit"], "ou": "people"}),
-                    (f"ou=groups,{base}", {"objectClass": ["organizationalUnit"], "ou": "groups"})])
+                          (f"ou=groups,{base}", {"objectClass": ["organizationalUnit"], "ou": "groups"}),
+                          _account(nss_dn, nss_password)])
     # Its own tool (users sync) writes through a Unix socket in the run directory (root's only).
     ldapi = d / "ldapi"
     return {"kind": "ldap", "dir": str(d), "netns": netns, "host": addr, "port": ports[0], "ldaps_port": ports[1],
             "base": base, "bind_dn": rootdn, "password": password, "view": view_base(fed), "ldapi": str(ldapi),
+            "nss_dn": nss_dn, "nss_password": nss_password,
             "argv": [SLAPD, "-f", str(conf), "-h", f"ldap://{addr}:{ports[0]}/ ldaps://{addr}:{ports[1]}/ "
                      f"ldapi://{quote(str(ldapi), safe='')}/", "-d", "0"]}
 
@@ -376,7 +458,7 @@ def down(fed_name: str) -> list[str]:
     """Stop every server of this federation's directory and remove its files; harmless when nothing is there."""
     if os.geteuid() != 0:
         raise UserError("ops directory down: needs root (the servers run as root)")
-    return services.stop(fed_name, SERVICE)
+    return services.stop(fed_name, nss.SERVICE) + services.stop(fed_name, SERVICE)
 
 
 def status(fed: Federation) -> dict:

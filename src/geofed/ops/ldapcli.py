@@ -7,8 +7,8 @@ slapd site read in 3.4 s with ldap3 and 0.3 s with ldapsearch, and 40,000 adds t
 the rest was Python's). So the C clients speak the
 protocol and TLS, and Python only writes and splits LDIF text.
 
-A home is reached over StartTLS with its certificate checked against the federation's
-CA; the admin server through its Unix socket (ldapi://, in the root-only run
+A home is reached at its URI (StartTLS on ldap://, TLS on ldaps://) with its certificate
+checked against its CA, bound as geofed's read-only account; the admin server through its Unix socket (ldapi://, in the root-only run
 directory). The bind password goes to the client through a pipe, never on its
 command line.
 """
@@ -87,8 +87,8 @@ def _run(tool: str, server: dict, ca: str, args: list[str], stdin: str = "") -> 
     env = dict(os.environ, LDAPCONF="/dev/null")  # the host's ldap.conf (a BASE, a SIZELIMIT) is not the sync's
     if server.get("ldapi"):
         target = [f"ldapi://{quote(server['ldapi'], safe='')}/"]
-    else:
-        target = [f"ldap://{server['host']}:{server['port']}/", "-ZZ"]
+    else:  # a home: StartTLS on an ldap:// URI, TLS from the start on an ldaps:// one
+        target = [server["uri"]] if server["uri"].startswith("ldaps:") else [server["uri"], "-ZZ"]
         env.update(LDAPTLS_CACERT=ca, LDAPTLS_REQCERT="demand")
     read, write = os.pipe()
     with os.fdopen(write, "w") as w:
@@ -151,7 +151,7 @@ def _refusals(text: str) -> list[str]:
 
 
 def _where(server: dict) -> str:
-    return server.get("ldapi") or f"{server['host']}:{server['port']}"
+    return server.get("ldapi") or server["uri"]
 
 
 def _last(stderr: str) -> str:

@@ -44,17 +44,19 @@ def open_db(path: str | Path) -> sqlite3.Connection:
     return db
 
 
+def node_pair(fed, text: str, where: str) -> tuple[str, str]:
+    """Two different nodes of `fed` written `W1-G1`; `where` names the text in an error."""
+    names = {n.name for n in fed.nodes()}
+    ends = tuple(str(text).strip().split("-"))
+    if len(ends) != 2 or ends[0] == ends[1] or any(e not in names for e in ends):
+        raise UserError(f"{where} {text!r}: expected two different nodes of {fed.name} like W1-G1")
+    return ends
+
+
 def pairs_for(fed, pairs: str | None, nrandom: int | None, rng: random.Random) -> list[tuple[str, str]]:
-    names = [n.name for n in fed.nodes()]
     if pairs:
-        out = []
-        for item in pairs.split(","):
-            ends = tuple(item.strip().split("-"))
-            if len(ends) != 2 or ends[0] == ends[1] or any(e not in names for e in ends):
-                raise UserError(f"--pairs {item!r}: expected two different nodes of {fed.name} like W1-G1")
-            out.append(ends)
-        return out
-    every = list(combinations(names, 2))
+        return [node_pair(fed, item, "--pairs") for item in pairs.split(",")]
+    every = list(combinations([n.name for n in fed.nodes()], 2))
     return rng.sample(every, min(nrandom or 1, len(every)))
 
 

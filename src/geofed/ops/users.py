@@ -3,10 +3,11 @@
     geofed ops users sync -f ma-hd [--dry-run] [--out DIR]
     geofed ops users check kredel -f ma-hd < password
 
-`sync` (seed 001, slides 13-14) reads every site's directory over LDAP with StartTLS
-(OpenLDAP's ldapsearch, the servers' certificate checked against the federation's
-CA; see `ldapcli` for why not ldap3 here), takes the
-activated users (the site's activation attribute holds its value; at an AD site the
+`sync` (seed 001, slides 13-14) reads every site's directory at its URI (a centre's own
+server named in the federation file, or the fixture's: `directory.home`) over StartTLS
+or LDAPS, bound as a read-only account (OpenLDAP's ldapsearch, the certificate checked
+against the site's CA; see `ldapcli` for why not ldap3 here); it never writes there.
+It takes the activated users (the site's activation attribute holds its value; at an AD site the
 account must also be enabled), gives user and group ids the site's offset and group
 names its prefix, and writes the result into the federation's own directory and as
 passwd and group files. Every entry it makes carries the auxiliary class geofedEntry
@@ -54,14 +55,20 @@ STREAMS = 2
 
 def connect(server: dict, ca: str, user: str | None = None, password: str | None = None, ldaps: bool = False,
             bind: bool = True):
-    """An ldap3 connection to `server` (from the directory's state) over TLS checked
-    against the federation's CA: StartTLS on the LDAP port, or LDAPS; bound as the
-    server's administrator unless `user` is given, and not bound at all with bind=False.
+    """An ldap3 connection to `server` over TLS checked against `ca`: a home's URI
+    (directory.home: StartTLS on ldap://, TLS on ldaps://) or a server of the directory's
+    state (StartTLS on its LDAP port, or LDAPS); bound as the server's administrator (or
+    reader) unless `user` is given, and not bound at all with bind=False.
     For single operations (a user's bind); sync's bulk reads and writes go through `ldapcli`."""
     import ldap3
     tls = ldap3.Tls(validate=ssl.CERT_REQUIRED, ca_certs_file=ca, version=ssl.PROTOCOL_TLS_CLIENT)
-    port = server["ldaps_port"] if ldaps else server["port"]
-    srv = ldap3.Server(server["host"], port=port, use_ssl=ldaps, tls=tls, get_info=ldap3.NONE, connect_timeout=10)
+    if "uri" in server:
+        ldaps = server["uri"].startswith("ldaps:")
+        srv = ldap3.Server(server["uri"], tls=tls, get_info=ldap3.NONE, connect_timeout=10)
+    else:
+        srv = ldap3.Server(server["host"], port=server["ldaps_port"] if ldaps else server["port"], use_ssl=ldaps,
+                           tls=tls, get_info=ldap3.NONE, connect_timeout=10)
+    port = srv.port
     if user is None:
         user, password = server["bind_dn"], server["password"]
     conn = ldap3.Connection(srv, user=user, password=password, receive_timeout=120, raise_exceptions=False,
@@ -69,11 +76,11 @@ def connect(server: dict, ca: str, user: str | None = None, password: str | None
     try:
         conn.open()
         if not ldaps and not conn.start_tls():
-            raise HostError(f"StartTLS with {server['host']}:{port} failed: {conn.result.get('description')}")
+            raise HostError(f"StartTLS with {srv.host}:{port} failed: {conn.result.get('description')}")
         if bind and not conn.bind():
-            raise HostError(f"bind as {conn.user} at {server['host']}:{port} failed: {conn.result.get('description')}")
+            raise HostError(f"bind as {conn.user} at {srv.host}:{port} failed: {conn.result.get('description')}")
     except ldap3.core.exceptions.LDAPException as e:
-        raise HostError(f"cannot talk to the directory at {server['host']}:{port}: {e}") from None
+        raise HostError(f"cannot talk to the directory at {srv.host}:{port}: {e}") from None
     return conn
 
 
@@ -412,13 +419,12 @@ def read_all(fed: Federation, state: dict) -> tuple[dict[str, HomeRead], tuple[d
     """Every home and the admin directory, read at once (each by its own ldapsearch, while
     Python splits the LDIF of another); and the seconds each read took."""
     from concurrent.futures import ThreadPoolExecutor
-    sites = [s for s in fed.sites if s.directory]
-    ca = state["ca"]
+    sites = {s.code: (s, directory.home(fed, state, s.code)) for s in fed.sites if s.directory}
     # The threads start from this one, in the namespace it entered, and so do their clients.
     with ThreadPoolExecutor(len(sites) + 1) as pool:
-        homes = {s.code: pool.submit(_timed, read_ldap if s.directory.kind == "ldap" else read_ad,
-                                     state["servers"][s.code], ca, s.directory) for s in sites}
-        admin = pool.submit(_timed, read_admin, state["servers"]["admin"], ca)
+        homes = {code: pool.submit(_timed, read_ldap if s.directory.kind == "ldap" else read_ad, at, at["ca"],
+                                   s.directory) for code, (s, at) in sites.items()}
+        admin = pool.submit(_timed, read_admin, state["servers"]["admin"], state["ca"])
         homes = {code: f.result() for code, f in homes.items()}
         admin, admin_s = admin.result()
     seconds = {code: t for code, (_, t) in homes.items()}
@@ -518,7 +524,8 @@ def check(fed: Federation, user: str, password: str) -> dict:
     if not password:
         # An LDAP bind with an empty password is an anonymous one, which succeeds.
         return dict(result, ok=False, reason="empty password")
-    c = connect(state["servers"][site], state["ca"], user=dn, password=password, bind=False)
+    at = directory.home(fed, state, site)
+    c = connect(at, at["ca"], user=dn, password=password, bind=False)
     try:
         ok = c.bind()
         reason = None if ok else c.result.get("description")

@@ -289,12 +289,14 @@ def open_files(pid: int) -> set[str]:
     return paths
 
 
-def orphan_segments(since: float) -> set[str]:
-    """MPICH segments in /dev/shm made since `since` by this user that no process maps or
-    holds open: a live job's are held by its ranks, so only those of ranks killed while
-    they started MPI are found (a finished job unlinks its own)."""
+def orphan_segments(since: float, pattern: str = "/dev/shm/mpich_shm_*") -> set[str]:
+    """MPICH segments in /dev/shm (or other files of a job: `pattern`) made since `since`
+    by this user that no process maps or holds open: a live job's are held by its ranks,
+    so only those of ranks killed while they started MPI are found (a finished job
+    unlinks its own)."""
     made = set()
-    for path in Path("/dev/shm").glob("mpich_shm_*"):
+    where = Path(pattern)
+    for path in where.parent.glob(where.name):
         try:
             st = path.stat()
         except OSError:

@@ -1,0 +1,80 @@
+"""Record kinds of a user's own MPI program: its profile at one site and its rehearsal on a link."""
+
+from __future__ import annotations
+
+from geofed.params import Params, param
+from geofed.records import Sanity, kind
+
+
+class AppParams(Params):
+    """A user's MPI program, described by its profile (`geofed profile`)."""
+    profile: str = param("", "an app.profile record written by `geofed profile`")
+
+
+@kind("app.profile")
+class AppProfile:
+    """`geofed profile`: every MPI call of a user's program at one site, per rank, aggregated by pattern.
+
+    Attributes:
+        program: the command that was profiled
+        placement: the placement it ran on (one site)
+        site: the site it ran at
+        ranks_per_node: ranks per node
+        total_s: the slowest rank's time from MPI_Init to MPI_Finalize
+        ranks: per rank (in rank order): rank, host, node, total_s, compute_s (time between calls, the tail
+            included), comm_s (time inside calls), calls, patterns, prefix, iteration, iterations, suffix.
+            A pattern is kind (send, isend, recv, irecv, sendrecv, wait, waitall, waitany, waitsome, barrier,
+            bcast, reduce, allreduce, scan, gather, scatter, allgather, alltoall, reduce_scatter_block), peer
+            (the destination, source or root's MPI_COMM_WORLD rank; -1 none, -2 any source, -3 not
+            translated), source (a sendrecv's), bytes (sent; a collective's vector or one rank's block),
+            size (a collective's communicator size, a wait's requests), count, inside_s (time inside) with its
+            mean_s, sd_s, min_s and max_s per call, gap_s (time before the calls: compute), overlap_s (time a
+            non-blocking message had between its post and its wait) over `overlapped` requests. The calls in
+            order are `prefix`, then `iteration` `iterations` times, then `suffix` (indexes into patterns)
+        untracked_calls: calls beyond the profiler's table of patterns (counted, not described)
+    """
+    program: list
+    placement: str
+    site: str
+    ranks_per_node: int
+    total_s: float
+    ranks: list
+    untracked_calls: int
+
+    def sanity(self) -> Sanity:
+        """every call fitted the profiler's tables."""
+        if self.untracked_calls:
+            return Sanity(False, f"{self.untracked_calls} calls found no free pattern in the profiler's table")
+        return Sanity(True, f"{sum(r['calls'] for r in self.ranks)} calls of {len(self.ranks)} ranks profiled")
+
+
+@kind("app.rehearsal")
+class AppRehearsal:
+    """`geofed rehearse`: a profile's communication replayed on a placement of the testbed, beside its prediction.
+
+    Attributes:
+        profile: the app.profile record replayed
+        program: the profiled command
+        placement: the placement it was replayed on
+        measured_s: the slowest rank's replay time
+        rank_s: every rank's replay time
+        predicted_s: the app model's time for this placement
+        interval_s: the prediction interval, low and high
+        parts: the prediction's parts in seconds (compute, local_comm, link_comm, staging)
+        error: measured over predicted, less 1
+        calls: calls replayed by all ranks
+    """
+    profile: str
+    program: list
+    placement: str
+    measured_s: float
+    rank_s: list
+    predicted_s: float
+    interval_s: list
+    parts: dict
+    error: float
+    calls: int
+
+    def sanity(self) -> Sanity:
+        """every rank replayed its calls to the end."""
+        return Sanity(self.calls > 0 and len(self.rank_s) > 0, f"{self.calls} calls replayed")

@@ -1,0 +1,157 @@
+"""A profiled program's communication replayed on a placement, beside its prediction.
+
+Every rank makes the calls its profile recorded (`geofed profile`, an app.profile
+record) in their order: the calls before the program's iteration, the iteration as
+many times as it ran, the calls after; each call with the same peer or root, the same
+bytes, and before it the compute measured before such a call, as a timed wait (a spin:
+the rank holds its core as a computing rank does). A wait completes the oldest
+outstanding requests, as many as the profiled one did. Collectives over a
+sub-communicator are not replayed (the profile names only their size). So a centre
+checks a prediction on the emulated link without the application's inputs or licence:
+
+    geofed rehearse geofed-out/profile/app.profile-*.json -f icm-task -p W2G2
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from geofed import records
+from geofed.errors import UserError
+from geofed.records.app import AppParams
+from geofed.workloads import RankWorkload
+
+TAG = 0
+BLOCKED = ("gather", "scatter", "allgather", "alltoall", "reduce_scatter_block")  # bytes are one rank's block
+
+
+def spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def calls(rank: dict):
+    """The rank's pattern indexes in the order it made them."""
+    yield from rank["prefix"]
+    for _ in range(rank["iterations"]):
+        yield from rank["iteration"]
+    yield from rank["suffix"]
+
+
+class Replayer:
+    """One rank's calls on `comm`, with buffers of the largest message any rank made."""
+
+    def __init__(self, comm, profile, np, MPI):
+        self.comm, self.MPI = comm, MPI
+        self.size = comm.Get_size()
+        biggest = max([p["bytes"] * (self.size if p["kind"] in BLOCKED else 1)
+                       for r in profile.ranks for p in r["patterns"]] + [1])
+        self.send, self.recv = np.zeros(biggest, np.uint8), np.empty(biggest, np.uint8)
+        self.requests: list = []
+
+    def call(self, p: dict) -> bool:
+        """Make the call of pattern `p`; False when it cannot be replayed."""
+        comm, MPI, kind, n = self.comm, self.MPI, p["kind"], p["bytes"]
+        peer = MPI.ANY_SOURCE if p["peer"] == -2 else MPI.PROC_NULL if p["peer"] == -1 else p["peer"]
+        if p["peer"] == -3 or (p["size"] and kind in COLLECTIVES and p["size"] != self.size):
+            return False
+        out, into = self.send[:n], self.recv[:n]
+        if kind == "send":
+            comm.Send(out, peer, TAG)
+        elif kind == "recv":
+            comm.Recv(self.recv, peer, TAG)
+        elif kind == "isend":
+            self.requests.append(comm.Isend(out, peer, TAG))
+        elif kind == "irecv":
+            self.requests.append(comm.Irecv(self.recv, peer, TAG))
+        elif kind == "sendrecv":
+            source = MPI.ANY_SOURCE if p["source"] == -2 else MPI.PROC_NULL if p["source"] == -1 else p["source"]
+            comm.Sendrecv(out, peer, TAG, self.recv, source, TAG)
+        elif kind in ("wait", "waitany", "waitsome"):
+            if self.requests:
+                self.requests.pop(0).Wait()
+        elif kind == "waitall":
+            done, self.requests = self.requests[:p["size"]], self.requests[p["size"]:]
+            MPI.Request.Waitall(done)
+        else:
+            COLLECTIVES[kind](self, out, into, n, peer)
+        return True
+
+
+def _blocks(r: Replayer, n: int):
+    return r.send[:n * r.size], r.recv[:n * r.size]
+
+
+COLLECTIVES = {
+    "barrier": lambda r, out, into, n, root: r.comm.Barrier(),
+    "bcast": lambda r, out, into, n, root: r.comm.Bcast(out, root),
+    "reduce": lambda r, out, into, n, root: r.comm.Reduce(out, into, r.MPI.SUM, root),
+    "allreduce": lambda r, out, into, n, root: r.comm.Allreduce(out, into, r.MPI.SUM),
+    "scan": lambda r, out, into, n, root: r.comm.Scan(out, into, r.MPI.SUM),
+    "gather": lambda r, out, into, n, root: r.comm.Gather(out, _blocks(r, n)[1], root),
+    "scatter": lambda r, out, into, n, root: r.comm.Scatter(_blocks(r, n)[0], into, root),
+    "allgather": lambda r, out, into, n, root: r.comm.Allgather(out, _blocks(r, n)[1]),
+    "alltoall": lambda r, out, into, n, root: r.comm.Alltoall(*_blocks(r, n)),
+    "reduce_scatter_block": lambda r, out, into, n, root: r.comm.Reduce_scatter_block(_blocks(r, n)[0], into,
+                                                                                       r.MPI.SUM),
+}
+
+
+class Rehearse(RankWorkload, kind="app.rehearsal", Params=AppParams, command="rehearse"):
+    """Replay a profile's communication (same peers, sizes, order; compute as timed waits) on a placement"""
+
+    def check(self, ctx, params: AppParams) -> None:
+        from geofed.model import app
+        super().check(ctx, params)
+        app.fits(app.load(params.profile).data, ctx.placement.node_count)
+
+    def run(self, ctx, params: AppParams) -> records.Record:
+        from geofed.launch import runner
+        from geofed.model import app, calibration
+        prof = app.load(params.profile)
+        path = str(Path(params.profile).resolve())
+        result = runner.run_ranks(ctx.fed, ctx.placement, self.name, {"profile": path},
+                                  ranks_per_node=prof.data.ranks_per_node, hostfile=ctx.hostfile, timeout=ctx.timeout,
+                                  cpu_limit=self.cpu_limit, what=f"rehearse on {ctx.placement.code}")
+        cal = calibration.found_or_empty(str(ctx.fed.path), ctx.fed)
+        pred = app.MODELS[0].predict(ctx.fed, cal, ctx.placement.code, ctx.placement.nodes(ctx.fed),
+                                     AppParams(profile=path))
+        measured = max(result["rank_s"])
+        return records.make(self.kind, {"profile": path, "program": prof.data.program,
+                                        "placement": ctx.placement.code, "measured_s": measured,
+                                        "rank_s": result["rank_s"], "predicted_s": pred.total_s,
+                                        "interval_s": list(pred.interval), "parts": pred.parts,
+                                        "error": measured / pred.total_s - 1, "calls": result["calls"]},
+                            **records.federation_meta(ctx.fed))
+
+    def rank(self, comm, params: AppParams) -> dict | None:
+        import numpy as np
+        from mpi4py import MPI
+        profile = records.read(params.profile).data
+        if comm.Get_size() != len(profile.ranks):
+            raise UserError(f"{params.profile}: {len(profile.ranks)} ranks profiled, {comm.Get_size()} started")
+        me = profile.ranks[comm.Get_rank()]
+        patterns = me["patterns"]
+        gaps = [p["gap_s"] / p["count"] for p in patterns]
+        replayer = Replayer(comm, profile, np, MPI)
+        made = 0
+        comm.Barrier()
+        t0 = time.perf_counter()
+        for i in calls(me):
+            spin(gaps[i])
+            made += replayer.call(patterns[i])
+        spin(me["compute_s"] - sum(p["gap_s"] for p in patterns))  # after the last call, to MPI_Finalize
+        elapsed = time.perf_counter() - t0
+        rank_s, made = comm.gather(elapsed, root=0), comm.reduce(made, root=0)
+        return {"rank_s": rank_s, "calls": made} if comm.Get_rank() == 0 else None
+
+    def table(self, rec) -> str:
+        d = rec.data
+        return (f"rehearsal of {' '.join(d.program)} on {d.placement}: {d.measured_s * 1e3:.3f} ms measured, "
+                f"{d.predicted_s * 1e3:.3f} ms predicted (interval {d.interval_s[0] * 1e3:.3f} to "
+                f"{d.interval_s[1] * 1e3:.3f}), error {d.error:+.1%}; {d.calls} calls replayed")
+
+
+WORKLOAD = Rehearse()

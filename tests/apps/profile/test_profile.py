@@ -1,0 +1,223 @@
+"""`geofed profile`, `predict app`, `advise app` and `rehearse` on programs written here with a known
+pattern: the profile holds exactly the calls, peers and bytes they made; the model's link part grows
+with the link's round trip as it says; a rehearsal on the emulated link runs and is recorded."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import needs_root, own_testbed, run_geofed
+from geofed import federation, records
+from geofed.bench.link import two_site_toml
+from geofed.errors import UserError
+from geofed.launch.placement import parse
+from geofed.model import app, calibration
+
+NAME = f"gftest-prof-{os.getpid() % 100000}"
+ITERATIONS = 7
+SIZES = (8, 1024, 65536)
+RTT_MS = 4.0
+
+# A ring: every rank sends to its right neighbour and receives from its left, three sizes,
+# then an allreduce of four doubles; ITERATIONS times.
+RING = f"""
+import numpy as np
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+me, n = comm.Get_rank(), comm.Get_size()
+for _ in range({ITERATIONS}):
+    for size in {SIZES}:
+        comm.Sendrecv(np.zeros(size, np.uint8), (me + 1) % n, 1, np.empty(size, np.uint8), (me - 1) % n, 1)
+    comm.Allreduce(np.ones(4), np.empty(4))
+"""
+
+# The same exchange in C with non-blocking calls (Irecv, Isend, Waitall), then a broadcast of
+# 100 ints from rank 1 and a barrier.
+HALO_C = f"""
+#include <mpi.h>
+int main(int argc, char **argv) {{
+    static char out[4096], in[4096];
+    int buf[100] = {{0}}, me, n;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    for (int i = 0; i < {ITERATIONS}; i++) {{
+        MPI_Request r[2];
+        MPI_Irecv(in, 4096, MPI_CHAR, (me + n - 1) % n, 0, MPI_COMM_WORLD, &r[0]);
+        MPI_Isend(out, 4096, MPI_CHAR, (me + 1) % n, 0, MPI_COMM_WORLD, &r[1]);
+        MPI_Waitall(2, r, MPI_STATUSES_IGNORE);
+        MPI_Bcast(buf, 100, MPI_INT, 1, MPI_COMM_WORLD);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }}
+    MPI_Finalize();
+    return 0;
+}}
+"""
+
+@pytest.fixture(scope="module")
+def fed(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fed") / "fed.toml"
+    path.write_text(two_site_toml(RTT_MS, 1.0, name=NAME, a_nodes=3, local_latency_us=2.0))
+    with own_testbed(path, NAME) as fed_path:
+        yield fed_path
+
+
+def profile(fed, placement, out, *program) -> records.Record:
+    res = run_geofed("profile", "-f", fed, "-p", placement, "--no-cpu-limit", "--out", str(out), "--", *program,
+                     timeout=300)
+    assert res.returncode == 0, res.stderr
+    (path,) = Path(out).glob("app.profile-*.json")
+    rec = records.read(path)
+    assert rec.sanity().ok
+    return rec
+
+
+def patterns(rank: dict) -> set:
+    return {(p["kind"], p["peer"], p["source"], p["bytes"], p["size"], p["count"]) for p in rank["patterns"]}
+
+
+@needs_root
+@pytest.mark.root
+def test_a_ring_profile_predicted_and_rehearsed(fed, tmp_path):
+    (tmp_path / "ring.py").write_text(RING)
+    rec = profile(fed, "A3", tmp_path / "profile", sys.executable, str(tmp_path / "ring.py"))
+    d = rec.data
+    assert (d.placement, d.site, d.ranks_per_node, len(d.ranks)) == ("A3", "A", 1, 3)
+    for r, rank in enumerate(d.ranks):
+        right, left = (r + 1) % 3, (r - 1) % 3
+        assert patterns(rank) == {("sendrecv", right, left, size, 0, ITERATIONS) for size in SIZES} | \
+            {("allreduce", -1, -1, 32, 3, ITERATIONS)}
+        assert rank["calls"] == 4 * ITERATIONS and rank["iterations"] == ITERATIONS
+        kinds = [(rank["patterns"][i]["kind"], rank["patterns"][i]["bytes"]) for i in rank["iteration"]]
+        assert sorted(kinds) == sorted([("sendrecv", s) for s in SIZES] + [("allreduce", 32)])
+        assert rank["prefix"] == [] and rank["suffix"] == []
+        assert abs(rank["compute_s"] + rank["comm_s"] - rank["total_s"]) < 1e-9
+    path = next((tmp_path / "profile").glob("*.json"))
+
+    # Inside one site the link adds nothing; across it, the link's part grows with its round trip
+    # (the messages are small: latency): by at least the allreduce's two crossings per iteration
+    # (the third rank folds into rank 0, then gets the result) and at most by every crossing
+    # message of an iteration (3 + 3 of the ring, 2 of the allreduce) on the critical path.
+    fed_obj = federation.load(fed)
+    one = app.MODELS[0].predict(fed_obj, calibration.found_or_empty(fed, fed_obj), "A3",
+                                parse("A3", fed_obj).nodes(fed_obj), app.AppParams(profile=str(path)))
+    assert one.parts["link_comm"] == 0 and one.interval[0] <= one.total_s <= one.interval[1]
+    spans = {}
+    for rtt in (RTT_MS, 2 * RTT_MS, 4 * RTT_MS):
+        res = run_geofed("predict", "app", str(path), "-f", fed, "-p", "A2B1", "--json",
+                         "--what-if", f"link.A-B.rtt_ms={rtt}")
+        assert res.returncode == 0, res.stderr
+        spans[rtt] = json.loads(res.stdout)
+    link = [spans[rtt]["parts"]["link_comm"] for rtt in sorted(spans)]
+    for (low, high), one_way in zip([(0, 1), (1, 2)], [RTT_MS / 2, RTT_MS]):
+        assert 2 * ITERATIONS * one_way / 1e3 <= link[high] - link[low] <= 8 * ITERATIONS * one_way / 1e3, link
+    assert spans[RTT_MS]["total_s"] > one.total_s
+
+    res = run_geofed("advise", "app", str(path), "-f", fed)
+    assert res.returncode == 0, res.stderr
+    assert "advice: keep it in" in res.stdout and "slower across sites" in res.stdout
+
+    res = run_geofed("rehearse", str(path), "-f", fed, "-p", "A2B1", "--out", str(tmp_path / "rehearsal"),
+                     timeout=300)
+    assert res.returncode == 0, res.stderr
+    (rpath,) = (tmp_path / "rehearsal").glob("app.rehearsal-*.json")
+    reh = records.read(rpath).data
+    assert reh.placement == "A2B1" and reh.calls == 3 * 4 * ITERATIONS
+    assert reh.predicted_s == pytest.approx(spans[RTT_MS]["total_s"], rel=1e-6)
+    # the allreduce crosses the link twice per iteration: no replay is faster
+    assert reh.measured_s >= 2 * ITERATIONS * RTT_MS / 2 / 1e3
+    assert "rehearsal of" in res.stdout and f"{reh.calls} calls replayed" in res.stdout
+
+
+@needs_root
+@pytest.mark.root
+def test_a_c_program_with_nonblocking_calls(fed, tmp_path):
+    source = tmp_path / "halo.c"
+    source.write_text(HALO_C)
+    exe = tmp_path / "halo"
+    subprocess.run([str(Path(sys.executable).parent / "mpicc"), "-O2", "-o", str(exe), str(source)], check=True)
+    d = profile(fed, "A3", tmp_path / "profile", str(exe)).data
+    for r, rank in enumerate(d.ranks):
+        assert patterns(rank) == {("irecv", (r - 1) % 3, -1, 4096, 0, ITERATIONS),
+                                  ("isend", (r + 1) % 3, -1, 4096, 0, ITERATIONS),
+                                  ("waitall", -1, -1, 0, 2, ITERATIONS),
+                                  ("bcast", 1, -1, 400, 3, ITERATIONS),
+                                  ("barrier", -1, -1, 0, 3, ITERATIONS)}
+        assert all(p["overlapped"] == ITERATIONS for p in rank["patterns"] if p["kind"] in ("irecv", "isend"))
+        assert len(rank["iteration"]) == 5 and rank["iterations"] == ITERATIONS
+
+
+PICKLED = """
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+for _ in range(5):
+    if comm.Get_rank() == 0:
+        comm.send(b"x" * 100, 1)
+    else:
+        comm.recv(source=0)
+"""
+
+
+@needs_root
+@pytest.mark.root
+def test_mpi4py_pickled_messages(fed, tmp_path):
+    """comm.recv is MPI_Mprobe then MPI_Mrecv: one recv, of the bytes the send sent."""
+    (tmp_path / "pickled.py").write_text(PICKLED)
+    d = profile(fed, "A2", tmp_path / "profile", sys.executable, str(tmp_path / "pickled.py")).data
+    (send,), (recv,) = d.ranks[0]["patterns"], d.ranks[1]["patterns"]
+    assert (send["kind"], send["peer"], send["count"]) == ("send", 1, 5)
+    assert (recv["kind"], recv["peer"], recv["count"], recv["bytes"]) == ("recv", 0, 5, send["bytes"])
+
+
+def test_a_spanning_placement_is_refused(tmp_path):
+    res = run_geofed("profile", "-f", "icm-task", "-p", "W1G1", "--", "true")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1
+    assert "a profile is taken at one site" in res.stderr
+
+
+
+THREE_SITES = """
+name = "gftest-three"
+[[site]]
+code = "M"
+nodes = 1
+[[site]]
+code = "F"
+nodes = 1
+[[site]]
+code = "H"
+nodes = 1
+[[link]]
+sites = ["M", "F"]
+rtt_ms = 4
+bandwidth_gbps = 1
+[[link]]
+sites = ["F", "H"]
+rtt_ms = 2
+bandwidth_gbps = 1
+"""
+
+
+def test_what_if_changes_one_link_or_all(write_fed):
+    from geofed.model import whatif
+    fed = federation.load(write_fed(THREE_SITES))
+    one = whatif.apply(fed, ["link.M-F.bandwidth=10x"])
+    assert [l.bandwidth_gbps for l in one.links] == [10.0, 1.0]
+    every = whatif.apply(fed, ["link.rtt_ms=8"])
+    assert [l.rtt_ms for l in every.links] == pytest.approx([8.0, 8.0])
+    with pytest.raises(UserError, match="has no link M-H; its links: M-F, F-H"):
+        whatif.apply(fed, ["link.M-H.loss=0.1"])
+
+
+def test_the_iteration_is_found_in_the_order_of_calls():
+    from geofed.apps.profile import iteration
+    order = [9, 8] + [1, 2, 3] * 5 + [1, 7]
+    assert iteration(order, len(order)) == ([9, 8], [1, 2, 3], 5, [1, 7])
+    # more calls than the library kept: the period goes on to the end
+    kept = [5] + [1, 2] * 10
+    assert iteration(kept, 1 + 2 * 50 + 1) == ([5], [1, 2], 50, [1])
+    assert iteration([4, 5, 6], 3) == ([4, 5, 6], [], 0, [])
