@@ -274,8 +274,7 @@ class NetworkPath:
     @property
     def bandwidth_gbps(self) -> float | None:
         """The narrowest hop's rate (a credit link's ceiling counts), None when no hop caps."""
-        caps = [h.gbps for h in self.hops if h.gbps is not None]
-        return min(caps) if caps else None
+        return None if self.bottleneck is None else self.bottleneck.gbps
 
     @property
     def links_gbps(self) -> float | None:
@@ -373,10 +372,6 @@ class Federation:
             here = link.b if here == link.a else link.a
         hops.append(Hop(f"{dst} node's interface in", dst_fabric.latency_us / 2e3, dst_fabric.bandwidth_gbps))
         return NetworkPath(src, dst, tuple(hops), tuple(ways))
-
-    def ways(self, src: str, dst: str) -> list[Way]:
-        """The direction of each link crossed from site `src` to site `dst`."""
-        return list(self.path_between(src, dst).ways)
 
     def one_way_ms(self, src: str, dst: str) -> float:
         """Modelled one-way latency between nodes at sites `src` and `dst` (their path's)."""
