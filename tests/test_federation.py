@@ -224,3 +224,64 @@ def test_credits_given_in_bytes_follow_each_ways_rate(write_fed):
     # 20 kB per round trip is more than 0.1 Gb/s needs: the rate holds the way back.
     assert fed.bandwidth_gbps("G", "W") == 0.1
     assert "W->G credits 0.02 MB" in federation.credit_summary(link)
+
+
+# Nodes narrower than the fastest link; site S's fabric narrower still; an asymmetric link.
+THREE_SITES = federation.to_toml({
+    "name": "t3", "local": {"latency_us": 2, "bandwidth_gbps": 5},
+    "site": [{"code": "M", "nodes": 2}, {"code": "S", "nodes": 1, "local": {"latency_us": 4, "bandwidth_gbps": 3}},
+             {"code": "T", "nodes": 1}],
+    "link": [{"sites": ["M", "S"], "rtt_ms": 1, "bandwidth_gbps": 10},
+             {"sites": ["S", "T"], "rtt_ms": 2, "bandwidth_gbps": 4, "back": {"bandwidth_gbps": 2}}],
+})
+
+
+def test_a_path_inside_a_site_is_the_two_nodes_interfaces(write_fed):
+    fed = federation.load(write_fed(THREE_SITES))
+    path = fed.path_between("M", "M")
+    assert [h.name for h in path.hops] == ["M node's interface out", "M node's interface in"]
+    assert path.one_way_ms == pytest.approx(0.002) and path.bandwidth_gbps == 5 and path.ways == ()
+
+
+def test_a_nodes_interface_narrower_than_the_link_sets_the_paths_bandwidth(write_fed):
+    # The case: a 10 Gb/s link between nodes shaped to 5 Gb/s carries 5, not 10.
+    fed = federation.load(write_fed(THREE_SITES))
+    there = fed.path_between("M", "S")
+    assert [h.gbps for h in there.hops] == [5, 10, 3]
+    assert there.bandwidth_gbps == 3 and there.bottleneck.name == "S node's interface in"
+    assert fed.bandwidth_gbps("S", "M") == 3 and fed.path_between("S", "M").bottleneck.name == "S node's interface out"
+    # Half of each end's node-to-node latency, and the link's propagation.
+    assert there.one_way_ms == pytest.approx(0.001 + fed.links[0].propagation_ms + 0.002)
+    assert there.one_way_ms == pytest.approx(fed.links[0].one_way_ms)
+
+
+def test_a_routed_path_crosses_every_link_each_way_and_the_transit_sites_fabric(write_fed):
+    fed = federation.load(write_fed(THREE_SITES))
+    there, back = fed.path_between("M", "T"), fed.path_between("T", "M")
+    assert [h.name for h in there.hops] == ["M node's interface out", "link M-S", "S gateway in transit", "link S-T",
+                                            "T node's interface in"]
+    # The transit site is routed through, not sent from by a node: its fabric caps nothing.
+    assert there.hops[2].gbps is None and there.hops[2].latency_ms == pytest.approx(0.004)
+    assert there.bandwidth_gbps == 4 and back.bandwidth_gbps == 2 and back.bottleneck.name == "link S-T"
+    assert there.one_way_ms == pytest.approx(sum(l.one_way_ms for l in fed.links))
+    assert fed.rtt_ms("M", "T") == pytest.approx(there.one_way_ms + back.one_way_ms)
+
+
+def test_a_credit_links_ceiling_is_a_hop(write_fed):
+    fed = federation.load(write_fed(BASE + CREDIT_LINK + 'extender = "longbow-10km"\n'))
+    path = fed.path_between("W", "G")
+    assert path.bottleneck.name == "link W-G" and path.bandwidth_gbps == fed.links[0].ceiling_gbps < 1.86
+
+
+def test_a_path_with_no_rate_anywhere_is_not_capped_and_loses_on_every_way(write_fed):
+    fed = federation.load(write_fed(BASE + '[[link]]\nsites = ["W", "G"]\nfibre_km = 1\nbandwidth_gbps = 1\n'
+                                    'loss = 0.01\n[link.back]\nloss = 0.02\n'))
+    assert fed.path_between("W", "W").bandwidth_gbps is None and fed.path_between("W", "W").bottleneck is None
+    assert fed.path_between("W", "G").loss == pytest.approx(0.01) and fed.path_between("G", "W").loss == pytest.approx(0.02)
+
+
+def test_the_path_summary_names_the_narrowest_hop(write_fed):
+    fed = federation.load(write_fed(THREE_SITES))
+    line = federation.path_summary(fed, "T", "M")
+    assert line.startswith("path T->M: T node's interface out + link S-T + S gateway in transit + link M-S")
+    assert "2 Gb/s at link S-T" in line

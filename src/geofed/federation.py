@@ -249,6 +249,51 @@ class Link(Way):
 
 
 @dataclass(frozen=True)
+class Hop:
+    """One element of a path between two nodes: what it adds to a message's one-way
+    latency, and the rate it carries at most (None: it caps nothing)."""
+
+    name: str
+    latency_ms: float
+    gbps: float | None
+
+
+@dataclass(frozen=True)
+class NetworkPath:
+    """The way from a node at site `src` to a node at site `dst`, hop by hop."""
+
+    src: str
+    dst: str
+    hops: tuple[Hop, ...]
+    ways: tuple[Way, ...]  # the links' directions crossed, in order
+
+    @property
+    def one_way_ms(self) -> float:
+        return sum(h.latency_ms for h in self.hops)
+
+    @property
+    def bandwidth_gbps(self) -> float | None:
+        """The narrowest hop's rate (a credit link's ceiling counts), None when no hop caps."""
+        return None if self.bottleneck is None else self.bottleneck.gbps
+
+    @property
+    def links_gbps(self) -> float | None:
+        """The narrowest link's ceiling: what every flow crossing the links shares (None: no link)."""
+        return min((w.ceiling_gbps for w in self.ways), default=None)
+
+    @property
+    def bottleneck(self) -> Hop | None:
+        """The hop that sets `bandwidth_gbps` (the first of equals, from the source)."""
+        capped = [h for h in self.hops if h.gbps is not None]
+        return min(capped, key=lambda h: h.gbps) if capped else None
+
+    @property
+    def loss(self) -> float:
+        """The probability that a frame is lost somewhere on the way."""
+        return 1 - math.prod(1 - w.loss for w in self.ways)
+
+
+@dataclass(frozen=True)
 class Federation:
     name: str
     description: str
@@ -307,27 +352,34 @@ class Federation:
             path.append(link)
         return path[::-1]
 
-    def one_way_ms(self, src: str, dst: str) -> float:
-        """Modelled one-way latency between nodes at sites `src` and `dst`."""
-        if src == dst:
-            return self.site(src).local.latency_us / 1e3
-        # Crossing a transit site's fabric costs its local latency, which the two
-        # links' halves (see Way.one_way_ms) add up to.
-        return sum(way.one_way_ms for way in self.ways(src, dst))
-
-    def ways(self, src: str, dst: str) -> list[Way]:
-        """The direction of each link crossed from site `src` to site `dst`."""
-        out, here = [], src
+    def path_between(self, src: str, dst: str) -> NetworkPath:
+        """Every hop from a node at site `src` to a node at site `dst`: the source node's
+        interface on its site's fabric, each link on the routed path (its direction, at its
+        ceiling) and the fabric of every site it passes through, and the destination
+        node's interface. Inside a site the two interfaces are the whole path."""
+        src_fabric, dst_fabric = self.site(src).local, self.site(dst).local
+        # A node reaches its site's switch (or gateway) in half the node-to-node latency.
+        hops = [Hop(f"{src} node's interface out", src_fabric.latency_us / 2e3, src_fabric.bandwidth_gbps)]
+        ways, here = [], src
         for link in self.route(src, dst):
-            out.append(link.way(here))
+            if here != src:
+                # Traffic in transit is routed by the site's gateway, not sent by a node:
+                # it pays the fabric's latency, and no node's interface caps it.
+                hops.append(Hop(f"{here} gateway in transit", self.site(here).local.latency_us / 1e3, None))
+            way = link.way(here)
+            ways.append(way)
+            hops.append(Hop(f"link {link.name}", way.propagation_ms, way.ceiling_gbps))
             here = link.b if here == link.a else link.a
-        return out
+        hops.append(Hop(f"{dst} node's interface in", dst_fabric.latency_us / 2e3, dst_fabric.bandwidth_gbps))
+        return NetworkPath(src, dst, tuple(hops), tuple(ways))
+
+    def one_way_ms(self, src: str, dst: str) -> float:
+        """Modelled one-way latency between nodes at sites `src` and `dst` (their path's)."""
+        return self.path_between(src, dst).one_way_ms
 
     def bandwidth_gbps(self, src: str, dst: str) -> float | None:
-        """Modelled bandwidth cap between nodes at sites `src` and `dst` (a credit link's ceiling)."""
-        if src == dst:
-            return self.site(src).local.bandwidth_gbps
-        return min(way.ceiling_gbps for way in self.ways(src, dst))
+        """Modelled bandwidth cap between nodes at sites `src` and `dst` (their path's narrowest hop)."""
+        return self.path_between(src, dst).bandwidth_gbps
 
     def rtt_ms(self, src: str, dst: str) -> float:
         """Modelled round trip between nodes at sites `src` and `dst`: the one RTT of a site pair."""
@@ -352,6 +404,16 @@ def credit_summary(link: Link) -> str:
             [f"{link.a}->{link.b} {window(link)}", f"{link.b}->{link.a} {window(link.back)}"])
     return (f"credit flow control{source} over a {link.credit_rtt_ms:.4g} ms fibre round trip: " + "; ".join(ways)
             + "; the queue is where frames wait for credits")
+
+
+def path_summary(fed: Federation, src: str, dst: str) -> str:
+    """The path between nodes at two sites in one line: its hops, latency, narrowest hop and BDP."""
+    path = fed.path_between(src, dst)
+    gbps = path.bandwidth_gbps
+    cap = "not capped" if gbps is None else f"{gbps:.4g} Gb/s at {path.bottleneck.name}"
+    bdp = fed.bdp_bytes(src, dst)
+    return (f"path {src}->{dst}: {' + '.join(h.name for h in path.hops)}; one-way {path.one_way_ms * 1e3:.1f} us, "
+            f"RTT {fed.rtt_ms(src, dst):.4g} ms, {cap}" + ("" if bdp is None else f", BDP {bdp / 1e6:.3g} MB"))
 
 
 # ---------------------------------------------------------------- loading

@@ -10,11 +10,12 @@ from record_samples import sample
 from geofed import federation, records
 from geofed.errors import UserError
 from geofed.launch.placement import parse
-from geofed.model import advise, calibration, mdfs, mpi, network, obstacle, simgrid, whatif
+from geofed.model import advise, calibration, mdfs, mpi, network, obstacle, simgrid, transfer, whatif
 from geofed.records.grayscott import GrayScottParams
 from geofed.records.mdfs import MdfsSplitParams
 from geofed.records.mpi import MpiAllreduceParams, MpiBandwidthParams, MpiLatencyParams
 from geofed.records.obstacle import ObstacleParams
+from geofed.records.transfer import TransferParams
 from tests.conftest import run_geofed
 
 FED = """
@@ -60,6 +61,16 @@ def test_route_separates_the_link_from_the_local_path(fed):
     assert r.extra_one_way_s == pytest.approx(5.0e-3)  # one-way minus the 2 us inside a site
     assert r.rate_Bps == pytest.approx(1e8)
     assert not network.route(fed, "A", "A").crosses_link
+
+
+def test_a_nodes_interface_narrower_than_the_link_holds_each_message_but_flows_share_only_the_link(write_fed):
+    fast = federation.load(write_fed(FED.format(rtt=10.004, gbps=20, loss=0.0), name="fast.toml"))
+    r = network.route(fast, "A", "B")
+    assert r.rate_Bps == pytest.approx(8e9 / 8) and r.links_rate_Bps == pytest.approx(20e9 / 8)
+    # four pairs of nodes: each has its own 8 Gb/s interfaces, all four share the 20 Gb/s link
+    assert r.share_Bps(1) == pytest.approx(8e9 / 8) and r.share_Bps(4) == pytest.approx(20e9 / 8 / 4)
+    assert transfer.Transfer().predict(fast, cal_for(fast), "A1B1", parse("A1B1", fast).nodes(fast),
+                                       TransferParams(1 << 30, 4)).total_s > (1 << 30) / (8e9 / 8)
 
 
 PAYLOAD = 1448 / 1514  # a TCP frame's payload share of the wire

@@ -1,8 +1,9 @@
 """Theory beside measurement: what the federation file predicts for a benchmark.
 
-A message of S bytes between two sites takes the one-way latency L (fibre
+A message of S bytes between two nodes takes the one-way latency L (fibre
 propagation plus the local fabrics: seed 001's 145 = 143 + 2 us, RTT/2) plus its
-serialisation S/B at the link's bandwidth cap B. From that:
+serialisation S/B at the path's narrowest hop B (a node's interface on its site's
+fabric, or a link: `Federation.path_between`). From that:
 
     latency(S) = L + S/B                       ping-pong, reported as RTT/2
     bw(S)      = W*S / (L + W*S/B + L)         a window of W messages, then a 1-byte ack back
@@ -23,18 +24,17 @@ def pair_model(fed: Federation | None, site_a: str | None, site_b: str | None) -
     if fed is None or not site_a or not site_b:
         return None
     try:
-        one_way_ms = fed.one_way_ms(site_a, site_b)
-        gbps = fed.bandwidth_gbps(site_a, site_b)
-        route = fed.route(site_a, site_b)
+        path = fed.path_between(site_a, site_b)
     except KeyError:
         return None
-    propagation_ms = sum(link.propagation_ms for link in route)
+    propagation_ms = sum(way.propagation_ms for way in path.ways)
+    gbps = path.bandwidth_gbps
     bytes_per_us = None if gbps is None else gbps * 1e3 / 8
     return {
-        "links": [link.name for link in route],
-        "one_way_us": one_way_ms * 1e3,
+        "links": [link.name for link in fed.route(site_a, site_b)],
+        "one_way_us": path.one_way_ms * 1e3,
         "propagation_us": propagation_ms * 1e3,
-        "local_us": (one_way_ms - propagation_ms) * 1e3,
+        "local_us": (path.one_way_ms - propagation_ms) * 1e3,
         "bandwidth_MBps": bytes_per_us,  # bytes per us = decimal MB/s, OSU's unit
         "bdp_bytes": fed.bdp_bytes(site_a, site_b),
     }

@@ -33,7 +33,7 @@ class Command:
 G = None  # a group's `run`
 COMMANDS: list[Command] = [
     Command("federation", G, "inspect a federation file"),
-    Command("federation show", core.cmd_federation_show, "sites, nodes, links and their model (RTT, BDP)",
+    Command("federation show", core.cmd_federation_show, "sites, nodes, links, their model (RTT, BDP) and every pair's path, hop by hop",
             options.federation_positional),
 
     Command("testbed", G, "emulate a federation on this host (root)"),

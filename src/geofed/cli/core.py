@@ -31,6 +31,9 @@ def cmd_federation_show(args) -> int:
               + (f", jitter {l.jitter_us:g} us" if l.jitter_us else "") + (f", loss {l.loss:g}" if l.loss else ""))
         if l.credits_bytes is not None:
             print(f"  {federation.credit_summary(l)}")
+    for a in fed.sites:
+        for b in fed.sites:
+            print(federation.path_summary(fed, a.code, b.code))
     return 0
 
 

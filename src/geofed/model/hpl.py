@@ -181,7 +181,7 @@ def _slow_start_s(fed, cal, firsts, grown: list[float] | None = None) -> float:
         if a == b:
             continue
         r = route(fed, a, b, cal)
-        bdp = (r.rate_Bps or 0.0) / flows * r.rtt_s
+        bdp = (r.share_Bps(flows) or 0.0) * r.rtt_s
         rounds = slow_start_rounds(nbytes, bdp)
         if grown:
             rounds = max(0, rounds - slow_start_rounds(grown[i], bdp))

@@ -1,7 +1,9 @@
 """Messages between nodes: the federation's links plus the host's measured local costs.
 
 Inter-site behaviour comes only from the federation file: the link adds its one-way
-latency over the local path and its rate caps serialisation. A message cannot have
+latency over the local path, and the path's narrowest hop (a node's interface on its
+site's fabric, a link, a credit link's ceiling: `Federation.path_between`) caps
+serialisation. A message cannot have
 more than the host's TCP send buffer in flight (net.ipv4.tcp_wmem, read at
 calibration): every full buffer of it waits one more round trip for
 acknowledgements, and a stream of messages runs at most at buffer / RTT. (geofed's
@@ -40,8 +42,16 @@ class Route:
     b: str
     one_way_s: float  # the federation's model: propagation plus local fabrics
     extra_one_way_s: float  # what the link adds over a path inside site a
-    rate_Bps: float | None  # bottleneck rate (bytes/s) on the way; None: not capped
+    rate_Bps: float | None  # the narrowest hop's rate (bytes/s), node interfaces included; None: not capped
+    links_rate_Bps: float | None  # the narrowest link's, which flows between other nodes share too
     loss: float  # probability a frame is lost on the way
+
+    def share_Bps(self, flows: int) -> float | None:
+        """The rate one of `flows` messages between different pairs of nodes gets: the links
+        are one medium, shared; each pair's own interfaces are not."""
+        shared = None if self.links_rate_Bps is None else self.links_rate_Bps / flows
+        rates = [r for r in (self.rate_Bps, shared) if r]
+        return min(rates) if rates else None
 
     @property
     def crosses_link(self) -> bool:
@@ -56,16 +66,15 @@ def route(fed: Federation, a: str, b: str, cal: Calibration | None = None, trans
     """The federation's path from site a to b; with a calibration, as messages over
     `transport` (default: MPI's, the calibration's) see it: the host's crossing cost
     added, and over TCP the payload's share of the rate."""
-    one_way = fed.one_way_ms(a, b) / 1e3
-    gbps = fed.bandwidth_gbps(a, b)
-    loss = 1 - math.prod(1 - way.loss for way in fed.ways(a, b))
+    path = fed.path_between(a, b)
+    one_way = path.one_way_ms / 1e3
     local = fed.one_way_ms(a, a) / 1e3
-    rate = None if gbps is None else gbps * 1e9 / 8
-    if cal is not None and a != b:
-        one_way += cal.crossing_us / 1e6
-        if rate and (transport or cal.transport) == "tcp":
-            rate *= TCP_PAYLOAD_PER_WIRE_BYTE
-    return Route(a, b, one_way, max(0.0, one_way - local), rate, loss)
+    one_way += cal.crossing_us / 1e6 if cal is not None and a != b else 0.0
+    # over TCP a frame carries its payload's share of every hop's rate
+    share = TCP_PAYLOAD_PER_WIRE_BYTE if cal is not None and a != b and (transport or cal.transport) == "tcp" else 1.0
+    rate, links_rate = (None if gbps is None else gbps * 1e9 / 8 * share
+                        for gbps in (path.bandwidth_gbps, path.links_gbps))
+    return Route(a, b, one_way, max(0.0, one_way - local), rate, links_rate, path.loss)
 
 
 def serialisation_s(nbytes: float, rate_Bps: float | None) -> float:
@@ -93,11 +102,12 @@ def crossing_s(fed: Federation, cal: Calibration, a: str, b: str, nbytes: float,
     site a, whose serialisation takes `local_serial_s`: (latency, bandwidth) in seconds.
     Latency: the link's extra one-way time and a round trip per full send buffer; bandwidth:
     the excess of serialising all `flows` messages at the link's rate (it is one medium,
-    shared) over the local serialisation, and the emulator's store and forward."""
+    shared; each pair's own interfaces are not) over the local serialisation, and the
+    emulator's store and forward."""
     r = route(fed, a, b, cal)
     if not r.crosses_link:
         return 0.0, 0.0
-    excess = max(0.0, serialisation_s(nbytes * flows, r.rate_Bps) - local_serial_s)
+    excess = max(0.0, serialisation_s(nbytes, r.share_Bps(flows)) - local_serial_s)
     windows = 2 * r.extra_one_way_s * (nbytes // cal.tcp_window_bytes) if cal.transport == "tcp" else 0.0
     return r.extra_one_way_s + windows, excess + _store_and_forward_s(cal, a, nbytes)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from geofed.errors import UserError
-from geofed.federation import Federation
+from geofed.federation import WIRE_FRAME_BYTES, Federation
 from geofed.native import binary
 from geofed.testbed import host, probe, services
 from geofed.testbed.plan import CPU_PERIOD_US, NETNS_PREFIX, RESOLV_CONF, STATE_ROOT, LinkPlan, Plan, make_plan, prefix
@@ -23,6 +23,8 @@ from geofed.testbed.plan import CPU_PERIOD_US, NETNS_PREFIX, RESOLV_CONF, STATE_
 Progress = Callable[[str], None]
 ETC_NETNS = Path("/etc/netns")
 TCP_BUFFER_MIN = 16 * 1024 * 1024
+GSO_FRAME_BYTES = 64 * 1024  # the largest frame a veth passes whole (GSO)
+SHAPER_TIMER_SLACK_S = 200e-6  # how late tbf's watchdog runs on this host under load (see _shape)
 # The emulator's two interfaces in a link namespace: site a's side and site b's side.
 EMU_PORT_A, EMU_PORT_B = "port-a", "port-b"
 FLOOR_SAMPLES = 200
@@ -234,7 +236,10 @@ def _build(plan: Plan, progress: Progress) -> None:
         host.sysctl(n.netns, "net.core.rmem_max", str(tcp_max), required=False)
         host.sysctl(n.netns, "net.core.wmem_max", str(tcp_max), required=False)
         if n.egress_gbps:
-            _shape(n.netns, n.egress_gbps)
+            # A node's interface is full duplex at its fabric's rate: shaped each way, so
+            # a path is as narrow as both ends' interfaces (Federation.path_between).
+            _shape(n.netns, "eth0", n.egress_gbps)
+            _shape(sns, n.site_port, n.egress_gbps)
         hosts_dir = ETC_NETNS / n.netns
         hosts_dir.mkdir(parents=True, exist_ok=True)
         (hosts_dir / "hosts").write_text(plan.hosts_file(n, socket.gethostname()))
@@ -269,15 +274,24 @@ def _build(plan: Plan, progress: Progress) -> None:
     })
 
 
-def _shape(netns: str, gbps: float) -> None:
-    """Cap a node's egress at its local fabric's rate (a token bucket; the kernel has tbf)."""
+def _shape(netns: str, dev: str, gbps: float) -> None:
+    """Cap one way of a node's interface at its local fabric's rate with a token bucket
+    (tbf: the kernel here has tbf and htb, no fq or netem).
+
+    Whatever fits in the bucket leaves at veth speed, so the bucket is as small as
+    holding the rate allows: one 64 KiB GSO frame and a wire frame (smaller, tbf would
+    cut every super-frame into wire frames and the host's CPU would not keep up), or
+    what the rate brings in while the qdisc's watchdog timer is late (it runs in a soft
+    interrupt, late by up to ~200 us on this loaded 2-core host: a smaller bucket
+    overflows meanwhile and loses rate). It was 1 ms of the rate (624 KB at 5 Gb/s):
+    messages up to that size left unshaped, at 0.29-0.52 of the model's time."""
     rate_bytes = gbps * 1e9 / 8
-    burst = max(int(rate_bytes * 0.001), 256 * 1024)
-    res = host.run_in(netns, ["tc", "qdisc", "replace", "dev", "eth0", "root", "tbf",
+    burst = max(GSO_FRAME_BYTES + WIRE_FRAME_BYTES, int(rate_bytes * SHAPER_TIMER_SLACK_S))
+    res = host.run_in(netns, ["tc", "qdisc", "replace", "dev", dev, "root", "tbf",
                               "rate", f"{gbps * 1000:.0f}mbit", "burst", str(burst), "latency", "20ms"],
                       check=False)
     if res.returncode != 0:
-        raise host.HostError(f"in {netns}: tc tbf: {res.stderr.strip()}")
+        raise host.HostError(f"in {netns}: tc tbf on {dev}: {res.stderr.strip()}")
 
 
 def _emulator_argv(plan: Plan, l: LinkPlan, hold_us: float | None) -> list[str]:

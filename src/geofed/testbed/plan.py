@@ -39,7 +39,7 @@ class NodePlan:
     address: str  # without prefix length
     gateway: str
     cpu_quota_us: int  # per CPU_PERIOD_US
-    egress_gbps: float | None  # local fabric rate, shaped at the node's interface
+    egress_gbps: float | None  # local fabric rate, shaped at the node's interface (both ways)
     site_port: str  # the node's bridge port in the site namespace
 
 

@@ -3,8 +3,9 @@
 Inter-site pairs must meet the link model: the link's own contribution to the median
 RTT (measured minus the floor: the same path's round trip with the emulator holding
 nothing, measured at `up`) within 5 % of twice the fibre's propagation; no round trip
-below twice the propagation (1 % slack); TCP goodput within 10 % of what the configured
-rate carries (its payload share, TCP_PAYLOAD_PER_WIRE_BYTE: 95.6 %). Inside a site the host cannot emulate the
+below twice the propagation (1 % slack); TCP goodput within 10 % of what the path's
+narrowest hop carries (its payload share, TCP_PAYLOAD_PER_WIRE_BYTE: 95.6 %): a node's
+interface on its site's fabric is a hop as much as a link is (Federation.path_between). Inside a site the host cannot emulate the
 microseconds of an InfiniBand fabric (veths and a bridge cost tens of µs), so an
 intra-site pair passes when its median RTT is below 1 ms and, where a local rate is
 configured, its goodput is within 10 % of that rate's payload share.
