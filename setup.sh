@@ -116,8 +116,12 @@ fi
 # MPI's mpicc under names of their own (libgeofed_bench.openmpi.so); mpi4py's wheel holds
 # both ABIs and loads the libmpi geofed names in MPI4PY_LIBMPI. The profiler only where the
 # MPI has MPI-4's large-count calls (MPI_Send_c ...), which it wraps: not Open MPI 4.1.
-case "${GEOFED_MPI:-mpich}" in
-  mpich) other_mpicc= ;;
+# An Open MPI already on the machine is built for beside MPICH without being asked.
+other_mpi=${GEOFED_MPI:-mpich}
+case "$other_mpi" in
+  mpich)
+    other_mpicc=
+    if [ -x /usr/bin/mpicc.openmpi ]; then other_mpi=openmpi other_mpicc=/usr/bin/mpicc.openmpi; fi ;;
   openmpi)
     if [ ! -x /usr/bin/mpicc.openmpi ]; then
       echo "setup: installing Open MPI (openmpi-bin libopenmpi-dev) with apt"
@@ -136,7 +140,7 @@ if [ -n "$other_mpicc" ]; then
   "$other_mpicc" -o /dev/null "$probe" 2>/dev/null && pairs+=(profile:src/geofed/apps/profile/pmpi.c)
   rm -f "$probe"
   for pair in "${pairs[@]}"; do
-    other=".venv/lib/libgeofed_${pair%%:*}.$GEOFED_MPI.so"
+    other=".venv/lib/libgeofed_${pair%%:*}.$other_mpi.so"
     if [ ! -e "$other" ] || [ "${pair#*:}" -nt "$other" ] || [ "$other_mpicc" -nt "$other" ]; then
       echo "setup: building $other with $other_mpicc"
       "$other_mpicc" -O2 -Wall -shared -fPIC -o "$other" "${pair#*:}"
@@ -175,7 +179,7 @@ private_apt() {
 # (geofed-xhpl.openmpi). Open MPI 4's mpi.h hides the MPI-1 calls HPL 2.0 makes unless
 # asked (OMPI_OMIT_MPI1_COMPAT_DECLS=0); MPICH ignores the setting.
 hpl_builds=("$PWD/.venv/bin/mpicc:.venv/bin/geofed-xhpl")
-[ -z "$other_mpicc" ] || hpl_builds+=("$other_mpicc:.venv/bin/geofed-xhpl.$GEOFED_MPI")
+[ -z "$other_mpicc" ] || hpl_builds+=("$other_mpicc:.venv/bin/geofed-xhpl.$other_mpi")
 for hpl_build in "${hpl_builds[@]}"; do
   hpl_mpicc=${hpl_build%%:*} xhpl=${hpl_build#*:}
   if [ -x "$xhpl" ] && [ ! src/geofed/apps/hpl/xhpl.c -nt "$xhpl" ]; then continue; fi
