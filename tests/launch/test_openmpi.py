@@ -131,9 +131,11 @@ def test_hostfile_job_runs_under_open_mpi(fed, tmp_path):
     Open MPI's mpirun, ranks told the MPI and finding their node through GEOFED_HOSTMAP."""
     before = openmpi_files()
     (tmp_path / "hosts").write_text(f"{os.uname().nodename} A\n")
+    # one write per line: unbuffered, print() writes its pieces apart, and Open MPI forwards
+    # each rank's writes as they come, so two ranks' pieces could interleave within a line
     (tmp_path / "prog.py").write_text("import os\nfrom mpi4py import MPI\nfrom geofed import runtime\n"
-                                      "print(MPI.COMM_WORLD.rank, runtime.node(), os.environ['GEOFED_MPI'], "
-                                      "MPI.Get_library_version().split(',')[0], flush=True)\n")
+                                      "os.write(1, f\"{MPI.COMM_WORLD.rank} {runtime.node()} {os.environ['GEOFED_MPI']} "
+                                      "{MPI.Get_library_version().split(',')[0]}\\n\".encode())\n")
     env = {k: v for k, v in OPENMPI.items() if k != "GEOFED_TESTBED"}
     done = subprocess.run([GEOFED, "run", "-f", fed, "--hostfile", "hosts", "-p", "A1", "-n", "2", "--timeout", "60",
                            "--", "python", "prog.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
