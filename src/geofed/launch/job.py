@@ -214,10 +214,19 @@ def _hostmap(hosts: dict[str, str]) -> str:
     return ",".join(f"{h}={node}" for node, h in hosts.items())
 
 
+def testbed_transport(hostfile: str | Path | None) -> bool:
+    """Whether a job launched from here gets the testbed's MPI settings (TCP on the nodes'
+    addresses, no shared memory between nodes): on the testbed itself, and on its own sshd
+    (`geofed ops ssh`) or Slurm without a hostfile, where the nodes share one kernel too;
+    a real cluster's hostfile or allocation keeps the MPI's own choice."""
+    if os.environ.get("SLURM_JOB_ID"):
+        return not hostfile and bool(os.environ.get("GEOFED_TESTBED"))
+    return not hostfile or bool(os.environ.get("GEOFED_TESTBED"))
+
+
 def hostfile_command(job: Job, hostfile: str | Path) -> Command:
     hosts = _real_hosts(job, hostfile)
-    # On the testbed's own sshd (geofed ops ssh) the nodes share one kernel: TCP only, as there.
-    testbed = bool(os.environ.get("GEOFED_TESTBED"))
+    testbed = testbed_transport(hostfile)
     env = dict(TESTBED_MPI_ENV, **job.env(), GEOFED_HOSTMAP=_hostmap(hosts)) if testbed else \
         dict(job.env(), GEOFED_HOSTMAP=_hostmap(hosts))
     if mpi.current().implementation == "mpich":
@@ -289,7 +298,7 @@ def slurm_command(job: Job, hostfile: str | Path | None, workdir: str | Path) ->
         hosts = _allocated_hosts(job)
         # Every node namespace shares the host's name: a rank knows its node by SLURMD_NODENAME.
         hostmap = ",".join(f"{h}={h}" for h in hosts.values())
-        env = dict(TESTBED_MPI_ENV) if os.environ.get("GEOFED_TESTBED") else {}
+        env = dict(TESTBED_MPI_ENV) if testbed_transport(hostfile) else {}
     ordered = [hosts[n.name] for n in job.nodes() for _ in range(job.ranks_per_node)]
     slurm_hosts = str(Path(workdir) / f"geofed-slurm-hosts-{job.id}")
     env.update(job.env(), SLURM_HOSTFILE=slurm_hosts, GEOFED_HOSTMAP=hostmap)

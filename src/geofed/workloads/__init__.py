@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import os
 import pkgutil
 from dataclasses import dataclass
 from functools import cache
@@ -31,6 +30,7 @@ from typing import Any, Callable
 from geofed import records
 from geofed.errors import UserError
 from geofed.federation import Federation
+from geofed.launch.job import testbed_transport
 from geofed.launch.mpi import current as current_mpi
 from geofed.launch.placement import Placement
 from geofed.params import Declared
@@ -101,7 +101,7 @@ class Workload(Declared):
         sanity verdict and figures in it (the report cannot ask the workload)."""
         meta = records.federation_meta(ctx.fed)
         if self.runs_mpi:  # which MPI, and how its ranks talked
-            meta.update(current_mpi().meta(testbed=not (ctx.hostfile or os.environ.get("SLURM_JOB_ID"))))
+            meta.update(current_mpi().meta(testbed=testbed_transport(ctx.hostfile)))
         if self.kind != RESULT_KIND:
             return records.make(self.kind, result, **meta)
         rec = records.make(RESULT_KIND, {"workload": self.name,
