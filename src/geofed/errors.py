@@ -18,3 +18,12 @@ class JobFailed(Exception):
         self.status = status
         self.exit_status = exit_status  # the job's own exit status, when it ended by itself
         self.log = log
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill`, systemd's stop, Slurm's end of a job): handled as Ctrl-C is, so every
+    cleanup that a Ctrl-C runs also runs for it; the CLI then exits 143 instead of 130."""
+
+
+def raise_terminated(*_) -> None:
+    raise Terminated

@@ -2,8 +2,9 @@
 
 Each workload (MDFS, obstacle, a benchmark, the Gray-Scott workflow) runs on a copy
 of icm-task (own name, 9 ms link); once one of its ranks runs, the test sends SIGINT
-to geofed's process group as a terminal's Ctrl-C would, or lets `--timeout` pass.
-Afterwards: exit 130 or 124, exactly one line from geofed on stderr and no MPI abort
+to geofed's process group as a terminal's Ctrl-C would, or SIGTERM to geofed alone as
+`kill` or systemd would, or lets `--timeout` pass.
+Afterwards: exit 130, 143 or 124, exactly one line from geofed on stderr and no MPI abort
 banner, and no process of any job, no Hydra proxy, no /dev/shm/mpich_* file, no Hydra
 topology file (/tmp/hydra_hwloc_xmlfile_*) and no temporary geofed directory left.
 The same through the hostfile path (this machine as the one host of each site).
@@ -30,6 +31,7 @@ pytestmark = [needs_root, pytest.mark.slow]
 
 NAME = f"gftest-stop-{os.getpid() % 100000}"
 INTERRUPTED = "geofed: interrupted; everything it had started was stopped"
+TERMINATED = "geofed: terminated; everything it had started was stopped"
 
 # Commands that run far longer than the test waits for them.
 LONG = {
@@ -160,6 +162,18 @@ def test_ctrl_c_stops_the_whole_job(workload, fed, tmp_path):
         wait_for_rank(RANK_MODULE[workload], proc)
         os.killpg(proc.pid, signal.SIGINT)
         assert_clean_end(proc, before, 130, INTERRUPTED)
+    finally:
+        proc.kill()
+
+
+def test_sigterm_to_geofed_alone_stops_the_whole_job(fed, tmp_path):
+    # Only geofed gets it: mpiexec, the proxies and the ranks must be stopped by geofed.
+    before = snapshot()
+    proc = start([*LONG["mdfs"], "-f", fed, "--out", str(tmp_path / "out")], tmp_path)
+    try:
+        wait_for_rank(RANK_MODULE["mdfs"], proc)
+        proc.send_signal(signal.SIGTERM)
+        assert_clean_end(proc, before, 143, TERMINATED)
     finally:
         proc.kill()
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from dataclasses import dataclass
 from typing import Callable
 
 from geofed import __version__
 from geofed.cli import apps, bench, core, model, ops, options
-from geofed.errors import JobFailed, UserError
+from geofed.errors import JobFailed, Terminated, UserError, raise_terminated
 from geofed.launch import mpi
 
 
@@ -203,6 +204,7 @@ def build_parser(commands: list[Command] | None = None) -> argparse.ArgumentPars
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, raise_terminated)
     if args.mpi:  # the ranks, and every geofed process the command starts, read it there
         os.environ[mpi.ENV] = args.mpi
     try:
@@ -213,9 +215,10 @@ def main(argv: list[str] | None = None) -> int:
     except JobFailed as e:
         print(f"geofed: failed: {e}", file=sys.stderr)
         return e.status
-    except KeyboardInterrupt:
-        print("geofed: interrupted; everything it had started was stopped", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        print(f"geofed: {'terminated' if isinstance(e, Terminated) else 'interrupted'}; "
+              "everything it had started was stopped", file=sys.stderr)
+        return 143 if isinstance(e, Terminated) else 130
     except BrokenPipeError:
         # The reader of our output went away (`| head`): nothing more to say, and no
         # traceback when Python flushes stdout at exit.

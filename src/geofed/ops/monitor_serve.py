@@ -444,9 +444,7 @@ class Service:
 
 
 def serve(schedule: Schedule, log=print) -> int:
-    def stop(*_):
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, stop)  # systemd's stop: end as on Ctrl-C, probes and tests ended
+    # systemd's stop (SIGTERM) ends it as Ctrl-C does, probes and tests ended: the CLI's handler
     try:
         Service(schedule, log).run()
     except KeyboardInterrupt:

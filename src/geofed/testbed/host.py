@@ -19,9 +19,12 @@ class HostError(RuntimeError):
     """A host operation failed although the input was valid (not the user's mistake)."""
 
 
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 @contextmanager
 def interrupt_after():
-    """Hold a Ctrl-C (SIGINT) until the block ends, then deliver it.
+    """Hold a Ctrl-C (SIGINT) or SIGTERM until the block ends, then deliver it.
 
     Interrupted while it starts a child, subprocess loses the child, which runs on
     unseen: an `ip netns add` that finished after the cleanup had looked left a
@@ -31,13 +34,14 @@ def interrupt_after():
         yield
         return
     caught = []
-    old = signal.signal(signal.SIGINT, lambda *_: caught.append(True))
+    old = {sig: signal.signal(sig, lambda sig, _: caught.append(sig)) for sig in HELD_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, old)
-        if caught:
-            signal.raise_signal(signal.SIGINT)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(caught):
+            signal.raise_signal(sig)
 
 
 def _run(argv: list[str], timeout: float | None = None) -> subprocess.CompletedProcess:
