@@ -14,6 +14,10 @@
 //! started crossing (its serialisation, `delay`, then the reverse way's delay).
 //! Frames wait for credits in the queue in front of the wire; nothing is
 //! dropped unless that queue itself overflows, which is counted apart.
+//!
+//! A running link changes with [`LinkModel::apply`]: the new settings meet the
+//! frames that arrive after the change; frames accepted before keep the times
+//! they were given, and the FIFO clamp keeps a shorter delay from reordering.
 
 use std::collections::VecDeque;
 
@@ -60,6 +64,8 @@ pub enum ConfigError {
     ZeroCredits,
     /// A credit link is lossless: loss on its wire contradicts it.
     LossyCredits,
+    /// Credits given to a way with a tail-drop queue: flow control does not change live.
+    NoCredits,
 }
 
 impl fmt::Display for ConfigError {
@@ -70,11 +76,35 @@ impl fmt::Display for ConfigError {
             ConfigError::BadLoss => write!(f, "loss must be a probability in [0, 1]"),
             ConfigError::ZeroCredits => write!(f, "credits must be > 0 bytes"),
             ConfigError::LossyCredits => write!(f, "a credit link is lossless: loss must be 0"),
+            ConfigError::NoCredits => write!(f, "credits: this way has a tail-drop queue, not credit flow control"),
         }
     }
 }
 
 impl std::error::Error for ConfigError {}
+
+impl LinkConfig {
+    fn check(&self) -> Result<(), ConfigError> {
+        if self.rate_bps == 0 {
+            return Err(ConfigError::ZeroRate);
+        }
+        if self.queue_limit_bytes == 0 {
+            return Err(ConfigError::ZeroQueue);
+        }
+        if !(self.loss >= 0.0 && self.loss <= 1.0) {
+            return Err(ConfigError::BadLoss);
+        }
+        if let Some(c) = self.credits {
+            if c.bytes == 0 {
+                return Err(ConfigError::ZeroCredits);
+            }
+            if self.loss > 0.0 {
+                return Err(ConfigError::LossyCredits);
+            }
+        }
+        Ok(())
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {
@@ -85,6 +115,8 @@ pub enum Reason {
     /// A credit link's wait for credits overflowed its queue: a violation of
     /// the losslessness it emulates, counted apart from tail drops.
     CreditWaitOverflow,
+    /// The link was down (a cut fibre) when the frame arrived.
+    Down,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +144,8 @@ pub struct Counters {
     pub dropped_loss: u64,
     /// Frames a credit link could not hold while they waited for credits.
     pub credit_wait_overflow: u64,
+    /// Frames that arrived while the link was down.
+    pub dropped_down: u64,
     /// Bytes of delivered packets.
     pub bytes: u64,
 }
@@ -163,6 +197,23 @@ pub struct LinkModel {
     last_release_ns: u64,
     counters: Counters,
     credit: CreditState,
+    /// Set by a change: every frame is lost, as on a cut fibre.
+    down: bool,
+}
+
+/// A change of one direction of a running link: each given setting replaces the
+/// current one for the frames that arrive after it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Change {
+    pub delay_ns: Option<u64>,
+    pub rate_bps: Option<u64>,
+    pub queue_limit_bytes: Option<u64>,
+    pub jitter_ns: Option<u64>,
+    pub loss: Option<f64>,
+    pub credits_bytes: Option<u64>,
+    /// The reverse way's new delay, which this way's credits travel back.
+    pub credit_return_delay_ns: Option<u64>,
+    pub down: Option<bool>,
 }
 
 /// What credit-based flow control keeps between frames.
@@ -178,23 +229,7 @@ struct CreditState {
 
 impl LinkModel {
     pub fn new(cfg: LinkConfig) -> Result<Self, ConfigError> {
-        if cfg.rate_bps == 0 {
-            return Err(ConfigError::ZeroRate);
-        }
-        if cfg.queue_limit_bytes == 0 {
-            return Err(ConfigError::ZeroQueue);
-        }
-        if !(cfg.loss >= 0.0 && cfg.loss <= 1.0) {
-            return Err(ConfigError::BadLoss);
-        }
-        if let Some(c) = cfg.credits {
-            if c.bytes == 0 {
-                return Err(ConfigError::ZeroCredits);
-            }
-            if cfg.loss > 0.0 {
-                return Err(ConfigError::LossyCredits);
-            }
-        }
+        cfg.check()?;
         let rng = SplitMix64::new(cfg.seed);
         Ok(LinkModel {
             cfg,
@@ -204,7 +239,42 @@ impl LinkModel {
             last_release_ns: 0,
             counters: Counters::default(),
             credit: CreditState::default(),
+            down: false,
         })
+    }
+
+    /// Changes the running link; a change that would make an invalid link is
+    /// refused whole and changes nothing. Frames accepted before keep their
+    /// times (they are on the wire or queued for it at the old settings): a
+    /// longer delay holds the frames that arrive after it longer, a shorter one
+    /// releases them no earlier than the last release (fibre is FIFO), a new
+    /// rate or queue meets the frames that arrive after it, and so do loss,
+    /// jitter and a link going down or up. New credits change the window: frames
+    /// in flight keep theirs until they come back.
+    pub fn apply(&mut self, change: &Change) -> Result<(), ConfigError> {
+        let mut cfg = self.cfg.clone();
+        cfg.delay_ns = change.delay_ns.unwrap_or(cfg.delay_ns);
+        cfg.rate_bps = change.rate_bps.unwrap_or(cfg.rate_bps);
+        cfg.queue_limit_bytes = change.queue_limit_bytes.unwrap_or(cfg.queue_limit_bytes);
+        cfg.jitter_ns = change.jitter_ns.unwrap_or(cfg.jitter_ns);
+        cfg.loss = change.loss.unwrap_or(cfg.loss);
+        if change.credits_bytes.is_some() || change.credit_return_delay_ns.is_some() {
+            let c = cfg.credits.as_mut().ok_or(ConfigError::NoCredits)?;
+            c.bytes = change.credits_bytes.unwrap_or(c.bytes);
+            c.return_delay_ns = change.credit_return_delay_ns.unwrap_or(c.return_delay_ns);
+        }
+        cfg.check()?;
+        if cfg.rate_bps != self.cfg.rate_bps {
+            // The remainder is a fraction of a nanosecond at the old rate.
+            self.carry = 0;
+        }
+        self.cfg = cfg;
+        self.down = change.down.unwrap_or(self.down);
+        Ok(())
+    }
+
+    pub fn is_down(&self) -> bool {
+        self.down
     }
 
     pub fn config(&self) -> &LinkConfig {
@@ -264,6 +334,10 @@ impl LinkModel {
 
     /// Queue, serialisation and loss of one frame; counts what happened.
     fn wire(&mut self, now_ns: u64, bytes: usize) -> Result<(), Reason> {
+        if self.down {
+            self.counters.dropped_down += 1;
+            return Err(Reason::Down);
+        }
         let bytes64 = bytes as u64;
         let mut start = now_ns.max(self.busy_until_ns);
         if let Some(credits) = self.cfg.credits {
@@ -654,6 +728,156 @@ mod tests {
         c.loss = 0.0;
         c.credits = Some(Credits { bytes: 0, return_delay_ns: 0 });
         assert_eq!(LinkModel::new(c).unwrap_err(), ConfigError::ZeroCredits);
+    }
+
+    /// Frames of `bytes` every `gap_ns` from `from_ns` until `to_ns`: (arrival, release) of each.
+    fn stream(m: &mut LinkModel, from_ns: u64, to_ns: u64, gap_ns: u64, bytes: usize) -> Vec<(u64, u64)> {
+        (from_ns..to_ns).step_by(gap_ns as usize).map(|t| (t, release(m.on_packet(t, bytes)))).collect()
+    }
+
+    fn in_order(releases: &[(u64, u64)]) -> bool {
+        releases.windows(2).all(|w| w[0].1 <= w[1].1)
+    }
+
+    #[test]
+    fn a_longer_delay_holds_the_frames_after_it_longer() {
+        // RTT 9 -> 11 ms: 4.5 -> 5.5 ms one way, at 10 Gb/s (1500 B: 1.2 us on the wire).
+        let mut m = LinkModel::new(cfg(4_500_000, 10_000_000_000, 1 << 30)).unwrap();
+        let before = stream(&mut m, 0, 10_000_000, 100_000, 1500);
+        m.apply(&Change { delay_ns: Some(5_500_000), ..Change::default() }).unwrap();
+        let after = stream(&mut m, 10_000_000, 20_000_000, 100_000, 1500);
+        assert!(before.iter().all(|&(t, r)| r == t + 1_200 + 4_500_000));
+        assert!(after.iter().all(|&(t, r)| r == t + 1_200 + 5_500_000));
+        assert_eq!(m.counters().delivered as usize, before.len() + after.len());
+    }
+
+    #[test]
+    fn a_shorter_delay_never_reorders() {
+        // 5.5 -> 4.5 ms under a frame every 10 us: the frames of the first ms after
+        // the change would overtake those before it; they leave with the last of
+        // them instead, and from then on each pays the new delay exactly.
+        let mut m = LinkModel::new(cfg(5_500_000, 10_000_000_000, 1 << 30)).unwrap();
+        let mut all = stream(&mut m, 0, 10_000_000, 10_000, 1500);
+        let last_old = all.last().unwrap().1;
+        m.apply(&Change { delay_ns: Some(4_500_000), ..Change::default() }).unwrap();
+        let after = stream(&mut m, 10_000_000, 20_000_000, 10_000, 1500);
+        all.extend(&after);
+        assert!(in_order(&all));
+        for &(t, r) in &after {
+            assert_eq!(r, (t + 1_200 + 4_500_000).max(last_old), "arrived at {t}");
+        }
+        assert!(after.iter().any(|&(_, r)| r == last_old) && after.iter().any(|&(t, r)| r == t + 1_200 + 4_500_000));
+        assert_eq!(m.counters().delivered as usize, all.len());
+    }
+
+    #[test]
+    fn a_new_rate_meets_the_frames_after_it() {
+        // 1 Gb/s halved under a backlog: what was queued keeps its 12 us frames, the
+        // frames after the change take 24 us each, back to back behind them.
+        let mut m = LinkModel::new(cfg(1_000_000, 1_000_000_000, 1 << 30)).unwrap();
+        let queued: Vec<u64> = (0..10).map(|_| release(m.on_packet(0, 1500))).collect();
+        m.apply(&Change { rate_bps: Some(500_000_000), ..Change::default() }).unwrap();
+        let later: Vec<u64> = (0..10).map(|_| release(m.on_packet(1_000, 1500))).collect();
+        assert_eq!(queued[9], 10 * 12_000 + 1_000_000);
+        assert_eq!(later[0] - queued[9], 24_000);
+        assert!(later.windows(2).all(|w| w[1] - w[0] == 24_000));
+        // A long stream after the change is carried at the new rate exactly.
+        let mut m = LinkModel::new(cfg(1_000_000, 4_000_000_000, u64::MAX)).unwrap();
+        m.apply(&Change { rate_bps: Some(2_000_000_000), ..Change::default() }).unwrap();
+        let r: Vec<u64> = (0..10_000).map(|_| release(m.on_packet(0, 1013))).collect();
+        let got = 9_999.0 * 1013.0 * 8.0 * 1e9 / (r[9_999] - r[0]) as f64;
+        assert!((got / 2e9 - 1.0).abs() < 1e-6, "{got} bit/s");
+    }
+
+    #[test]
+    fn a_new_loss_meets_the_frames_after_it() {
+        // 0 -> 0.1 %: nothing lost before; after, the rate within 5 standard errors.
+        let mut m = LinkModel::new(cfg(1_000, 1_000_000_000, 1 << 30)).unwrap();
+        let n = 400_000u64;
+        for i in 0..n {
+            assert!(matches!(m.on_packet(i * 20_000, 1500), Verdict::Deliver { .. }));
+        }
+        m.apply(&Change { loss: Some(0.001), ..Change::default() }).unwrap();
+        for i in n..2 * n {
+            let _ = m.on_packet(i * 20_000, 1500);
+        }
+        let c = m.counters();
+        assert_eq!(c.delivered + c.dropped_loss, 2 * n);
+        let p = c.dropped_loss as f64 / n as f64;
+        let se = (0.001f64 * 0.999 / n as f64).sqrt();
+        assert!((p - 0.001).abs() < 5.0 * se, "loss {p}");
+    }
+
+    #[test]
+    fn changes_under_load_lose_and_reorder_nothing() {
+        // Every kind of change, one after another, under a stream near the rate,
+        // with jitter: every frame is delivered and none overtakes another.
+        let mut c = cfg(4_500_000, 10_000_000_000, 1 << 30);
+        c.jitter_ns = 50_000;
+        let mut m = LinkModel::new(c).unwrap();
+        let changes = [
+            Change { delay_ns: Some(5_500_000), ..Change::default() },
+            Change { rate_bps: Some(5_000_000_000), ..Change::default() },
+            Change { delay_ns: Some(1_000_000), jitter_ns: Some(0), ..Change::default() },
+            Change { queue_limit_bytes: Some(1 << 29), rate_bps: Some(20_000_000_000), ..Change::default() },
+            Change { delay_ns: Some(9_000_000), jitter_ns: Some(200_000), ..Change::default() },
+        ];
+        let mut all = vec![];
+        for (i, change) in changes.iter().enumerate() {
+            let t = i as u64 * 10_000_000;
+            all.extend(stream(&mut m, t, t + 10_000_000, 2_000, 1500));
+            m.apply(change).unwrap();
+        }
+        assert!(in_order(&all));
+        let cnt = m.counters();
+        assert_eq!((cnt.delivered as usize, cnt.dropped_queue, cnt.dropped_loss), (all.len(), 0, 0));
+    }
+
+    #[test]
+    fn new_credits_set_the_window_after_them() {
+        // Twice the BDP, then half of it: the delivered rate follows min(rate, credits / RTT).
+        let (rate, rtt_ns) = (10_000_000_000u64, 1_000_000u64);
+        let bdp = rate / 8 * rtt_ns / 1_000_000_000;
+        let mut m = LinkModel::new(credit_cfg(rtt_ns, rate, 2 * bdp, u64::MAX)).unwrap();
+        let n = (rate as f64 * 50.0 * rtt_ns as f64 / 1e9 / 8.0 / 1514.0) as usize;
+        let full = delivered_bps(&mut m, n, 1);
+        assert!((full / rate as f64 - 1.0).abs() < 0.02, "{full}");
+        m.apply(&Change { credits_bytes: Some(bdp / 2), ..Change::default() }).unwrap();
+        let ceiling = (bdp / 2) as f64 * 8.0 * 1e9 / rtt_ns as f64;
+        let got = delivered_bps(&mut m, n / 2, 1);
+        assert!((got / ceiling - 1.0).abs() < 0.02, "{got} of {ceiling}");
+        assert_eq!(m.counters().credit_wait_overflow, 0);
+    }
+
+    #[test]
+    fn a_link_down_loses_every_frame_until_it_is_up() {
+        let mut m = LinkModel::new(cfg(1_000_000, 1_000_000_000, 1 << 30)).unwrap();
+        m.apply(&Change { down: Some(true), ..Change::default() }).unwrap();
+        assert_eq!(m.on_burst(0, &[1500, 1500]), Burst { release_ns: None, dropped: vec![0, 1] });
+        assert_eq!(m.backlog_bytes(0), 0, "a frame into a cut fibre takes no wire time");
+        m.apply(&Change { down: Some(false), ..Change::default() }).unwrap();
+        assert_eq!(release(m.on_packet(0, 1500)), 12_000 + 1_000_000);
+        let c = m.counters();
+        assert_eq!((c.dropped_down, c.delivered, c.dropped_loss), (2, 1, 0));
+    }
+
+    #[test]
+    fn a_bad_change_changes_nothing() {
+        let mut m = LinkModel::new(cfg(1_000, 1_000_000_000, 1 << 30)).unwrap();
+        let before = m.config().clone();
+        let bad = [
+            (Change { rate_bps: Some(0), delay_ns: Some(5), ..Change::default() }, ConfigError::ZeroRate),
+            (Change { loss: Some(1.5), ..Change::default() }, ConfigError::BadLoss),
+            (Change { credits_bytes: Some(100_000), ..Change::default() }, ConfigError::NoCredits),
+        ];
+        for (change, err) in bad {
+            assert_eq!(m.apply(&change).unwrap_err(), err);
+            assert_eq!(m.config(), &before);
+        }
+        let mut c = LinkModel::new(credit_cfg(1_000_000, 1_000_000_000, 100_000, 1 << 30)).unwrap();
+        assert_eq!(c.apply(&Change { loss: Some(0.001), ..Change::default() }).unwrap_err(), ConfigError::LossyCredits);
+        c.apply(&Change { credit_return_delay_ns: Some(700_000), ..Change::default() }).unwrap();
+        assert_eq!(c.config().credits.unwrap().return_delay_ns, 700_000);
     }
 
     #[test]
