@@ -216,6 +216,25 @@ pub struct Change {
     pub down: Option<bool>,
 }
 
+impl Change {
+    /// The settings `cfg` becomes with this change, if they make a valid link.
+    pub fn applied_to(&self, cfg: &LinkConfig) -> Result<LinkConfig, ConfigError> {
+        let mut cfg = cfg.clone();
+        cfg.delay_ns = self.delay_ns.unwrap_or(cfg.delay_ns);
+        cfg.rate_bps = self.rate_bps.unwrap_or(cfg.rate_bps);
+        cfg.queue_limit_bytes = self.queue_limit_bytes.unwrap_or(cfg.queue_limit_bytes);
+        cfg.jitter_ns = self.jitter_ns.unwrap_or(cfg.jitter_ns);
+        cfg.loss = self.loss.unwrap_or(cfg.loss);
+        if self.credits_bytes.is_some() || self.credit_return_delay_ns.is_some() {
+            let c = cfg.credits.as_mut().ok_or(ConfigError::NoCredits)?;
+            c.bytes = self.credits_bytes.unwrap_or(c.bytes);
+            c.return_delay_ns = self.credit_return_delay_ns.unwrap_or(c.return_delay_ns);
+        }
+        cfg.check()?;
+        Ok(cfg)
+    }
+}
+
 /// What credit-based flow control keeps between frames.
 #[derive(Debug, Clone, Default)]
 struct CreditState {
@@ -252,18 +271,7 @@ impl LinkModel {
     /// jitter and a link going down or up. New credits change the window: frames
     /// in flight keep theirs until they come back.
     pub fn apply(&mut self, change: &Change) -> Result<(), ConfigError> {
-        let mut cfg = self.cfg.clone();
-        cfg.delay_ns = change.delay_ns.unwrap_or(cfg.delay_ns);
-        cfg.rate_bps = change.rate_bps.unwrap_or(cfg.rate_bps);
-        cfg.queue_limit_bytes = change.queue_limit_bytes.unwrap_or(cfg.queue_limit_bytes);
-        cfg.jitter_ns = change.jitter_ns.unwrap_or(cfg.jitter_ns);
-        cfg.loss = change.loss.unwrap_or(cfg.loss);
-        if change.credits_bytes.is_some() || change.credit_return_delay_ns.is_some() {
-            let c = cfg.credits.as_mut().ok_or(ConfigError::NoCredits)?;
-            c.bytes = change.credits_bytes.unwrap_or(c.bytes);
-            c.return_delay_ns = change.credit_return_delay_ns.unwrap_or(c.return_delay_ns);
-        }
-        cfg.check()?;
+        let cfg = change.applied_to(&self.cfg)?;
         if cfg.rate_bps != self.cfg.rate_bps {
             // The remainder is a fraction of a nanosecond at the old rate.
             self.carry = 0;
@@ -271,10 +279,6 @@ impl LinkModel {
         self.cfg = cfg;
         self.down = change.down.unwrap_or(self.down);
         Ok(())
-    }
-
-    pub fn is_down(&self) -> bool {
-        self.down
     }
 
     pub fn config(&self) -> &LinkConfig {

@@ -86,6 +86,29 @@ def cmd_testbed_verify(args) -> int:
     return 0 if data["ok"] else 1
 
 
+def cmd_testbed_set(args) -> int:
+    """Change a running link now, or follow a schedule of changes in the foreground."""
+    from geofed.testbed import live
+    fed = federation.load(args.federation)
+    if args.schedule:
+        if args.link or args.settings or args.from_site:
+            raise UserError("testbed set: --schedule names its links, ways and settings itself; give it alone")
+        schedule = live.load_schedule(fed, args.schedule)
+        progress(f"following {args.schedule}: {len(schedule)} changes over {schedule[-1][0]:g} s")
+        live.run_schedule(fed, schedule, progress)
+        return 0
+    if not args.link:
+        raise UserError("testbed set: give a LINK and KEY=VALUE settings, or --schedule FILE")
+    assignments = {}
+    for word in args.settings:
+        key, eq, value = word.partition("=")
+        if not eq:
+            raise UserError(f"testbed set: {word!r}: expected KEY=VALUE (keys: {', '.join(live.KEYS)})")
+        assignments[key] = value
+    print(live.describe(live.set_link(fed, args.link, assignments, args.from_site)))
+    return 0
+
+
 def cmd_run(args) -> int:
     """Run the user's program; its output is shown as it comes; 0, or one line and 1 when
     a rank fails (the job ends at once), 124 at the time limit, 2 for a missing program."""
@@ -136,6 +159,17 @@ def testbed_verify_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--streams", type=positive_int, default=4, help="TCP streams for throughput (default 4)")
     p.add_argument("--seconds", type=positive_float, default=3.0, help="throughput measurement time (default 3)")
     options.out(p, None, "the testbed.verify record")
+
+
+def testbed_set_args(p: argparse.ArgumentParser) -> None:
+    from geofed.testbed.live import KEYS
+    p.add_argument("link", nargs="?", help="the link, like M-H")
+    p.add_argument("settings", nargs="*", metavar="KEY=VALUE",
+                   help="; ".join(f"{k}: {v}" for k, v in KEYS.items()))
+    p.add_argument("--from", dest="from_site", metavar="SITE", help="change only the way that leaves SITE "
+                                                                     "(default: both ways)")
+    p.add_argument("--schedule", metavar="FILE", help="a TOML file of [[change]] tables (at_s, link, from, "
+                                                      "settings), applied at their times (docs/testbed.md)")
 
 
 def testbed_status_args(p: argparse.ArgumentParser) -> None:

@@ -317,7 +317,13 @@ def _emulator_argv(plan: Plan, l: LinkPlan, hold_us: float | None) -> list[str]:
         # median error fell from -5.2 % to -0.8 % and p99 from +2.0 % to +1.4 %.
         "--cpu-dma-latency-us", "0",
         "--stats", f"{plan.state_dir}/link-{link.a}{link.b}.stats.json",
+        "--control", control_path(plan, l),
     ])
+
+
+def control_path(plan: Plan, l: LinkPlan) -> str:
+    """The emulator's control socket, for live changes of its link (testbed/live.py)."""
+    return f"{plan.state_dir}/link-{l.link.a}{l.link.b}.ctl"
 
 
 def _start_emulator(plan: Plan, l: LinkPlan) -> dict:
@@ -348,7 +354,8 @@ def _run_emulator(plan: Plan, l: LinkPlan, hold_us: float | None) -> dict:
     log = f"{plan.state_dir}/link-{l.link.a}{l.link.b}.log"
     proc = host.spawn_ready(_emulator_argv(plan, l, hold_us), log)
     held = [hold_us] * 2 if hold_us is not None else [l.link.way(s).propagation_ms * 1e3 for s in (l.link.a, l.link.b)]
-    return {"pid": proc.pid, "delay_us": dict(zip((l.link.a, l.link.b), held)), "netns": l.netns, "proc": proc}
+    return {"pid": proc.pid, "delay_us": dict(zip((l.link.a, l.link.b), held)), "netns": l.netns,
+            "control": control_path(plan, l), "proc": proc}
 
 
 def _stop_emulator(emu: dict) -> None:
@@ -358,13 +365,15 @@ def _stop_emulator(emu: dict) -> None:
 
 def set_link_delay(plan: Plan, link_name: str, hold_us: float | None) -> None:
     """Restart a running testbed's emulator of one link with a fixed hold both ways (the
-    floor's MPI measurement), or with the fibre's (None); the state file follows."""
+    floor's MPI measurement), or with the fibre's (None); the state file follows, and live
+    changes made before (testbed/live.py) are undone: the link is the file's again."""
     state = read_state(plan)
     l = next(x for x in plan.links if x.link.name == link_name)
     emu = state["emulators"][link_name]
     host.terminate([emu["pid"]])
     new = _run_emulator(plan, l, hold_us)
-    emu.update(pid=new["pid"], delay_us=new["delay_us"])  # the process is the testbed's now, as at up
+    emu.update(pid=new["pid"], delay_us=new["delay_us"], control=new["control"])  # the testbed's now, as at up
+    emu.pop("ways", None)
     write_state(plan, state)
 
 
