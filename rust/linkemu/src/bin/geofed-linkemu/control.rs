@@ -8,8 +8,8 @@
 //!
 //! Each way's own thread applies its part, after reading what reached its
 //! socket before (so that meets the old link), and the reply comes only once
-//! both have: with the instant each applied it (CLOCK_MONOTONIC, shared by every
-//! namespace of the host) and its counters then. A request that would make an
+//! both have: with the instant the request was read and each way applied it
+//! (CLOCK_MONOTONIC, shared by every namespace of the host) and its counters then. A request that would make an
 //! invalid link changes nothing and gets `{"error": "..."}`.
 
 use std::io::{self, BufRead, BufReader, Write};
@@ -21,6 +21,7 @@ use std::thread;
 use std::time::Duration;
 
 use geofed_linkemu::{Change, LinkConfig};
+use geofed_os::clock::mono_ns;
 
 use crate::args::{WayFlags, WAY_FLAGS};
 use crate::loops::make_thread_realtime;
@@ -111,7 +112,10 @@ fn serve(conn: UnixStream, ways: &mut [WayControl; 2]) -> io::Result<()> {
     conn.set_read_timeout(Some(REQUEST_TIMEOUT))?;
     let mut line = String::new();
     BufReader::new(&conn).read_line(&mut line)?;
-    let reply = answer(line.trim(), ways).unwrap_or_else(|e| format!("{{\"error\": \"{}\"}}", e.replace('"', "'")));
+    let received_ns = mono_ns();
+    let reply = answer(line.trim(), ways)
+        .map(|parts| format!("{{\"received_ns\": {received_ns}, {parts}}}"))
+        .unwrap_or_else(|e| format!("{{\"error\": \"{}\"}}", e.replace('"', "'")));
     (&conn).write_all(format!("{reply}\n").as_bytes())
 }
 
@@ -135,7 +139,7 @@ fn answer(request: &str, ways: &mut [WayControl; 2]) -> Result<String, String> {
     }
     ways[0].config = ab;
     ways[1].config = ba;
-    Ok(format!("{{{}}}", parts.join(", ")))
+    Ok(parts.join(", "))
 }
 
 /// A request's change of each way (`stats` changes nothing). A new delay of one
