@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import time
 from pathlib import Path
 
 from geofed import federation, records
@@ -71,6 +72,11 @@ def cmd_testbed_status(args) -> int:
               f" holds {', '.join(f'{d:.1f} us from {s}' for s, d in e['delay_us'].items())}"
               f" (the fibre's propagation); floor: probe RTT "
               f"{e['floor']['probe_rtt_ms']['median']:.4f} ms median with nothing held")
+    if st["changes"]:
+        last = st["changes"][-1]
+        print(f"  {len(st['changes'])} live changes since up (testbed set), the last at "
+              f"{time.strftime('%H:%M:%S', time.localtime(last['time']))}: {last['way']} {last['key']} "
+              f"{last['old']} -> {last['new']}")
     for s in st["services"]:
         print(f"  service {services.summary(s)}")
     return 0 if st["up"] else 1

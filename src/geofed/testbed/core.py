@@ -440,7 +440,7 @@ def status(fed_name: str) -> dict:
     present = set(host.netns_list())
     out = {"federation": fed_name, "owner": read_owner(fed_name),
            "emulators": {name: dict(e, alive=host.alive(e["pid"])) for name, e in state["emulators"].items()},
-           "services": services.listing(fed_name)}
+           "changes": state.get("changes", []), "services": services.listing(fed_name)}
     if fed is not None and fed.name == fed_name:
         plan = make_plan(fed)
         cg = host.cpu_cgroup_dir(plan.cgroup)

@@ -151,16 +151,17 @@ def request(link: Link, changes: dict[str, dict]) -> str:
 
 
 def control(state: dict, link: Link, line: str) -> tuple[dict, int]:
-    """One request to the link's emulator: its reply, and when it was sent (CLOCK_MONOTONIC ns)."""
+    """One request to the link's emulator: its reply, and when it was sent (CLOCK_MONOTONIC ns;
+    once connected: the command is its line, the connection only its way there)."""
     emu = state["emulators"][link.name]
     if "control" not in emu:
         raise UserError(f"link {link.name}: its emulator was started without a control socket (an older "
                         f"geofed); bring the testbed up again for live changes")
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(REPLY_TIMEOUT_S)
-        sent_ns = time.monotonic_ns()
         try:
             s.connect(emu["control"])
+            sent_ns = time.monotonic_ns()
             s.sendall(line.encode() + b"\n")
             reply = s.makefile().readline()
         except OSError as e:
