@@ -30,7 +30,7 @@ SLACK = 0.01  # physics: no round trip more than 1 % below the fibre's propagati
 # What the host adds to a ping-pong's round trip beyond the fibre: the floor (veths,
 # bridges, waking CPUs) and MPI's own, under a loaded 2-core host's scheduling.
 HOST_MS = 1.0
-# A change moves the median round trip by the change, within 10 % of it.
+# A change moves the fastest round trip by the change, within 10 % of it.
 CHANGE_TOLERANCE = 0.10
 # TCP's goodput against the model (its payload share of the rate): verify's 10 %, plus
 # 5 % for a single stream beside a test suite on 2 cores.
@@ -138,13 +138,16 @@ def test_a_longer_fibre_is_in_force_within_a_millisecond_of_the_command_during_m
     assert len(old) > 100 and len(new) > 100, (len(old), len(new))
     # In force: every round trip started 1 ms after the command crossed the longer fibre.
     assert min(new) >= (1 - SLACK) * new_fibre_rtt, f"{min(new):.3f} ms against {new_fibre_rtt:.3f}"
-    # Before and after against the old and the new model.
-    med_old, med_new = statistics.median(old), statistics.median(new)
-    for med, model in ((med_old, old_rtt), (med_new, new_rtt)):
-        assert model * (1 - SLACK) <= med <= model + HOST_MS, f"median {med:.3f} ms, model {model:.3f}; {load()}"
-    moved, change = med_new - med_old, new_rtt - old_rtt
+    # Before and after against the old and the new model: the lower quartile (a loaded
+    # host adds spikes of tens of ms to some round trips, never takes any away) within
+    # what the host adds, and the fastest round trip moved by the change.
+    for got, model in ((old, old_rtt), (new, new_rtt)):
+        quartile = statistics.quantiles(got, n=4)[0]
+        assert model * (1 - SLACK) <= quartile <= model + HOST_MS, \
+            f"lower quartile {quartile:.3f} ms, model {model:.3f}; {load()}"
+    moved, change = min(new) - min(old), new_rtt - old_rtt
     assert abs(moved - change) <= CHANGE_TOLERANCE * change, \
-        f"the median moved {moved:.3f} ms for a change of {change:.3f}; {load()}"
+        f"the fastest round trip moved {moved:.3f} ms for a change of {change:.3f}; {load()}"
     # Nothing lost or reordered, by the change or otherwise.
     held_and_handed_on(after)
     assert sum(delta(after, before, k) for k in ("dropped_queue", "dropped_loss", "dropped_down")) == 0
@@ -207,18 +210,19 @@ def test_delay_rate_and_loss_change_under_a_running_tcp_stream(fed, link, tmp_pa
         held_and_handed_on(counters)
     assert delta(at_loss, start, "dropped_loss") == 0, "a frame lost before loss was set"
 
-    # Goodput in each phase against the model of the link then; the stream's own start
-    # (slow start) and each change's settling (a queue of the old BDP drains, the window
-    # shrinks to the loss) left out. With loss, Mathis' limit is a model of a mean over
-    # loss events, of which the last phase has some ten: within a factor of 2.
+    # Goodput over each phase (iperf3's half-second intervals, averaged) against the model
+    # of the link then; the stream's own start (slow start) and each change's settling (a
+    # queue of the old BDP drains, the window shrinks to the loss) left out. With loss,
+    # Mathis' limit is a model of a mean over loss events, of which the last phase has
+    # some ten: within a factor of 2.
     intervals = doc["intervals"]
-    phases = ((1.5, 4.75, RATE_TOLERANCE), (7.0, 9.75, RATE_TOLERANCE), (11.5, 14.0, 1.0))
+    phases = ((1.5, 4.75, RATE_TOLERANCE), (7.0, 9.75, RATE_TOLERANCE), (11.0, 14.0, 1.0))
     for (since, until, tolerance), model in zip(phases, models):
         got = rates(intervals, since, until)
         assert len(got) >= 4, intervals
-        med = statistics.median(got)
-        assert 1 / (1 + tolerance) <= med / model <= 1 + tolerance, \
-            f"{med:.0f} Mb/s against the model's {model:.0f} at {since}-{until} s: {got}; {load()}"
+        mean = statistics.fmean(got)
+        assert 1 / (1 + tolerance) <= mean / model <= 1 + tolerance, \
+            f"{mean:.0f} Mb/s against the model's {model:.0f} at {since}-{until} s: {got}; {load()}"
     assert models[1] == pytest.approx(models[0] / 2) and models[2] < models[1] / 5
 
     # 0.1 % of the frames after the loss was set, within 5 standard errors.
