@@ -1,6 +1,6 @@
 """Live changes of a running link (`geofed testbed set`): icm-task's 900 km link (scaled
 to 1 Gb/s for a 2-core host) goes from a 9 to an 11 ms round trip, half its rate and
-0.1 % loss while an MPI ping-pong and a TCP stream run across it. The new delay is in
+0.1 % loss while an MPI ping-pong and TCP streams run across it. The new delay is in
 force within 1 ms of the command (every round trip started after that pays it); the
 emulator's own accounting shows no frame lost or reordered by a change (every frame the
 model delivered was handed on or is still held, none out of order); the samples before
@@ -33,8 +33,10 @@ HOST_MS = 1.0
 # A change moves the fastest round trip by the change, within 10 % of it.
 CHANGE_TOLERANCE = 0.10
 # TCP's goodput against the model (its payload share of the rate): verify's 10 %, plus
-# 5 % for a single stream beside a test suite on 2 cores.
+# 5 % beside a test suite on 2 cores. Streams as verify's: one cubic stream on a tail-drop
+# queue of one BDP halves its rate at times and takes seconds at 9 ms to win it back.
 RATE_TOLERANCE = 0.15
+STREAMS = 4
 IPERF3_PORT = 5298
 
 PINGPONG = """
@@ -170,27 +172,28 @@ def rates(intervals: list[dict], start: float, end: float) -> list[float]:
 
 
 def model_mbps(fed) -> float:
-    """One TCP stream's goodput by geofed's model of the link as it runs now: its payload
-    share of the rate, or Mathis' limit where the link loses frames."""
-    return network.stream_rate_Bps(network.route(live.current(fed), "W", "G", Calibration(fed.name))) * 8 / 1e6
+    """STREAMS TCP streams' goodput by geofed's model of the link as it runs now: the
+    rate's payload share, or Mathis' limit per stream where the link loses frames."""
+    route = network.route(live.current(fed), "W", "G", Calibration(fed.name))
+    return network.stream_rate_Bps(route, STREAMS) * 8 / 1e6
 
 
-def test_delay_rate_and_loss_change_under_a_running_tcp_stream(fed, link, tmp_path):
-    # 0-5 s the link as filed, 5-10 s an 11 ms round trip at half the rate, then 0.1 % loss.
+def test_delay_rate_and_loss_change_under_running_tcp_streams(fed, link, tmp_path):
+    # 0-8 s the link as filed, 8-14 s an 11 ms round trip at half the rate, then 0.1 % loss.
     plan = core.make_plan(fed)
     models = [model_mbps(fed)]
     iperf3_server(fed)
     try:
         start = live.counters(fed, LINK)
         client = subprocess.Popen(host.in_netns(plan.node("W1").netns, [
-            "iperf3", "-c", plan.node("G1").address, "-p", str(IPERF3_PORT), "-t", "14", "-i", "0.5", "-J"]),
+            "iperf3", "-c", plan.node("G1").address, "-p", str(IPERF3_PORT), "-P", str(STREAMS), "-t", "20", "-i", "0.5", "-J"]),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         launched = time.monotonic()
         try:
-            time.sleep(5)  # the first phase's length, measured by iperf3
+            time.sleep(8)  # the first phase's length, measured by iperf3
             first = live.set_link(fed, LINK, {"rtt_ms": 11, "bandwidth_gbps": 0.5})
             models.append(model_mbps(fed))
-            time.sleep(max(0.0, launched + 10 - time.monotonic()))
+            time.sleep(max(0.0, launched + 14 - time.monotonic()))
             at_loss = live.counters(fed, LINK)
             second = live.set_link(fed, LINK, {"loss": 0.001})
             models.append(model_mbps(fed))
@@ -211,19 +214,20 @@ def test_delay_rate_and_loss_change_under_a_running_tcp_stream(fed, link, tmp_pa
     assert delta(at_loss, start, "dropped_loss") == 0, "a frame lost before loss was set"
 
     # Goodput over each phase (iperf3's half-second intervals, averaged) against the model
-    # of the link then; the stream's own start (slow start) and each change's settling (a
-    # queue of the old BDP drains, the window shrinks to the loss) left out. With loss,
+    # of the link then; the streams' own start (slow start overshoots, and cubic takes
+    # seconds to win back the rate after the losses it made) and each change's settling (a
+    # queue of the old BDP drains, the windows shrink to the loss) left out. With loss,
     # Mathis' limit is a model of a mean over loss events, of which the last phase has
-    # some ten: within a factor of 2.
+    # some sixty: within a factor of 2.
     intervals = doc["intervals"]
-    phases = ((1.5, 4.75, RATE_TOLERANCE), (7.0, 9.75, RATE_TOLERANCE), (11.0, 14.0, 1.0))
+    phases = ((4.0, 7.75, RATE_TOLERANCE), (10.0, 13.75, RATE_TOLERANCE), (15.0, 20.0, 1.0))
     for (since, until, tolerance), model in zip(phases, models):
         got = rates(intervals, since, until)
         assert len(got) >= 4, intervals
         mean = statistics.fmean(got)
         assert 1 / (1 + tolerance) <= mean / model <= 1 + tolerance, \
             f"{mean:.0f} Mb/s against the model's {model:.0f} at {since}-{until} s: {got}; {load()}"
-    assert models[1] == pytest.approx(models[0] / 2) and models[2] < models[1] / 5
+    assert models[1] == pytest.approx(models[0] / 2) and models[2] < models[1] / 2
 
     # 0.1 % of the frames after the loss was set, within 5 standard errors.
     frames = delta(end, at_loss, "delivered") + delta(end, at_loss, "dropped_loss")

@@ -76,7 +76,7 @@ def cmd_testbed_status(args) -> int:
         last = st["changes"][-1]
         print(f"  {len(st['changes'])} live changes since up (testbed set), the last at "
               f"{time.strftime('%H:%M:%S', time.localtime(last['time']))}: {last['way']} {last['key']} "
-              f"{last['old']} -> {last['new']}")
+              f"{json.dumps(last['old'])} -> {json.dumps(last['new'])}")
     for s in st["services"]:
         print(f"  service {services.summary(s)}")
     return 0 if st["up"] else 1

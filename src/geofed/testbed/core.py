@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from geofed.errors import UserError
-from geofed.federation import WIRE_FRAME_BYTES, Federation
+from geofed.federation import WIRE_FRAME_BYTES, Federation, Link
 from geofed.native import binary
 from geofed.testbed import host, probe, services
 from geofed.testbed.plan import CPU_PERIOD_US, NETNS_PREFIX, RESOLV_CONF, STATE_ROOT, LinkPlan, Plan, make_plan, prefix
@@ -317,13 +317,13 @@ def _emulator_argv(plan: Plan, l: LinkPlan, hold_us: float | None) -> list[str]:
         # median error fell from -5.2 % to -0.8 % and p99 from +2.0 % to +1.4 %.
         "--cpu-dma-latency-us", "0",
         "--stats", f"{plan.state_dir}/link-{link.a}{link.b}.stats.json",
-        "--control", control_path(plan, l),
+        "--control", control_path(plan, link),
     ])
 
 
-def control_path(plan: Plan, l: LinkPlan) -> str:
+def control_path(plan: Plan, link: Link) -> str:
     """The emulator's control socket, for live changes of its link (testbed/live.py)."""
-    return f"{plan.state_dir}/link-{l.link.a}{l.link.b}.ctl"
+    return f"{plan.state_dir}/link-{link.a}{link.b}.ctl"
 
 
 def _start_emulator(plan: Plan, l: LinkPlan) -> dict:
@@ -354,8 +354,7 @@ def _run_emulator(plan: Plan, l: LinkPlan, hold_us: float | None) -> dict:
     log = f"{plan.state_dir}/link-{l.link.a}{l.link.b}.log"
     proc = host.spawn_ready(_emulator_argv(plan, l, hold_us), log)
     held = [hold_us] * 2 if hold_us is not None else [l.link.way(s).propagation_ms * 1e3 for s in (l.link.a, l.link.b)]
-    return {"pid": proc.pid, "delay_us": dict(zip((l.link.a, l.link.b), held)), "netns": l.netns,
-            "control": control_path(plan, l), "proc": proc}
+    return {"pid": proc.pid, "delay_us": dict(zip((l.link.a, l.link.b), held)), "netns": l.netns, "proc": proc}
 
 
 def _stop_emulator(emu: dict) -> None:
@@ -372,7 +371,7 @@ def set_link_delay(plan: Plan, link_name: str, hold_us: float | None) -> None:
     emu = state["emulators"][link_name]
     host.terminate([emu["pid"]])
     new = _run_emulator(plan, l, hold_us)
-    emu.update(pid=new["pid"], delay_us=new["delay_us"], control=new["control"])  # the testbed's now, as at up
+    emu.update(pid=new["pid"], delay_us=new["delay_us"])  # the process is the testbed's now, as at up
     emu.pop("ways", None)
     write_state(plan, state)
 

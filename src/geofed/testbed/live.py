@@ -150,22 +150,22 @@ def request(link: Link, changes: dict[str, dict]) -> str:
     return "set " + " ".join(words)
 
 
-def control(state: dict, link: Link, line: str) -> tuple[dict, int]:
+def control(plan: Plan, link: Link, line: str) -> tuple[dict, int]:
     """One request to the link's emulator: its reply, and when it was sent (CLOCK_MONOTONIC ns;
     once connected: the command is its line, the connection only its way there)."""
-    emu = state["emulators"][link.name]
-    if "control" not in emu:
-        raise UserError(f"link {link.name}: its emulator was started without a control socket (an older "
+    path = core.control_path(plan, link)
+    if not Path(path).exists():
+        raise UserError(f"link {link.name}: its emulator has no control socket {path} (started by an older "
                         f"geofed); bring the testbed up again for live changes")
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(REPLY_TIMEOUT_S)
         try:
-            s.connect(emu["control"])
+            s.connect(path)
             sent_ns = time.monotonic_ns()
             s.sendall(line.encode() + b"\n")
             reply = s.makefile().readline()
         except OSError as e:
-            raise UserError(f"link {link.name}: the emulator's control socket {emu['control']}: {e}") from None
+            raise UserError(f"link {link.name}: the emulator's control socket {path}: {e}") from None
     if not reply:
         raise UserError(f"link {link.name}: the emulator closed its control socket without a reply")
     out = json.loads(reply)
@@ -196,7 +196,7 @@ def set_link(fed: Federation, link_name: str, assignments: dict[str, object],
     link = find_link(fed, link_name)
     changes = parse(link, assignments, from_site)
     with _locked(plan) as state:
-        reply, sent_ns = control(state, link, request(link, changes))
+        reply, sent_ns = control(plan, link, request(link, changes))
         applied_ns = max(reply[w]["applied_ns"] for w in ("a_to_b", "b_to_a"))
         at = time.time() - (time.monotonic_ns() - applied_ns) / 1e9
         in_force_ms = (applied_ns - sent_ns) / 1e6
@@ -220,7 +220,7 @@ def counters(fed: Federation, link_name: str) -> dict:
     `out_of_order` (frames that left before one held earlier: always 0)."""
     plan = core.require_up(fed)
     link = find_link(fed, link_name)
-    reply, _ = control(core.read_state(plan), link, "stats")
+    reply, _ = control(plan, link, "stats")
     return {w: reply[w]["counters"] for w in ("a_to_b", "b_to_a")}
 
 
