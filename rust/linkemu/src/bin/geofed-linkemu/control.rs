@@ -126,6 +126,8 @@ fn answer(request: &str, ways: &mut [WayControl; 2]) -> Result<String, String> {
         return Err(configs.into_iter().find_map(Result::err).unwrap());
     };
     for (w, c) in ways.iter().zip(changes) {
+        // A reply that came after its request timed out must not answer this one.
+        while w.replies.try_recv().is_ok() {}
         w.inbox.post(c);
     }
     let mut parts = vec![];
