@@ -16,8 +16,9 @@
 //! dropped unless that queue itself overflows, which is counted apart.
 //!
 //! A running link changes with [`LinkModel::apply`]: the new settings meet the
-//! frames that arrive after the change; frames accepted before keep the times
-//! they were given, and the FIFO clamp keeps a shorter delay from reordering.
+//! frames that arrive after the change, a new rate also what is not yet
+//! serialised (whose releases it moves), and the FIFO clamp keeps a shorter
+//! delay from reordering.
 
 use std::collections::VecDeque;
 
@@ -199,6 +200,25 @@ pub struct LinkModel {
     credit: CreditState,
     /// Set by a change: every frame is lost, as on a cut fibre.
     down: bool,
+    /// The last packet or burst given to the model (its number from 1).
+    last_unit: u64,
+    /// Wire bits of the packet or burst being taken in.
+    unit_bits: u128,
+    /// Packets and bursts of a queue link whose serialisation may not be over yet,
+    /// in wire order: what a new rate re-times.
+    on_wire: VecDeque<OnWire>,
+    /// The latest release of those whose serialisation is over.
+    done_release_ns: u64,
+}
+
+#[derive(Debug, Clone)]
+struct OnWire {
+    unit: u64,
+    arrival_ns: u64,
+    start_ns: u64,
+    end_ns: u64,
+    bits: u128,
+    release_ns: Option<u64>,
 }
 
 /// A change of one direction of a running link: each given setting replaces the
@@ -259,26 +279,97 @@ impl LinkModel {
             counters: Counters::default(),
             credit: CreditState::default(),
             down: false,
+            last_unit: 0,
+            unit_bits: 0,
+            on_wire: VecDeque::new(),
+            done_release_ns: 0,
         })
     }
 
-    /// Changes the running link; a change that would make an invalid link is
-    /// refused whole and changes nothing. Frames accepted before keep their
-    /// times (they are on the wire or queued for it at the old settings): a
-    /// longer delay holds the frames that arrive after it longer, a shorter one
-    /// releases them no earlier than the last release (fibre is FIFO), a new
-    /// rate or queue meets the frames that arrive after it, and so do loss,
-    /// jitter and a link going down or up. New credits change the window: frames
-    /// in flight keep theirs until they come back.
-    pub fn apply(&mut self, change: &Change) -> Result<(), ConfigError> {
+    /// Changes the running link at `now_ns`; a change that would make an invalid
+    /// link is refused whole and changes nothing. A longer delay holds the frames
+    /// that arrive after it longer, a shorter one releases them no earlier than
+    /// the last release (fibre is FIFO); a new queue limit, loss, jitter and a
+    /// link going down or up meet the frames that arrive after it. A new rate
+    /// serialises what is not yet serialised: on a queue link the frames queued
+    /// and the rest of the one on the wire too, so they leave later (or earlier)
+    /// by as much, in order; returned as (packet or burst number, its new release)
+    /// for those that moved (numbers as `last_unit` gave them). On a credit link
+    /// it meets the frames that arrive after it. New credits change the window:
+    /// frames in flight keep theirs until they come back.
+    pub fn apply(&mut self, change: &Change, now_ns: u64) -> Result<Vec<(u64, u64)>, ConfigError> {
         let cfg = change.applied_to(&self.cfg)?;
+        let mut moved = vec![];
         if cfg.rate_bps != self.cfg.rate_bps {
             // The remainder is a fraction of a nanosecond at the old rate.
             self.carry = 0;
+            moved = self.retime(now_ns, cfg.rate_bps);
         }
         self.cfg = cfg;
         self.down = change.down.unwrap_or(self.down);
-        Ok(())
+        Ok(moved)
+    }
+
+    /// The number of the last packet or burst given to the model.
+    pub fn last_unit(&self) -> u64 {
+        self.last_unit
+    }
+
+    /// Serialises again at `rate_bps` from `now_ns` what was not serialised by
+    /// then; each release moves with the end of its serialisation (its delay and
+    /// jitter kept), never before an earlier release.
+    fn retime(&mut self, now_ns: u64, rate_bps: u64) -> Vec<(u64, u64)> {
+        self.finish_serialised(now_ns);
+        let (mut cursor, mut last) = (now_ns, self.done_release_ns);
+        let mut moved = vec![];
+        for u in self.on_wire.iter_mut() {
+            let (start, bits) = if u.start_ns < now_ns {
+                // On the wire now: the rest of it goes at the new rate.
+                (now_ns, u.bits * (u.end_ns - now_ns) as u128 / (u.end_ns - u.start_ns) as u128)
+            } else {
+                (u.arrival_ns.max(cursor), u.bits)
+            };
+            let end = start + (bits * NS_PER_S / rate_bps as u128) as u64;
+            if let Some(r) = u.release_ns {
+                let r = (r as i128 + end as i128 - u.end_ns as i128).max(last as i128) as u64;
+                u.release_ns = Some(r);
+                moved.push((u.unit, r));
+                last = r;
+            }
+            (u.start_ns, u.end_ns, cursor) = (start, end, end);
+        }
+        if !self.on_wire.is_empty() {
+            self.busy_until_ns = cursor;
+            self.last_release_ns = last;
+        }
+        moved
+    }
+
+    /// Forgets what has been serialised by `now_ns` (nothing can re-time it).
+    fn finish_serialised(&mut self, now_ns: u64) {
+        while let Some(u) = self.on_wire.front() {
+            if u.end_ns > now_ns {
+                break;
+            }
+            self.done_release_ns = self.done_release_ns.max(u.release_ns.unwrap_or(0));
+            self.on_wire.pop_front();
+        }
+    }
+
+    /// A packet or burst arrives at `now_ns`: its number, and where its first frame would start.
+    fn begin_unit(&mut self, now_ns: u64) -> u64 {
+        self.last_unit += 1;
+        self.unit_bits = 0;
+        self.finish_serialised(now_ns);
+        now_ns.max(self.busy_until_ns)
+    }
+
+    /// What of the packet or burst went on the wire of a queue link, kept for re-timing.
+    fn end_unit(&mut self, now_ns: u64, start_ns: u64, release_ns: Option<u64>) {
+        if self.unit_bits > 0 && self.cfg.credits.is_none() {
+            let (unit, bits, end_ns) = (self.last_unit, self.unit_bits, self.busy_until_ns);
+            self.on_wire.push_back(OnWire { unit, arrival_ns: now_ns, start_ns, end_ns, bits, release_ns });
+        }
     }
 
     pub fn config(&self) -> &LinkConfig {
@@ -306,10 +397,17 @@ impl LinkModel {
     /// A packet of `bytes` arrives at `now_ns`. Calls must come with
     /// non-decreasing `now_ns` (one clock, one thread per direction).
     pub fn on_packet(&mut self, now_ns: u64, bytes: usize) -> Verdict {
-        match self.wire(now_ns, bytes) {
+        let start = self.begin_unit(now_ns);
+        let verdict = match self.wire(now_ns, bytes) {
             Err(r) => Verdict::Drop(r),
             Ok(()) => Verdict::Deliver { release_ns: self.release() },
-        }
+        };
+        let release = match verdict {
+            Verdict::Deliver { release_ns } => Some(release_ns),
+            Verdict::Drop(_) => None,
+        };
+        self.end_unit(now_ns, start, release);
+        verdict
     }
 
     /// Back-to-back wire frames of `sizes` bytes arrive together at `now_ns`
@@ -317,9 +415,11 @@ impl LinkModel {
     /// on its own; the survivors travel on as one unit, released together when
     /// the last of them has crossed.
     pub fn on_burst(&mut self, now_ns: u64, sizes: &[usize]) -> Burst {
+        let start = self.begin_unit(now_ns);
         let dropped: Vec<usize> =
             sizes.iter().enumerate().filter(|&(_, &b)| self.wire(now_ns, b).is_err()).map(|(i, _)| i).collect();
         let release_ns = (dropped.len() < sizes.len()).then(|| self.release());
+        self.end_unit(now_ns, start, release_ns);
         Burst { release_ns, dropped }
     }
 
@@ -360,6 +460,7 @@ impl LinkModel {
             // The wire went idle: an old fractional remainder means nothing now.
             self.carry = 0;
         }
+        self.unit_bits += bytes64 as u128 * 8;
         let num = bytes64 as u128 * 8 * NS_PER_S + self.carry;
         let rate = self.cfg.rate_bps as u128;
         let ser_ns = (num / rate) as u64;
@@ -748,7 +849,7 @@ mod tests {
         // RTT 9 -> 11 ms: 4.5 -> 5.5 ms one way, at 10 Gb/s (1500 B: 1.2 us on the wire).
         let mut m = LinkModel::new(cfg(4_500_000, 10_000_000_000, 1 << 30)).unwrap();
         let before = stream(&mut m, 0, 10_000_000, 100_000, 1500);
-        m.apply(&Change { delay_ns: Some(5_500_000), ..Change::default() }).unwrap();
+        m.apply(&Change { delay_ns: Some(5_500_000), ..Change::default() }, 10_000_000).unwrap();
         let after = stream(&mut m, 10_000_000, 20_000_000, 100_000, 1500);
         assert!(before.iter().all(|&(t, r)| r == t + 1_200 + 4_500_000));
         assert!(after.iter().all(|&(t, r)| r == t + 1_200 + 5_500_000));
@@ -763,7 +864,7 @@ mod tests {
         let mut m = LinkModel::new(cfg(5_500_000, 10_000_000_000, 1 << 30)).unwrap();
         let mut all = stream(&mut m, 0, 10_000_000, 10_000, 1500);
         let last_old = all.last().unwrap().1;
-        m.apply(&Change { delay_ns: Some(4_500_000), ..Change::default() }).unwrap();
+        m.apply(&Change { delay_ns: Some(4_500_000), ..Change::default() }, 10_000_000).unwrap();
         let after = stream(&mut m, 10_000_000, 20_000_000, 10_000, 1500);
         all.extend(&after);
         assert!(in_order(&all));
@@ -775,22 +876,53 @@ mod tests {
     }
 
     #[test]
-    fn a_new_rate_meets_the_frames_after_it() {
-        // 1 Gb/s halved under a backlog: what was queued keeps its 12 us frames, the
-        // frames after the change take 24 us each, back to back behind them.
+    fn a_new_rate_serialises_what_is_not_yet_serialised() {
+        // Ten 1500 B frames queued at 1 Gb/s (12 us each), the rate halved at 30 us:
+        // two have crossed, the third has 6 of its 12 us left (12 at the new rate),
+        // the rest take 24 us each, and a frame after them follows at the new rate.
         let mut m = LinkModel::new(cfg(1_000_000, 1_000_000_000, 1 << 30)).unwrap();
         let queued: Vec<u64> = (0..10).map(|_| release(m.on_packet(0, 1500))).collect();
-        m.apply(&Change { rate_bps: Some(500_000_000), ..Change::default() }).unwrap();
-        let later: Vec<u64> = (0..10).map(|_| release(m.on_packet(1_000, 1500))).collect();
-        assert_eq!(queued[9], 10 * 12_000 + 1_000_000);
-        assert_eq!(later[0] - queued[9], 24_000);
-        assert!(later.windows(2).all(|w| w[1] - w[0] == 24_000));
+        let moved = m.apply(&Change { rate_bps: Some(500_000_000), ..Change::default() }, 30_000).unwrap();
+        assert_eq!(queued[..2], [1_012_000, 1_024_000]);
+        assert_eq!(moved, (3..=10).map(|k| (k, 1_042_000 + 24_000 * (k - 3))).collect::<Vec<_>>());
+        assert_eq!(release(m.on_packet(31_000, 1500)), 1_042_000 + 24_000 * 8);
+        // Doubled instead, they leave sooner: the third's 6 us left take 3, the rest 6 each.
+        let mut m = LinkModel::new(cfg(1_000_000, 1_000_000_000, 1 << 30)).unwrap();
+        for _ in 0..10 {
+            m.on_packet(0, 1500);
+        }
+        let moved = m.apply(&Change { rate_bps: Some(2_000_000_000), ..Change::default() }, 30_000).unwrap();
+        assert_eq!(moved, (3..=10).map(|k| (k, 1_033_000 + 6_000 * (k - 3))).collect::<Vec<_>>());
         // A long stream after the change is carried at the new rate exactly.
         let mut m = LinkModel::new(cfg(1_000_000, 4_000_000_000, u64::MAX)).unwrap();
-        m.apply(&Change { rate_bps: Some(2_000_000_000), ..Change::default() }).unwrap();
+        m.apply(&Change { rate_bps: Some(2_000_000_000), ..Change::default() }, 0).unwrap();
         let r: Vec<u64> = (0..10_000).map(|_| release(m.on_packet(0, 1013))).collect();
         let got = 9_999.0 * 1013.0 * 8.0 * 1e9 / (r[9_999] - r[0]) as f64;
         assert!((got / 2e9 - 1.0).abs() < 1e-6, "{got} bit/s");
+    }
+
+    #[test]
+    fn a_re_timed_frame_keeps_its_jitter_and_its_place() {
+        // Fifty frames queued with jitter, the rate quartered before any has crossed:
+        // each moves by its serialisation's stretch at least (more where the FIFO
+        // clamp holds it behind an earlier one), never before the fibre's time.
+        let mut c = cfg(1_000_000, 1_000_000_000, 1 << 30);
+        (c.jitter_ns, c.seed) = (200_000, 5);
+        let mut m = LinkModel::new(c).unwrap();
+        let before: Vec<u64> = (0..50).map(|_| release(m.on_packet(0, 1500))).collect();
+        let moved = m.apply(&Change { rate_bps: Some(250_000_000), ..Change::default() }, 0).unwrap();
+        assert_eq!(moved.iter().map(|&(u, _)| u).collect::<Vec<_>>(), (1..=50).collect::<Vec<u64>>());
+        for (k, &(_, r)) in moved.iter().enumerate() {
+            let (end_old, end_new) = (12_000 * (k as u64 + 1), 48_000 * (k as u64 + 1));
+            assert!(r >= before[k] + (end_new - end_old) && r >= end_new + 1_000_000, "frame {k}");
+        }
+        assert!(moved.windows(2).all(|w| w[0].1 <= w[1].1));
+        // A credit link's rate meets the frames after it: nothing queued moves.
+        let mut c = LinkModel::new(credit_cfg(1_000_000, 1_000_000_000, 100_000, 1 << 30)).unwrap();
+        for _ in 0..10 {
+            c.on_packet(0, 1500);
+        }
+        assert_eq!(c.apply(&Change { rate_bps: Some(500_000_000), ..Change::default() }, 0).unwrap(), vec![]);
     }
 
     #[test]
@@ -801,7 +933,7 @@ mod tests {
         for i in 0..n {
             assert!(matches!(m.on_packet(i * 20_000, 1500), Verdict::Deliver { .. }));
         }
-        m.apply(&Change { loss: Some(0.001), ..Change::default() }).unwrap();
+        m.apply(&Change { loss: Some(0.001), ..Change::default() }, n * 20_000).unwrap();
         for i in n..2 * n {
             let _ = m.on_packet(i * 20_000, 1500);
         }
@@ -814,8 +946,9 @@ mod tests {
 
     #[test]
     fn changes_under_load_lose_and_reorder_nothing() {
-        // Every kind of change, one after another, under a stream near the rate,
-        // with jitter: every frame is delivered and none overtakes another.
+        // Every kind of change, one after another, under a stream near the rate (above
+        // it once halved, so frames queue and a rate change re-times them), with
+        // jitter: every frame is delivered and none overtakes another.
         let mut c = cfg(4_500_000, 10_000_000_000, 1 << 30);
         c.jitter_ns = 50_000;
         let mut m = LinkModel::new(c).unwrap();
@@ -826,15 +959,18 @@ mod tests {
             Change { queue_limit_bytes: Some(1 << 29), rate_bps: Some(20_000_000_000), ..Change::default() },
             Change { delay_ns: Some(9_000_000), jitter_ns: Some(200_000), ..Change::default() },
         ];
-        let mut all = vec![];
+        // Release per frame (each its own packet, numbered from 1).
+        let mut releases = vec![0u64];
         for (i, change) in changes.iter().enumerate() {
             let t = i as u64 * 10_000_000;
-            all.extend(stream(&mut m, t, t + 10_000_000, 2_000, 1500));
-            m.apply(change).unwrap();
+            releases.extend(stream(&mut m, t, t + 10_000_000, 2_000, 1500).iter().map(|&(_, r)| r));
+            for (unit, r) in m.apply(change, t + 10_000_000).unwrap() {
+                releases[unit as usize] = r;
+            }
         }
-        assert!(in_order(&all));
+        assert!(releases.windows(2).all(|w| w[0] <= w[1]));
         let cnt = m.counters();
-        assert_eq!((cnt.delivered as usize, cnt.dropped_queue, cnt.dropped_loss), (all.len(), 0, 0));
+        assert_eq!((cnt.delivered as usize, cnt.dropped_queue, cnt.dropped_loss), (releases.len() - 1, 0, 0));
     }
 
     #[test]
@@ -846,7 +982,7 @@ mod tests {
         let n = (rate as f64 * 50.0 * rtt_ns as f64 / 1e9 / 8.0 / 1514.0) as usize;
         let full = delivered_bps(&mut m, n, 1);
         assert!((full / rate as f64 - 1.0).abs() < 0.02, "{full}");
-        m.apply(&Change { credits_bytes: Some(bdp / 2), ..Change::default() }).unwrap();
+        m.apply(&Change { credits_bytes: Some(bdp / 2), ..Change::default() }, 0).unwrap();
         let ceiling = (bdp / 2) as f64 * 8.0 * 1e9 / rtt_ns as f64;
         let got = delivered_bps(&mut m, n / 2, 1);
         assert!((got / ceiling - 1.0).abs() < 0.02, "{got} of {ceiling}");
@@ -856,10 +992,10 @@ mod tests {
     #[test]
     fn a_link_down_loses_every_frame_until_it_is_up() {
         let mut m = LinkModel::new(cfg(1_000_000, 1_000_000_000, 1 << 30)).unwrap();
-        m.apply(&Change { down: Some(true), ..Change::default() }).unwrap();
+        m.apply(&Change { down: Some(true), ..Change::default() }, 0).unwrap();
         assert_eq!(m.on_burst(0, &[1500, 1500]), Burst { release_ns: None, dropped: vec![0, 1] });
         assert_eq!(m.backlog_bytes(0), 0, "a frame into a cut fibre takes no wire time");
-        m.apply(&Change { down: Some(false), ..Change::default() }).unwrap();
+        m.apply(&Change { down: Some(false), ..Change::default() }, 0).unwrap();
         assert_eq!(release(m.on_packet(0, 1500)), 12_000 + 1_000_000);
         let c = m.counters();
         assert_eq!((c.dropped_down, c.delivered, c.dropped_loss), (2, 1, 0));
@@ -875,12 +1011,15 @@ mod tests {
             (Change { credits_bytes: Some(100_000), ..Change::default() }, ConfigError::NoCredits),
         ];
         for (change, err) in bad {
-            assert_eq!(m.apply(&change).unwrap_err(), err);
+            assert_eq!(m.apply(&change, 0).unwrap_err(), err);
             assert_eq!(m.config(), &before);
         }
         let mut c = LinkModel::new(credit_cfg(1_000_000, 1_000_000_000, 100_000, 1 << 30)).unwrap();
-        assert_eq!(c.apply(&Change { loss: Some(0.001), ..Change::default() }).unwrap_err(), ConfigError::LossyCredits);
-        c.apply(&Change { credit_return_delay_ns: Some(700_000), ..Change::default() }).unwrap();
+        assert_eq!(
+            c.apply(&Change { loss: Some(0.001), ..Change::default() }, 0).unwrap_err(),
+            ConfigError::LossyCredits
+        );
+        c.apply(&Change { credit_return_delay_ns: Some(700_000), ..Change::default() }, 0).unwrap();
         assert_eq!(c.config().credits.unwrap().return_delay_ns, 700_000);
     }
 

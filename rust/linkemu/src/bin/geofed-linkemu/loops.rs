@@ -54,17 +54,19 @@ pub fn make_thread_realtime(priority: libc::c_int) {
 }
 
 /// A frame held for release: the first `len` bytes of `buf`, standing for
-/// `wire_frames` frames on the wire, the `seq`th held on this way.
+/// `wire_frames` frames on the wire, the `seq`th held on this way, of the
+/// model's packet or burst `unit`.
 struct Frame {
     buf: Vec<u8>,
     len: usize,
     wire_frames: u64,
     seq: u64,
+    unit: u64,
 }
 
 impl Frame {
     fn new(buf: Vec<u8>, len: usize, wire_frames: u64) -> Frame {
-        Frame { buf, len, wire_frames, seq: 0 }
+        Frame { buf, len, wire_frames, seq: 0, unit: 0 }
     }
 
     fn copied(bytes: &[u8], wire_frames: u64) -> Frame {
@@ -197,7 +199,11 @@ fn direction_loop(
                 // What reached the socket before the change meets the old link:
                 // read all of it first, then change.
                 while rx.receive(rx_fd, &mut model, &mut held, &mut spares, &mut tx) == RX_BATCH {}
-                let applied = model.apply(&change).map(|()| mono_ns());
+                let applied = model.apply(&change, mono_ns()).map(|moved| {
+                    // A new rate re-timed what was not yet serialised (in order, by unit).
+                    held.retime(|f| moved.binary_search_by_key(&f.unit, |&(u, _)| u).ok().map(|i| moved[i].1));
+                    mono_ns()
+                });
                 inbox.reply(applied.map(|ns| (ns, dir_json(&model.counters(), &tx))).map_err(|e| e.to_string()));
             }
         }
@@ -333,6 +339,7 @@ fn forward(model: &mut LinkModel, arrival: u64, frame: &[u8]) -> Keep {
 fn hold(held: &mut Releases<Frame>, tx: &mut TxStats, model: &LinkModel, release_ns: u64, mut frame: Frame) {
     let serialisation_ns = model.serialisation_ns(frame.len - VNET_HDR_LEN);
     frame.seq = tx.next_seq;
+    frame.unit = model.last_unit();
     tx.next_seq += 1;
     tx.held += frame.wire_frames;
     held.hold(release_ns, serialisation_ns, frame);
