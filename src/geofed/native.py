@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -10,8 +11,13 @@ from geofed.errors import UserError
 
 
 def binary(name: str, fix: str = "run ./setup.sh to build rust/") -> str:
-    """A program next to the venv's python (where the setup installs it) or on PATH;
-    `fix` tells the user what to do when it is in neither."""
+    """A program in $GEOFED_NATIVE_DIR when that is set (a build of one's own, such as
+    rust/target/release, tried without installing it), else next to the venv's python
+    (where the setup installs it) or on PATH; `fix` tells the user what to do when it is
+    in none of them."""
+    own = os.environ.get("GEOFED_NATIVE_DIR")
+    if own and (Path(own) / name).is_file():
+        return str(Path(own) / name)
     here = Path(sys.executable).parent / name
     if here.is_file():
         return str(here)

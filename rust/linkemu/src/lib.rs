@@ -14,6 +14,11 @@
 //! started crossing (its serialisation, `delay`, then the reverse way's delay).
 //! Frames wait for credits in the queue in front of the wire; nothing is
 //! dropped unless that queue itself overflows, which is counted apart.
+//!
+//! A running link changes with [`LinkModel::apply`]: the new settings meet the
+//! frames that arrive after the change, a new rate also what is not yet
+//! serialised (whose releases it moves), and the FIFO clamp keeps a shorter
+//! delay from reordering.
 
 use std::collections::VecDeque;
 
@@ -60,6 +65,8 @@ pub enum ConfigError {
     ZeroCredits,
     /// A credit link is lossless: loss on its wire contradicts it.
     LossyCredits,
+    /// Credits given to a way with a tail-drop queue: flow control does not change live.
+    NoCredits,
 }
 
 impl fmt::Display for ConfigError {
@@ -70,11 +77,35 @@ impl fmt::Display for ConfigError {
             ConfigError::BadLoss => write!(f, "loss must be a probability in [0, 1]"),
             ConfigError::ZeroCredits => write!(f, "credits must be > 0 bytes"),
             ConfigError::LossyCredits => write!(f, "a credit link is lossless: loss must be 0"),
+            ConfigError::NoCredits => write!(f, "credits: this way has a tail-drop queue, not credit flow control"),
         }
     }
 }
 
 impl std::error::Error for ConfigError {}
+
+impl LinkConfig {
+    fn check(&self) -> Result<(), ConfigError> {
+        if self.rate_bps == 0 {
+            return Err(ConfigError::ZeroRate);
+        }
+        if self.queue_limit_bytes == 0 {
+            return Err(ConfigError::ZeroQueue);
+        }
+        if !(self.loss >= 0.0 && self.loss <= 1.0) {
+            return Err(ConfigError::BadLoss);
+        }
+        if let Some(c) = self.credits {
+            if c.bytes == 0 {
+                return Err(ConfigError::ZeroCredits);
+            }
+            if self.loss > 0.0 {
+                return Err(ConfigError::LossyCredits);
+            }
+        }
+        Ok(())
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {
@@ -85,6 +116,8 @@ pub enum Reason {
     /// A credit link's wait for credits overflowed its queue: a violation of
     /// the losslessness it emulates, counted apart from tail drops.
     CreditWaitOverflow,
+    /// The link was down (a cut fibre) when the frame arrived.
+    Down,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +145,8 @@ pub struct Counters {
     pub dropped_loss: u64,
     /// Frames a credit link could not hold while they waited for credits.
     pub credit_wait_overflow: u64,
+    /// Frames that arrived while the link was down.
+    pub dropped_down: u64,
     /// Bytes of delivered packets.
     pub bytes: u64,
 }
@@ -163,6 +198,61 @@ pub struct LinkModel {
     last_release_ns: u64,
     counters: Counters,
     credit: CreditState,
+    /// Set by a change: every frame is lost, as on a cut fibre.
+    down: bool,
+    /// The last packet or burst given to the model (its number from 1).
+    last_unit: u64,
+    /// Wire bits of the packet or burst being taken in.
+    unit_bits: u128,
+    /// Packets and bursts of a queue link whose serialisation may not be over yet,
+    /// in wire order: what a new rate re-times.
+    on_wire: VecDeque<OnWire>,
+    /// The latest release of those whose serialisation is over.
+    done_release_ns: u64,
+}
+
+#[derive(Debug, Clone)]
+struct OnWire {
+    unit: u64,
+    arrival_ns: u64,
+    start_ns: u64,
+    end_ns: u64,
+    bits: u128,
+    release_ns: Option<u64>,
+}
+
+/// A change of one direction of a running link: each given setting replaces the
+/// current one for the frames that arrive after it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Change {
+    pub delay_ns: Option<u64>,
+    pub rate_bps: Option<u64>,
+    pub queue_limit_bytes: Option<u64>,
+    pub jitter_ns: Option<u64>,
+    pub loss: Option<f64>,
+    pub credits_bytes: Option<u64>,
+    /// The reverse way's new delay, which this way's credits travel back.
+    pub credit_return_delay_ns: Option<u64>,
+    pub down: Option<bool>,
+}
+
+impl Change {
+    /// The settings `cfg` becomes with this change, if they make a valid link.
+    pub fn applied_to(&self, cfg: &LinkConfig) -> Result<LinkConfig, ConfigError> {
+        let mut cfg = cfg.clone();
+        cfg.delay_ns = self.delay_ns.unwrap_or(cfg.delay_ns);
+        cfg.rate_bps = self.rate_bps.unwrap_or(cfg.rate_bps);
+        cfg.queue_limit_bytes = self.queue_limit_bytes.unwrap_or(cfg.queue_limit_bytes);
+        cfg.jitter_ns = self.jitter_ns.unwrap_or(cfg.jitter_ns);
+        cfg.loss = self.loss.unwrap_or(cfg.loss);
+        if self.credits_bytes.is_some() || self.credit_return_delay_ns.is_some() {
+            let c = cfg.credits.as_mut().ok_or(ConfigError::NoCredits)?;
+            c.bytes = self.credits_bytes.unwrap_or(c.bytes);
+            c.return_delay_ns = self.credit_return_delay_ns.unwrap_or(c.return_delay_ns);
+        }
+        cfg.check()?;
+        Ok(cfg)
+    }
 }
 
 /// What credit-based flow control keeps between frames.
@@ -178,23 +268,7 @@ struct CreditState {
 
 impl LinkModel {
     pub fn new(cfg: LinkConfig) -> Result<Self, ConfigError> {
-        if cfg.rate_bps == 0 {
-            return Err(ConfigError::ZeroRate);
-        }
-        if cfg.queue_limit_bytes == 0 {
-            return Err(ConfigError::ZeroQueue);
-        }
-        if !(cfg.loss >= 0.0 && cfg.loss <= 1.0) {
-            return Err(ConfigError::BadLoss);
-        }
-        if let Some(c) = cfg.credits {
-            if c.bytes == 0 {
-                return Err(ConfigError::ZeroCredits);
-            }
-            if cfg.loss > 0.0 {
-                return Err(ConfigError::LossyCredits);
-            }
-        }
+        cfg.check()?;
         let rng = SplitMix64::new(cfg.seed);
         Ok(LinkModel {
             cfg,
@@ -204,7 +278,98 @@ impl LinkModel {
             last_release_ns: 0,
             counters: Counters::default(),
             credit: CreditState::default(),
+            down: false,
+            last_unit: 0,
+            unit_bits: 0,
+            on_wire: VecDeque::new(),
+            done_release_ns: 0,
         })
+    }
+
+    /// Changes the running link at `now_ns`; a change that would make an invalid
+    /// link is refused whole and changes nothing. A longer delay holds the frames
+    /// that arrive after it longer, a shorter one releases them no earlier than
+    /// the last release (fibre is FIFO); a new queue limit, loss, jitter and a
+    /// link going down or up meet the frames that arrive after it. A new rate
+    /// serialises what is not yet serialised: on a queue link the frames queued
+    /// and the rest of the one on the wire too, so they leave later (or earlier)
+    /// by as much, in order; returned as (packet or burst number, its new release)
+    /// for those that moved (numbers as `last_unit` gave them). On a credit link
+    /// it meets the frames that arrive after it. New credits change the window:
+    /// frames in flight keep theirs until they come back.
+    pub fn apply(&mut self, change: &Change, now_ns: u64) -> Result<Vec<(u64, u64)>, ConfigError> {
+        let cfg = change.applied_to(&self.cfg)?;
+        let mut moved = vec![];
+        if cfg.rate_bps != self.cfg.rate_bps {
+            // The remainder is a fraction of a nanosecond at the old rate.
+            self.carry = 0;
+            moved = self.retime(now_ns, cfg.rate_bps);
+        }
+        self.cfg = cfg;
+        self.down = change.down.unwrap_or(self.down);
+        Ok(moved)
+    }
+
+    /// The number of the last packet or burst given to the model.
+    pub fn last_unit(&self) -> u64 {
+        self.last_unit
+    }
+
+    /// Serialises again at `rate_bps` from `now_ns` what was not serialised by
+    /// then; each release moves with the end of its serialisation (its delay and
+    /// jitter kept), never before an earlier release.
+    fn retime(&mut self, now_ns: u64, rate_bps: u64) -> Vec<(u64, u64)> {
+        self.finish_serialised(now_ns);
+        let (mut cursor, mut last) = (now_ns, self.done_release_ns);
+        let mut moved = vec![];
+        for u in self.on_wire.iter_mut() {
+            let (start, bits) = if u.start_ns < now_ns {
+                // On the wire now: the rest of it goes at the new rate.
+                (now_ns, u.bits * (u.end_ns - now_ns) as u128 / (u.end_ns - u.start_ns) as u128)
+            } else {
+                (u.arrival_ns.max(cursor), u.bits)
+            };
+            let end = start + (bits * NS_PER_S / rate_bps as u128) as u64;
+            if let Some(r) = u.release_ns {
+                let r = (r as i128 + end as i128 - u.end_ns as i128).max(last as i128) as u64;
+                u.release_ns = Some(r);
+                moved.push((u.unit, r));
+                last = r;
+            }
+            (u.start_ns, u.end_ns, cursor) = (start, end, end);
+        }
+        if !self.on_wire.is_empty() {
+            self.busy_until_ns = cursor;
+            self.last_release_ns = last;
+        }
+        moved
+    }
+
+    /// Forgets what has been serialised by `now_ns` (nothing can re-time it).
+    fn finish_serialised(&mut self, now_ns: u64) {
+        while let Some(u) = self.on_wire.front() {
+            if u.end_ns > now_ns {
+                break;
+            }
+            self.done_release_ns = self.done_release_ns.max(u.release_ns.unwrap_or(0));
+            self.on_wire.pop_front();
+        }
+    }
+
+    /// A packet or burst arrives at `now_ns`: its number, and where its first frame would start.
+    fn begin_unit(&mut self, now_ns: u64) -> u64 {
+        self.last_unit += 1;
+        self.unit_bits = 0;
+        self.finish_serialised(now_ns);
+        now_ns.max(self.busy_until_ns)
+    }
+
+    /// What of the packet or burst went on the wire of a queue link, kept for re-timing.
+    fn end_unit(&mut self, now_ns: u64, start_ns: u64, release_ns: Option<u64>) {
+        if self.unit_bits > 0 && self.cfg.credits.is_none() {
+            let (unit, bits, end_ns) = (self.last_unit, self.unit_bits, self.busy_until_ns);
+            self.on_wire.push_back(OnWire { unit, arrival_ns: now_ns, start_ns, end_ns, bits, release_ns });
+        }
     }
 
     pub fn config(&self) -> &LinkConfig {
@@ -232,10 +397,17 @@ impl LinkModel {
     /// A packet of `bytes` arrives at `now_ns`. Calls must come with
     /// non-decreasing `now_ns` (one clock, one thread per direction).
     pub fn on_packet(&mut self, now_ns: u64, bytes: usize) -> Verdict {
-        match self.wire(now_ns, bytes) {
+        let start = self.begin_unit(now_ns);
+        let verdict = match self.wire(now_ns, bytes) {
             Err(r) => Verdict::Drop(r),
             Ok(()) => Verdict::Deliver { release_ns: self.release() },
-        }
+        };
+        let release = match verdict {
+            Verdict::Deliver { release_ns } => Some(release_ns),
+            Verdict::Drop(_) => None,
+        };
+        self.end_unit(now_ns, start, release);
+        verdict
     }
 
     /// Back-to-back wire frames of `sizes` bytes arrive together at `now_ns`
@@ -243,9 +415,11 @@ impl LinkModel {
     /// on its own; the survivors travel on as one unit, released together when
     /// the last of them has crossed.
     pub fn on_burst(&mut self, now_ns: u64, sizes: &[usize]) -> Burst {
+        let start = self.begin_unit(now_ns);
         let dropped: Vec<usize> =
             sizes.iter().enumerate().filter(|&(_, &b)| self.wire(now_ns, b).is_err()).map(|(i, _)| i).collect();
         let release_ns = (dropped.len() < sizes.len()).then(|| self.release());
+        self.end_unit(now_ns, start, release_ns);
         Burst { release_ns, dropped }
     }
 
@@ -264,6 +438,10 @@ impl LinkModel {
 
     /// Queue, serialisation and loss of one frame; counts what happened.
     fn wire(&mut self, now_ns: u64, bytes: usize) -> Result<(), Reason> {
+        if self.down {
+            self.counters.dropped_down += 1;
+            return Err(Reason::Down);
+        }
         let bytes64 = bytes as u64;
         let mut start = now_ns.max(self.busy_until_ns);
         if let Some(credits) = self.cfg.credits {
@@ -282,6 +460,7 @@ impl LinkModel {
             // The wire went idle: an old fractional remainder means nothing now.
             self.carry = 0;
         }
+        self.unit_bits += bytes64 as u128 * 8;
         let num = bytes64 as u128 * 8 * NS_PER_S + self.carry;
         let rate = self.cfg.rate_bps as u128;
         let ser_ns = (num / rate) as u64;
@@ -654,6 +833,194 @@ mod tests {
         c.loss = 0.0;
         c.credits = Some(Credits { bytes: 0, return_delay_ns: 0 });
         assert_eq!(LinkModel::new(c).unwrap_err(), ConfigError::ZeroCredits);
+    }
+
+    /// Frames of `bytes` every `gap_ns` from `from_ns` until `to_ns`: (arrival, release) of each.
+    fn stream(m: &mut LinkModel, from_ns: u64, to_ns: u64, gap_ns: u64, bytes: usize) -> Vec<(u64, u64)> {
+        (from_ns..to_ns).step_by(gap_ns as usize).map(|t| (t, release(m.on_packet(t, bytes)))).collect()
+    }
+
+    fn in_order(releases: &[(u64, u64)]) -> bool {
+        releases.windows(2).all(|w| w[0].1 <= w[1].1)
+    }
+
+    #[test]
+    fn a_longer_delay_holds_the_frames_after_it_longer() {
+        // RTT 9 -> 11 ms: 4.5 -> 5.5 ms one way, at 10 Gb/s (1500 B: 1.2 us on the wire).
+        let mut m = LinkModel::new(cfg(4_500_000, 10_000_000_000, 1 << 30)).unwrap();
+        let before = stream(&mut m, 0, 10_000_000, 100_000, 1500);
+        m.apply(&Change { delay_ns: Some(5_500_000), ..Change::default() }, 10_000_000).unwrap();
+        let after = stream(&mut m, 10_000_000, 20_000_000, 100_000, 1500);
+        assert!(before.iter().all(|&(t, r)| r == t + 1_200 + 4_500_000));
+        assert!(after.iter().all(|&(t, r)| r == t + 1_200 + 5_500_000));
+        assert_eq!(m.counters().delivered as usize, before.len() + after.len());
+    }
+
+    #[test]
+    fn a_shorter_delay_never_reorders() {
+        // 5.5 -> 4.5 ms under a frame every 10 us: the frames of the first ms after
+        // the change would overtake those before it; they leave with the last of
+        // them instead, and from then on each pays the new delay exactly.
+        let mut m = LinkModel::new(cfg(5_500_000, 10_000_000_000, 1 << 30)).unwrap();
+        let mut all = stream(&mut m, 0, 10_000_000, 10_000, 1500);
+        let last_old = all.last().unwrap().1;
+        m.apply(&Change { delay_ns: Some(4_500_000), ..Change::default() }, 10_000_000).unwrap();
+        let after = stream(&mut m, 10_000_000, 20_000_000, 10_000, 1500);
+        all.extend(&after);
+        assert!(in_order(&all));
+        for &(t, r) in &after {
+            assert_eq!(r, (t + 1_200 + 4_500_000).max(last_old), "arrived at {t}");
+        }
+        assert!(after.iter().any(|&(_, r)| r == last_old) && after.iter().any(|&(t, r)| r == t + 1_200 + 4_500_000));
+        assert_eq!(m.counters().delivered as usize, all.len());
+    }
+
+    #[test]
+    fn a_new_rate_serialises_what_is_not_yet_serialised() {
+        // Ten 1500 B frames queued at 1 Gb/s (12 us each), the rate halved at 30 us:
+        // two have crossed, the third has 6 of its 12 us left (12 at the new rate),
+        // the rest take 24 us each, and a frame after them follows at the new rate.
+        let mut m = LinkModel::new(cfg(1_000_000, 1_000_000_000, 1 << 30)).unwrap();
+        let queued: Vec<u64> = (0..10).map(|_| release(m.on_packet(0, 1500))).collect();
+        let moved = m.apply(&Change { rate_bps: Some(500_000_000), ..Change::default() }, 30_000).unwrap();
+        assert_eq!(queued[..2], [1_012_000, 1_024_000]);
+        assert_eq!(moved, (3..=10).map(|k| (k, 1_042_000 + 24_000 * (k - 3))).collect::<Vec<_>>());
+        assert_eq!(release(m.on_packet(31_000, 1500)), 1_042_000 + 24_000 * 8);
+        // Doubled instead, they leave sooner: the third's 6 us left take 3, the rest 6 each.
+        let mut m = LinkModel::new(cfg(1_000_000, 1_000_000_000, 1 << 30)).unwrap();
+        for _ in 0..10 {
+            m.on_packet(0, 1500);
+        }
+        let moved = m.apply(&Change { rate_bps: Some(2_000_000_000), ..Change::default() }, 30_000).unwrap();
+        assert_eq!(moved, (3..=10).map(|k| (k, 1_033_000 + 6_000 * (k - 3))).collect::<Vec<_>>());
+        // A long stream after the change is carried at the new rate exactly.
+        let mut m = LinkModel::new(cfg(1_000_000, 4_000_000_000, u64::MAX)).unwrap();
+        m.apply(&Change { rate_bps: Some(2_000_000_000), ..Change::default() }, 0).unwrap();
+        let r: Vec<u64> = (0..10_000).map(|_| release(m.on_packet(0, 1013))).collect();
+        let got = 9_999.0 * 1013.0 * 8.0 * 1e9 / (r[9_999] - r[0]) as f64;
+        assert!((got / 2e9 - 1.0).abs() < 1e-6, "{got} bit/s");
+    }
+
+    #[test]
+    fn a_re_timed_frame_keeps_its_jitter_and_its_place() {
+        // Fifty frames queued with jitter, the rate quartered before any has crossed:
+        // each moves by its serialisation's stretch at least (more where the FIFO
+        // clamp holds it behind an earlier one), never before the fibre's time.
+        let mut c = cfg(1_000_000, 1_000_000_000, 1 << 30);
+        (c.jitter_ns, c.seed) = (200_000, 5);
+        let mut m = LinkModel::new(c).unwrap();
+        let before: Vec<u64> = (0..50).map(|_| release(m.on_packet(0, 1500))).collect();
+        let moved = m.apply(&Change { rate_bps: Some(250_000_000), ..Change::default() }, 0).unwrap();
+        assert_eq!(moved.iter().map(|&(u, _)| u).collect::<Vec<_>>(), (1..=50).collect::<Vec<u64>>());
+        for (k, &(_, r)) in moved.iter().enumerate() {
+            let (end_old, end_new) = (12_000 * (k as u64 + 1), 48_000 * (k as u64 + 1));
+            assert!(r >= before[k] + (end_new - end_old) && r >= end_new + 1_000_000, "frame {k}");
+        }
+        assert!(moved.windows(2).all(|w| w[0].1 <= w[1].1));
+        // A credit link's rate meets the frames after it: nothing queued moves.
+        let mut c = LinkModel::new(credit_cfg(1_000_000, 1_000_000_000, 100_000, 1 << 30)).unwrap();
+        for _ in 0..10 {
+            c.on_packet(0, 1500);
+        }
+        assert_eq!(c.apply(&Change { rate_bps: Some(500_000_000), ..Change::default() }, 0).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn a_new_loss_meets_the_frames_after_it() {
+        // 0 -> 0.1 %: nothing lost before; after, the rate within 5 standard errors.
+        let mut m = LinkModel::new(cfg(1_000, 1_000_000_000, 1 << 30)).unwrap();
+        let n = 400_000u64;
+        for i in 0..n {
+            assert!(matches!(m.on_packet(i * 20_000, 1500), Verdict::Deliver { .. }));
+        }
+        m.apply(&Change { loss: Some(0.001), ..Change::default() }, n * 20_000).unwrap();
+        for i in n..2 * n {
+            let _ = m.on_packet(i * 20_000, 1500);
+        }
+        let c = m.counters();
+        assert_eq!(c.delivered + c.dropped_loss, 2 * n);
+        let p = c.dropped_loss as f64 / n as f64;
+        let se = (0.001f64 * 0.999 / n as f64).sqrt();
+        assert!((p - 0.001).abs() < 5.0 * se, "loss {p}");
+    }
+
+    #[test]
+    fn changes_under_load_lose_and_reorder_nothing() {
+        // Every kind of change, one after another, under a stream near the rate (above
+        // it once halved, so frames queue and a rate change re-times them), with
+        // jitter: every frame is delivered and none overtakes another.
+        let mut c = cfg(4_500_000, 10_000_000_000, 1 << 30);
+        c.jitter_ns = 50_000;
+        let mut m = LinkModel::new(c).unwrap();
+        let changes = [
+            Change { delay_ns: Some(5_500_000), ..Change::default() },
+            Change { rate_bps: Some(5_000_000_000), ..Change::default() },
+            Change { delay_ns: Some(1_000_000), jitter_ns: Some(0), ..Change::default() },
+            Change { queue_limit_bytes: Some(1 << 29), rate_bps: Some(20_000_000_000), ..Change::default() },
+            Change { delay_ns: Some(9_000_000), jitter_ns: Some(200_000), ..Change::default() },
+        ];
+        // Release per frame (each its own packet, numbered from 1).
+        let mut releases = vec![0u64];
+        for (i, change) in changes.iter().enumerate() {
+            let t = i as u64 * 10_000_000;
+            releases.extend(stream(&mut m, t, t + 10_000_000, 2_000, 1500).iter().map(|&(_, r)| r));
+            for (unit, r) in m.apply(change, t + 10_000_000).unwrap() {
+                releases[unit as usize] = r;
+            }
+        }
+        assert!(releases.windows(2).all(|w| w[0] <= w[1]));
+        let cnt = m.counters();
+        assert_eq!((cnt.delivered as usize, cnt.dropped_queue, cnt.dropped_loss), (releases.len() - 1, 0, 0));
+    }
+
+    #[test]
+    fn new_credits_set_the_window_after_them() {
+        // Twice the BDP, then half of it: the delivered rate follows min(rate, credits / RTT).
+        let (rate, rtt_ns) = (10_000_000_000u64, 1_000_000u64);
+        let bdp = rate / 8 * rtt_ns / 1_000_000_000;
+        let mut m = LinkModel::new(credit_cfg(rtt_ns, rate, 2 * bdp, u64::MAX)).unwrap();
+        let n = (rate as f64 * 50.0 * rtt_ns as f64 / 1e9 / 8.0 / 1514.0) as usize;
+        let full = delivered_bps(&mut m, n, 1);
+        assert!((full / rate as f64 - 1.0).abs() < 0.02, "{full}");
+        m.apply(&Change { credits_bytes: Some(bdp / 2), ..Change::default() }, 0).unwrap();
+        let ceiling = (bdp / 2) as f64 * 8.0 * 1e9 / rtt_ns as f64;
+        let got = delivered_bps(&mut m, n / 2, 1);
+        assert!((got / ceiling - 1.0).abs() < 0.02, "{got} of {ceiling}");
+        assert_eq!(m.counters().credit_wait_overflow, 0);
+    }
+
+    #[test]
+    fn a_link_down_loses_every_frame_until_it_is_up() {
+        let mut m = LinkModel::new(cfg(1_000_000, 1_000_000_000, 1 << 30)).unwrap();
+        m.apply(&Change { down: Some(true), ..Change::default() }, 0).unwrap();
+        assert_eq!(m.on_burst(0, &[1500, 1500]), Burst { release_ns: None, dropped: vec![0, 1] });
+        assert_eq!(m.backlog_bytes(0), 0, "a frame into a cut fibre takes no wire time");
+        m.apply(&Change { down: Some(false), ..Change::default() }, 0).unwrap();
+        assert_eq!(release(m.on_packet(0, 1500)), 12_000 + 1_000_000);
+        let c = m.counters();
+        assert_eq!((c.dropped_down, c.delivered, c.dropped_loss), (2, 1, 0));
+    }
+
+    #[test]
+    fn a_bad_change_changes_nothing() {
+        let mut m = LinkModel::new(cfg(1_000, 1_000_000_000, 1 << 30)).unwrap();
+        let before = m.config().clone();
+        let bad = [
+            (Change { rate_bps: Some(0), delay_ns: Some(5), ..Change::default() }, ConfigError::ZeroRate),
+            (Change { loss: Some(1.5), ..Change::default() }, ConfigError::BadLoss),
+            (Change { credits_bytes: Some(100_000), ..Change::default() }, ConfigError::NoCredits),
+        ];
+        for (change, err) in bad {
+            assert_eq!(m.apply(&change, 0).unwrap_err(), err);
+            assert_eq!(m.config(), &before);
+        }
+        let mut c = LinkModel::new(credit_cfg(1_000_000, 1_000_000_000, 100_000, 1 << 30)).unwrap();
+        assert_eq!(
+            c.apply(&Change { loss: Some(0.001), ..Change::default() }, 0).unwrap_err(),
+            ConfigError::LossyCredits
+        );
+        c.apply(&Change { credit_return_delay_ns: Some(700_000), ..Change::default() }, 0).unwrap();
+        assert_eq!(c.config().credits.unwrap().return_delay_ns, 700_000);
     }
 
     #[test]

@@ -55,6 +55,18 @@ impl<T> Releases<T> {
     pub fn is_empty(&self) -> bool {
         self.held.is_empty()
     }
+
+    /// Moves the release of each held frame `new_release` gives one for (the model
+    /// re-timed it: a new rate); each keeps its lead. The new releases must keep
+    /// the held frames' order, as the model's do (fibre is FIFO).
+    pub fn retime(&mut self, new_release: impl Fn(&T) -> Option<u64>) {
+        for h in self.held.iter_mut() {
+            if let Some(release_ns) = new_release(&h.frame) {
+                let lead = h.release_ns - h.from_ns;
+                (h.release_ns, h.from_ns) = (release_ns, release_ns - lead.min(release_ns));
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -91,6 +103,17 @@ mod tests {
         assert_eq!(drain(&mut r, 95_000), [0, 1]);
         assert_eq!(drain(&mut r, 114_899), Vec::<usize>::new());
         assert_eq!(drain(&mut r, 114_900), [2, 3]);
+    }
+
+    #[test]
+    fn a_re_timed_frame_keeps_its_lead() {
+        let mut r = Releases::new(20_000);
+        r.hold(100_000, 5_000, 0);
+        r.hold(110_000, 50_000, 1);
+        r.retime(|&f| (f == 1).then_some(150_000));
+        assert_eq!((r.next_ns(), r.next_release_ns()), (Some(95_000), Some(100_000)));
+        assert_eq!(drain(&mut r, 129_999), [0]);
+        assert_eq!(r.pop_due(130_000), Some((150_000, 1)));
     }
 
     #[test]

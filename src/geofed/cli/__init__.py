@@ -46,6 +46,9 @@ COMMANDS: list[Command] = [
                                                    "its services"),
     Command("testbed status", core.cmd_testbed_status, "what of the testbed exists now",
             lambda p: (options.federation_positional(p), core.testbed_status_args(p))),
+    Command("testbed set", core.cmd_testbed_set, "change a running link (delay, rate, loss, ...) without a restart, "
+                                                 "now or on a schedule; recorded in the testbed's state",
+            lambda p: (options.federation_positional(p), core.testbed_set_args(p))),
     Command("testbed verify", core.cmd_testbed_verify, "measure RTT and throughput against the federation file",
             lambda p: (options.federation_positional(p), core.testbed_verify_args(p))),
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import time
 from pathlib import Path
 
 from geofed import federation, records
@@ -71,19 +72,48 @@ def cmd_testbed_status(args) -> int:
               f" holds {', '.join(f'{d:.1f} us from {s}' for s, d in e['delay_us'].items())}"
               f" (the fibre's propagation); floor: probe RTT "
               f"{e['floor']['probe_rtt_ms']['median']:.4f} ms median with nothing held")
+    if st["changes"]:
+        last = st["changes"][-1]
+        print(f"  {len(st['changes'])} live changes since up (testbed set), the last at "
+              f"{time.strftime('%H:%M:%S', time.localtime(last['time']))}: {last['way']} {last['key']} "
+              f"{json.dumps(last['old'])} -> {json.dumps(last['new'])}")
     for s in st["services"]:
         print(f"  service {services.summary(s)}")
     return 0 if st["up"] else 1
 
 
 def cmd_testbed_verify(args) -> int:
-    from geofed.testbed import core, verify
+    from geofed.testbed import core, live, verify
     fed = federation.load(args.federation)
     core.require_up(fed)
-    data = verify.verify(fed, rtt_count=args.count, streams=args.streams, seconds=args.seconds, progress=progress)
+    # Against the link as it runs now: changed live since `up`, the file's no longer holds.
+    data = verify.verify(live.current(fed), rtt_count=args.count, streams=args.streams, seconds=args.seconds, progress=progress)
     rec = records.make("testbed.verify", data, **records.federation_meta(fed))
     emit(rec, args.out, verify.format_table(data))
     return 0 if data["ok"] else 1
+
+
+def cmd_testbed_set(args) -> int:
+    """Change a running link now, or follow a schedule of changes in the foreground."""
+    from geofed.testbed import live
+    fed = federation.load(args.federation)
+    if args.schedule:
+        if args.link or args.settings or args.from_site:
+            raise UserError("testbed set: --schedule names its links, ways and settings itself; give it alone")
+        schedule = live.load_schedule(fed, args.schedule)
+        progress(f"following {args.schedule}: {len(schedule)} changes over {schedule[-1][0]:g} s")
+        live.run_schedule(fed, schedule, progress)
+        return 0
+    if not args.link:
+        raise UserError("testbed set: give a LINK and KEY=VALUE settings, or --schedule FILE")
+    assignments = {}
+    for word in args.settings:
+        key, eq, value = word.partition("=")
+        if not eq:
+            raise UserError(f"testbed set: {word!r}: expected KEY=VALUE (keys: {', '.join(live.KEYS)})")
+        assignments[key] = value
+    print(live.describe(live.set_link(fed, args.link, assignments, args.from_site)))
+    return 0
 
 
 def cmd_run(args) -> int:
@@ -136,6 +166,17 @@ def testbed_verify_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--streams", type=positive_int, default=4, help="TCP streams for throughput (default 4)")
     p.add_argument("--seconds", type=positive_float, default=3.0, help="throughput measurement time (default 3)")
     options.out(p, None, "the testbed.verify record")
+
+
+def testbed_set_args(p: argparse.ArgumentParser) -> None:
+    from geofed.testbed.live import KEYS
+    p.add_argument("link", nargs="?", help="the link, like M-H")
+    p.add_argument("settings", nargs="*", metavar="KEY=VALUE",
+                   help="; ".join(f"{k}: {v}" for k, v in KEYS.items()))
+    p.add_argument("--from", dest="from_site", metavar="SITE", help="change only the way that leaves SITE "
+                                                                     "(default: both ways)")
+    p.add_argument("--schedule", metavar="FILE", help="a TOML file of [[change]] tables (at_s, link, from, "
+                                                      "settings), applied at their times (docs/testbed.md)")
 
 
 def testbed_status_args(p: argparse.ArgumentParser) -> None:

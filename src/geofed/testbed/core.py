@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from geofed.errors import UserError
-from geofed.federation import WIRE_FRAME_BYTES, Federation
+from geofed.federation import WIRE_FRAME_BYTES, Federation, Link
 from geofed.native import binary
 from geofed.testbed import host, probe, services
 from geofed.testbed.plan import CPU_PERIOD_US, NETNS_PREFIX, RESOLV_CONF, STATE_ROOT, LinkPlan, Plan, make_plan, prefix
@@ -317,7 +317,13 @@ def _emulator_argv(plan: Plan, l: LinkPlan, hold_us: float | None) -> list[str]:
         # median error fell from -5.2 % to -0.8 % and p99 from +2.0 % to +1.4 %.
         "--cpu-dma-latency-us", "0",
         "--stats", f"{plan.state_dir}/link-{link.a}{link.b}.stats.json",
+        "--control", control_path(plan, link),
     ])
+
+
+def control_path(plan: Plan, link: Link) -> str:
+    """The emulator's control socket, for live changes of its link (testbed/live.py)."""
+    return f"{plan.state_dir}/link-{link.a}{link.b}.ctl"
 
 
 def _start_emulator(plan: Plan, l: LinkPlan) -> dict:
@@ -358,13 +364,15 @@ def _stop_emulator(emu: dict) -> None:
 
 def set_link_delay(plan: Plan, link_name: str, hold_us: float | None) -> None:
     """Restart a running testbed's emulator of one link with a fixed hold both ways (the
-    floor's MPI measurement), or with the fibre's (None); the state file follows."""
+    floor's MPI measurement), or with the fibre's (None); the state file follows, and live
+    changes made before (testbed/live.py) are undone: the link is the file's again."""
     state = read_state(plan)
     l = next(x for x in plan.links if x.link.name == link_name)
     emu = state["emulators"][link_name]
     host.terminate([emu["pid"]])
     new = _run_emulator(plan, l, hold_us)
     emu.update(pid=new["pid"], delay_us=new["delay_us"])  # the process is the testbed's now, as at up
+    emu.pop("ways", None)
     write_state(plan, state)
 
 
@@ -431,7 +439,7 @@ def status(fed_name: str) -> dict:
     present = set(host.netns_list())
     out = {"federation": fed_name, "owner": read_owner(fed_name),
            "emulators": {name: dict(e, alive=host.alive(e["pid"])) for name, e in state["emulators"].items()},
-           "services": services.listing(fed_name)}
+           "changes": state.get("changes", []), "services": services.listing(fed_name)}
     if fed is not None and fed.name == fed_name:
         plan = make_plan(fed)
         cg = host.cpu_cgroup_dir(plan.cgroup)

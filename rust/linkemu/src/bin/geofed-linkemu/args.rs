@@ -1,14 +1,15 @@
 //! The command line: one direction's flags, and `--back-*` ones for the other
 //! way where the link is asymmetric.
 
-use geofed_linkemu::{Credits, LinkConfig};
+use geofed_linkemu::{Change, Credits, LinkConfig};
 
 pub const USAGE: &str = "usage: geofed-linkemu --if-a NAME --if-b NAME --delay-us F --rate-mbps F \
 --queue-bytes N [--jitter-us F] [--loss F] [--credits-bytes N] [--back-delay-us F] [--back-rate-mbps F] \
 [--back-queue-bytes N] [--back-jitter-us F] [--back-loss F] [--back-credits-bytes N] [--seed N] [--stats PATH] \
-[--cpu-dma-latency-us N]\n\
+[--cpu-dma-latency-us N] [--control PATH]\n\
 The flags describe frames from --if-a to --if-b; --back-* ones the other way where it differs.\n\
---credits-bytes makes a way lossless and credit-based: frames wait in the queue for credits.";
+--credits-bytes makes a way lossless and credit-based: frames wait in the queue for credits.\n\
+--control PATH: a unix socket taking live changes of the running link (control.rs).";
 
 /// One direction of the link as given on the command line.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,17 +27,23 @@ impl Way {
     /// This way's model; a credit comes back over `back`, the other way.
     pub fn config(&self, seed: u64, back: &Way) -> LinkConfig {
         LinkConfig {
-            delay_ns: (self.delay_us * 1e3).round() as u64,
-            rate_bps: (self.rate_mbps * 1e6).round() as u64,
+            delay_ns: ns(self.delay_us),
+            rate_bps: bps(self.rate_mbps),
             queue_limit_bytes: self.queue_bytes,
-            jitter_ns: (self.jitter_us * 1e3).round() as u64,
+            jitter_ns: ns(self.jitter_us),
             loss: self.loss,
             seed,
-            credits: self
-                .credits_bytes
-                .map(|bytes| Credits { bytes, return_delay_ns: (back.delay_us * 1e3).round() as u64 }),
+            credits: self.credits_bytes.map(|bytes| Credits { bytes, return_delay_ns: ns(back.delay_us) }),
         }
     }
+}
+
+fn ns(us: f64) -> u64 {
+    (us * 1e3).round() as u64
+}
+
+fn bps(mbps: f64) -> u64 {
+    (mbps * 1e6).round() as u64
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -50,11 +57,12 @@ pub struct Args {
     pub seed: u64,
     pub stats: Option<String>,
     pub cpu_dma_latency_us: Option<u64>,
+    pub control: Option<String>,
 }
 
 /// The per-direction flags of one direction, as far as given.
 #[derive(Default)]
-struct WayFlags {
+pub struct WayFlags {
     delay_us: Option<f64>,
     rate_mbps: Option<f64>,
     queue_bytes: Option<u64>,
@@ -65,7 +73,7 @@ struct WayFlags {
 
 impl WayFlags {
     /// `name` is the flag without `--` or `--back-`; `flag` the whole one, for errors.
-    fn set(&mut self, name: &str, flag: &str, v: &str) -> Result<(), String> {
+    pub fn set(&mut self, name: &str, flag: &str, v: &str) -> Result<(), String> {
         match name {
             "delay-us" => self.delay_us = Some(parse_f64(flag, v, 0.0, 60e6, false)?),
             "rate-mbps" => self.rate_mbps = Some(parse_f64(flag, v, 0.0, 1e7, true)?),
@@ -76,6 +84,19 @@ impl WayFlags {
             _ => unreachable!(),
         }
         Ok(())
+    }
+
+    /// What the flags given change of a running way.
+    pub fn change(&self) -> Change {
+        Change {
+            delay_ns: self.delay_us.map(ns),
+            rate_bps: self.rate_mbps.map(bps),
+            queue_limit_bytes: self.queue_bytes,
+            jitter_ns: self.jitter_us.map(ns),
+            loss: self.loss,
+            credits_bytes: self.credits_bytes,
+            ..Change::default()
+        }
     }
 
     fn forward(self) -> Result<Way, String> {
@@ -101,7 +122,7 @@ impl WayFlags {
     }
 }
 
-const WAY_FLAGS: [&str; 6] = ["delay-us", "rate-mbps", "queue-bytes", "jitter-us", "loss", "credits-bytes"];
+pub const WAY_FLAGS: [&str; 6] = ["delay-us", "rate-mbps", "queue-bytes", "jitter-us", "loss", "credits-bytes"];
 
 fn parse_f64(flag: &str, v: &str, min: f64, max: f64, min_exclusive: bool) -> Result<f64, String> {
     let x: f64 = v.parse().map_err(|_| format!("{flag}: expected a number, got '{v}'"))?;
@@ -134,6 +155,7 @@ pub fn parse_args(argv: &[String]) -> Result<Args, String> {
     let mut seed = 1u64;
     let mut stats = None;
     let mut cpu_dma_latency_us = None;
+    let mut control = None;
 
     let mut it = argv.iter();
     while let Some(arg) = it.next() {
@@ -149,7 +171,7 @@ pub fn parse_args(argv: &[String]) -> Result<Args, String> {
             .filter(|n| WAY_FLAGS.contains(n))
             .map(|n| (&mut back, n))
             .or_else(|| flag.strip_prefix("--").filter(|n| WAY_FLAGS.contains(n)).map(|n| (&mut forward, n)));
-        let known = ["--if-a", "--if-b", "--seed", "--stats", "--cpu-dma-latency-us"];
+        let known = ["--if-a", "--if-b", "--seed", "--stats", "--cpu-dma-latency-us", "--control"];
         if way.is_none() && !known.contains(&flag) {
             return Err(format!("{flag}: unknown argument"));
         }
@@ -181,11 +203,11 @@ pub fn parse_args(argv: &[String]) -> Result<Args, String> {
                 }
                 cpu_dma_latency_us = Some(us)
             }
-            "--stats" => {
+            "--stats" | "--control" => {
                 if v.is_empty() {
                     return Err(format!("{flag}: empty path"));
                 }
-                stats = Some(v)
+                *(if flag == "--stats" { &mut stats } else { &mut control }) = Some(v)
             }
             _ => unreachable!(),
         }
@@ -206,7 +228,7 @@ pub fn parse_args(argv: &[String]) -> Result<Args, String> {
             return Err(format!("{prefix}loss: a credit link is lossless; give 0 with --{prefix}credits-bytes"));
         }
     }
-    Ok(Args { if_a, if_b, a_to_b, b_to_a, seed, stats, cpu_dma_latency_us })
+    Ok(Args { if_a, if_b, a_to_b, b_to_a, seed, stats, cpu_dma_latency_us, control })
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use geofed_os::clock::{clocks_now, mono_ns, wait_readable, Timer};
 use geofed_os::msg::{send_batch, RecvBatch};
 use geofed_os::sched::set_realtime;
 
+use crate::control::Inbox;
 use crate::PROG;
 
 /// veth hands us whole GSO super-frames (up to 64 KiB, more with BIG TCP).
@@ -44,7 +45,7 @@ static RT_WARNED: AtomicBool = AtomicBool::new(false);
 
 /// Timer wake-up latency is the whole game for RTT accuracy: without
 /// SCHED_FIFO, p99 RTT on a 9 ms link reached 13 ms in the feasibility probe.
-fn make_thread_realtime(priority: libc::c_int) {
+pub fn make_thread_realtime(priority: libc::c_int) {
     if let Err(e) = set_realtime(priority) {
         if !RT_WARNED.swap(true, Ordering::Relaxed) {
             eprintln!("{PROG}: warning: cannot set SCHED_FIFO ({e}); continuing, latency tails will be worse");
@@ -52,15 +53,24 @@ fn make_thread_realtime(priority: libc::c_int) {
     }
 }
 
-/// A frame held for release: the first `len` bytes of `buf`.
+/// A frame held for release: the first `len` bytes of `buf`, standing for
+/// `wire_frames` frames on the wire, the `seq`th held on this way, of the
+/// model's packet or burst `unit`.
 struct Frame {
     buf: Vec<u8>,
     len: usize,
+    wire_frames: u64,
+    seq: u64,
+    unit: u64,
 }
 
 impl Frame {
-    fn copied(bytes: &[u8]) -> Frame {
-        Frame { buf: bytes.to_vec(), len: bytes.len() }
+    fn new(buf: Vec<u8>, len: usize, wire_frames: u64) -> Frame {
+        Frame { buf, len, wire_frames, seq: 0, unit: 0 }
+    }
+
+    fn copied(bytes: &[u8], wire_frames: u64) -> Frame {
+        Frame::new(bytes.to_vec(), bytes.len(), wire_frames)
     }
 }
 
@@ -80,6 +90,8 @@ impl Spares {
     }
 }
 
+/// What left, and the accounting that shows no frame vanished or overtook another:
+/// the model's delivered wire frames are those handed to the kernel and those held.
 #[derive(Default)]
 pub struct TxStats {
     sent: u64,
@@ -87,6 +99,14 @@ pub struct TxStats {
     /// How far behind its release time each frame was handed to the kernel.
     late_ns_sum: u64,
     late_ns_max: u64,
+    /// Wire frames handed to the kernel (a super-frame counts as its frames).
+    wire_out: u64,
+    /// Wire frames held for release now.
+    held: u64,
+    /// Frames that left before one held earlier than them (FIFO says never).
+    out_of_order: u64,
+    next_seq: u64,
+    last_seq_out: Option<u64>,
 }
 
 /// Arrival time on CLOCK_MONOTONIC. The kernel stamps frames on CLOCK_REALTIME
@@ -109,11 +129,12 @@ pub fn spawn_direction(
     rx_fd: RawFd,
     tx_fd: RawFd,
     model: LinkModel,
+    inbox: Arc<Inbox>,
     stop: Arc<AtomicBool>,
 ) -> thread::JoinHandle<(Counters, TxStats)> {
     thread::Builder::new()
         .name(name.to_string())
-        .spawn(move || direction_loop(name, rx_fd, tx_fd, model, &stop))
+        .spawn(move || direction_loop(name, rx_fd, tx_fd, model, &inbox, &stop))
         .expect("spawn direction thread")
 }
 
@@ -122,6 +143,7 @@ fn direction_loop(
     rx_fd: RawFd,
     tx_fd: RawFd,
     mut model: LinkModel,
+    inbox: &Inbox,
     stop: &AtomicBool,
 ) -> (Counters, TxStats) {
     make_thread_realtime(PRIORITY);
@@ -141,7 +163,7 @@ fn direction_loop(
     let mut spares = Spares::default();
     let mut tx = TxStats::default();
     let mut waker = Waker { est_ns: 20_000, armed_ns: None };
-    let mut ready = [false; 2];
+    let mut ready = [false; 3];
     let mut drained_ns = 0;
     while !stop.load(Ordering::Relaxed) {
         send_due(name, tx_fd, &mut held, &mut spares, &mut tx);
@@ -164,18 +186,32 @@ fn direction_loop(
         } else {
             waker.disarm(&timer);
         }
-        let fds = [timer.fd(), rx_fd];
-        let watched = if hold_on.is_some() { &fds[..1] } else { &fds[..] };
+        let fds = [timer.fd(), inbox.fd(), rx_fd];
+        let watched = if hold_on.is_some() { &fds[..2] } else { &fds[..] };
         if wait_readable(watched, STOP_POLL_MS, &mut ready).is_err() {
             continue;
         }
         if ready[0] && timer.fired() {
             waker.learn();
         }
+        if ready[1] {
+            if let Some(change) = inbox.take() {
+                // What reached the socket before the change meets the old link:
+                // read all of it first, then change.
+                while rx.receive(rx_fd, &mut model, &mut held, &mut spares, &mut tx) == RX_BATCH {}
+                let applied = model.apply(&change, mono_ns()).map(|moved| {
+                    // A new rate re-timed what was not yet serialised (in order, by unit).
+                    held.retime(|f| moved.binary_search_by_key(&f.unit, |&(u, _)| u).ok().map(|i| moved[i].1));
+                    mono_ns()
+                });
+                inbox.reply(applied.map(|ns| (ns, dir_json(&model.counters(), &tx))).map_err(|e| e.to_string()));
+            }
+        }
         drained_ns = mono_ns();
         // Bounded, so a flood cannot hold up sending; what it leaves is read
         // again right after the frames now due have gone.
-        if (0..RX_BATCHES_PER_WAKE).all(|_| rx.receive(rx_fd, &mut model, &mut held, &mut spares) == RX_BATCH) {
+        if (0..RX_BATCHES_PER_WAKE).all(|_| rx.receive(rx_fd, &mut model, &mut held, &mut spares, &mut tx) == RX_BATCH)
+        {
             drained_ns = 0;
         }
     }
@@ -195,7 +231,14 @@ struct Receiver {
 impl Receiver {
     /// Takes what the socket holds, up to a batch, puts each frame through
     /// the model and holds the survivors for release; how many it took.
-    fn receive(&mut self, fd: RawFd, model: &mut LinkModel, held: &mut Releases<Frame>, spares: &mut Spares) -> usize {
+    fn receive(
+        &mut self,
+        fd: RawFd,
+        model: &mut LinkModel,
+        held: &mut Releases<Frame>,
+        spares: &mut Spares,
+        tx: &mut TxStats,
+    ) -> usize {
         let name = &self.name;
         // MSG_TRUNC makes recv report the real length, so oversize frames are
         // detected instead of being forwarded cut short.
@@ -235,14 +278,17 @@ impl Receiver {
             self.last_arrival = arrival;
             match forward(model, arrival, frame) {
                 Keep::Nothing => {}
-                Keep::Whole(release_ns) if n < KEEP_FROM_BYTES => hold(held, model, release_ns, Frame::copied(frame)),
-                Keep::Whole(release_ns) => {
+                Keep::Whole(release_ns, wire) if n < KEEP_FROM_BYTES => {
+                    hold(held, tx, model, release_ns, Frame::copied(frame, wire))
+                }
+                Keep::Whole(release_ns, wire) => {
                     let buf = self.batch.swap(i, spares.get());
-                    hold(held, model, release_ns, Frame { buf, len: n });
+                    hold(held, tx, model, release_ns, Frame::new(buf, n, wire));
                 }
                 Keep::Segments(release_ns, segments) => {
                     for s in segments {
-                        hold(held, model, release_ns, Frame { len: s.len(), buf: s });
+                        let len = s.len();
+                        hold(held, tx, model, release_ns, Frame::new(s, len, 1));
                     }
                 }
             }
@@ -260,7 +306,8 @@ impl Receiver {
 /// What of a received frame goes on to the far end, released when.
 enum Keep {
     Nothing,
-    Whole(u64),
+    /// Released when, and the wire frames it stands for.
+    Whole(u64, u64),
     /// Wire frames of a super-frame that survived, cut apart.
     Segments(u64, Vec<Vec<u8>>),
 }
@@ -272,7 +319,7 @@ fn forward(model: &mut LinkModel, arrival: u64, frame: &[u8]) -> Keep {
     let Some(layout) = Layout::parse(frame) else {
         // The wire carries the Ethernet frame; the vnet header is metadata.
         return match model.on_packet(arrival, frame.len() - VNET_HDR_LEN) {
-            Verdict::Deliver { release_ns } => Keep::Whole(release_ns),
+            Verdict::Deliver { release_ns } => Keep::Whole(release_ns, 1),
             Verdict::Drop(_) => Keep::Nothing,
         };
     };
@@ -280,7 +327,7 @@ fn forward(model: &mut LinkModel, arrival: u64, frame: &[u8]) -> Keep {
     let burst = model.on_burst(arrival, &sizes);
     match burst.release_ns {
         None => Keep::Nothing,
-        Some(release_ns) if burst.dropped.is_empty() => Keep::Whole(release_ns),
+        Some(release_ns) if burst.dropped.is_empty() => Keep::Whole(release_ns, sizes.len() as u64),
         Some(release_ns) => Keep::Segments(
             release_ns,
             (0..sizes.len()).filter(|i| !burst.dropped.contains(i)).map(|i| layout.segment(frame, i)).collect(),
@@ -289,8 +336,12 @@ fn forward(model: &mut LinkModel, arrival: u64, frame: &[u8]) -> Keep {
 }
 
 /// Holds `frame` for release; it may leave no earlier than its first bit's arrival.
-fn hold(held: &mut Releases<Frame>, model: &LinkModel, release_ns: u64, frame: Frame) {
+fn hold(held: &mut Releases<Frame>, tx: &mut TxStats, model: &LinkModel, release_ns: u64, mut frame: Frame) {
     let serialisation_ns = model.serialisation_ns(frame.len - VNET_HDR_LEN);
+    frame.seq = tx.next_seq;
+    frame.unit = model.last_unit();
+    tx.next_seq += 1;
+    tx.held += frame.wire_frames;
     held.hold(release_ns, serialisation_ns, frame);
 }
 
@@ -302,6 +353,10 @@ fn send_due(name: &str, fd: RawFd, held: &mut Releases<Frame>, spares: &mut Spar
         let late = now.saturating_sub(release_ns);
         stats.late_ns_sum += late;
         stats.late_ns_max = stats.late_ns_max.max(late);
+        stats.out_of_order += stats.last_seq_out.is_some_and(|s| s > frame.seq) as u64;
+        stats.last_seq_out = Some(frame.seq);
+        stats.held -= frame.wire_frames;
+        stats.wire_out += frame.wire_frames;
         due.push(frame);
     }
     if due.is_empty() {
@@ -369,13 +424,17 @@ pub fn dir_json(c: &Counters, t: &TxStats) -> String {
     let (sent, errs) = (t.sent, t.send_errors);
     let mean = t.late_ns_sum / (sent + errs).max(1);
     format!(
-        "{{\"delivered\": {}, \"dropped_queue\": {}, \"dropped_loss\": {}, \"credit_wait_overflow\": {}, \"bytes\": {}, \"sent\": {sent}, \"send_errors\": {errs}, \"late_ns_mean\": {mean}, \"late_ns_max\": {}}}",
+        "{{\"delivered\": {}, \"dropped_queue\": {}, \"dropped_loss\": {}, \"credit_wait_overflow\": {}, \"dropped_down\": {}, \"bytes\": {}, \"sent\": {sent}, \"send_errors\": {errs}, \"late_ns_mean\": {mean}, \"late_ns_max\": {}, \"wire_out\": {}, \"held\": {}, \"out_of_order\": {}}}",
         c.delivered,
         c.dropped_queue,
         c.dropped_loss,
         c.credit_wait_overflow,
+        c.dropped_down,
         c.bytes,
-        t.late_ns_max
+        t.late_ns_max,
+        t.wire_out,
+        t.held,
+        t.out_of_order
     )
 }
 

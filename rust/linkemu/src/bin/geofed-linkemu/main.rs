@@ -5,11 +5,13 @@
 //! - [`args`]: the command line;
 //! - [`packet`]: the packet socket on each interface;
 //! - [`loops`]: per direction one thread: receive in batches, timestamp, ask
-//!   the model, send what is due together, wait on the socket and one timer.
+//!   the model, send what is due together, wait on the socket and one timer;
+//! - [`control`]: the control socket's thread: live changes and counters.
 //!
 //! The main thread only waits for SIGTERM/SIGINT, then writes the counters and exits.
 
 mod args;
+mod control;
 mod loops;
 mod packet;
 
@@ -23,6 +25,7 @@ use geofed_os::args_or_exit;
 use geofed_os::sched::{fine_timer_slack, hold_cpu_latency};
 
 use args::{parse_args, USAGE};
+use control::{Inbox, WayControl};
 use loops::{dir_json, spawn_direction};
 use packet::open_packet_socket;
 
@@ -79,9 +82,32 @@ fn main() {
 
     let _pm_qos = args.cpu_dma_latency_us.and_then(request_cpu_latency);
 
+    let (inbox_ab, replies_ab) = Inbox::new();
+    let (inbox_ba, replies_ba) = Inbox::new();
+    if let Some(path) = &args.control {
+        let ways = [
+            WayControl {
+                name: "a_to_b",
+                inbox: inbox_ab.clone(),
+                replies: replies_ab,
+                config: model_ab.config().clone(),
+            },
+            WayControl {
+                name: "b_to_a",
+                inbox: inbox_ba.clone(),
+                replies: replies_ba,
+                config: model_ba.config().clone(),
+            },
+        ];
+        if let Err(e) = control::spawn(path, ways) {
+            eprintln!("{PROG}: {e}");
+            exit(1)
+        }
+    }
+
     let stop = Arc::new(AtomicBool::new(false));
-    let ab = spawn_direction("a_to_b", fd_a, fd_b, model_ab, stop.clone());
-    let ba = spawn_direction("b_to_a", fd_b, fd_a, model_ba, stop.clone());
+    let ab = spawn_direction("a_to_b", fd_a, fd_b, model_ab, inbox_ab, stop.clone());
+    let ba = spawn_direction("b_to_a", fd_b, fd_a, model_ba, inbox_ba, stop.clone());
 
     {
         let mut out = io::stdout().lock();
@@ -103,6 +129,9 @@ fn main() {
             eprintln!("{PROG}: --stats {path}: {e}");
             exit(1);
         }
+    }
+    if let Some(path) = &args.control {
+        let _ = std::fs::remove_file(path);
     }
     // Frames still held for release are simply lost, as on a cut fibre.
     exit(0)
