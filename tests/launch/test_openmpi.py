@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GEOFED, needs_root, own_testbed, two_site_federation
-from geofed import federation
+from conftest import GEOFED, needs_root, own_testbed, run_group, two_site_federation
+from geofed import federation, records
 from geofed.launch import mpi
 from geofed.launch.job import OPENMPI_SESSION_DIR
 from geofed.testbed import core, host
@@ -142,4 +142,37 @@ def test_hostfile_job_runs_under_open_mpi(fed, tmp_path):
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert sorted(done.stdout.splitlines()) == ["0 A1 openmpi Open MPI v4.1.4", "1 A1 openmpi Open MPI v4.1.4"]
+    assert openmpi_leftovers(before) == set()
+
+
+# geofed's MPI workloads at small sizes across the link, and the record kind each makes.
+WORKLOADS = {
+    "hpl": (["bench", "hpl", "--n", "400,600"], "bench.hpl"),
+    "mdfs": (["mdfs", "run"], "mdfs.run"),
+    "obstacle": (["obstacle", "--scheme", "mpi", "--n", "40"], "obstacle.run"),
+}
+
+
+@pytest.mark.parametrize("workload", sorted(WORKLOADS))
+def test_workload_passes_its_sanity_check_under_open_mpi(workload, fed, tmp_path):
+    """HPL's residual check, the obstacle solver's certified residual, MDFS's relevant
+    variables and information gains equal to one process's (no MPI) on the same data."""
+    before = openmpi_files()
+    argv, kind = WORKLOADS[workload]
+    done = run_group([GEOFED, *argv, "-f", fed, "-p", "A1B1", "--out", str(tmp_path / "ompi")], timeout=300,
+                     env=OPENMPI)
+    assert done.returncode == 0, done.stderr
+    (rec,) = records.load_dir(tmp_path / "ompi")
+    assert rec.kind == kind and (rec.meta["mpi"], rec.meta["mpi_transport"]) == (
+        "openmpi", mpi.TESTBED_TRANSPORT["openmpi"])
+    assert rec.data.placement == "A1B1"
+    if workload == "mdfs":
+        local = run_group([GEOFED, *argv, "--out", str(tmp_path / "local")], timeout=300)
+        assert local.returncode == 0, local.stderr
+        (alone,) = records.load_dir(tmp_path / "local")
+        assert rec.data.relevant == alone.data.relevant
+        assert rec.data.max_ig == pytest.approx(alone.data.max_ig, rel=1e-9)
+    else:
+        verdict = rec.sanity()
+        assert verdict.ok, verdict.why
     assert openmpi_leftovers(before) == set()
