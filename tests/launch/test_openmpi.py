@@ -13,17 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GEOFED, needs_root, own_testbed, run_group, two_site_federation
+from conftest import (GEOFED, needs_openmpi, needs_root, openmpi_files, openmpi_held, own_testbed, run_group,
+                      two_site_federation)
 from geofed import federation, records
 from geofed.launch import mpi
-from geofed.launch.job import OPENMPI_SESSION_DIR
-from geofed.testbed import core, host
+from geofed.testbed import core
 
 NAME = f"gftest-ompi-{os.getpid() % 100000}"
 OPENMPI = dict(os.environ, GEOFED_MPI="openmpi")
 
-pytestmark = [needs_root, pytest.mark.skipif(not Path("/usr/bin/mpirun.openmpi").exists(),
-                                             reason="Open MPI is not installed (GEOFED_MPI=openmpi ./setup.sh)")]
+pytestmark = [needs_root, needs_openmpi]
 
 
 @pytest.fixture(scope="module")
@@ -34,12 +33,6 @@ def fed(tmp_path_factory):
         yield p
 
 
-def openmpi_files() -> set[str]:
-    """Open MPI's shared-memory segments and geofed's Open MPI session directories on this host."""
-    return {str(p) for p in Path("/dev/shm").glob("vader_segment.*")} | \
-        {str(p) for p in Path("/tmp").glob(Path(OPENMPI_SESSION_DIR).name + "*")}
-
-
 def openmpi_leftovers(before: set[str]) -> set[str]:
     """Open MPI files made since `before` that no live job holds, and keep so: a segment no
     process maps, a session directory whose job (its id ends the name) has no process left.
@@ -48,17 +41,8 @@ def openmpi_leftovers(before: set[str]) -> set[str]:
     deadline = time.monotonic() + 5
     while found and time.monotonic() < deadline:
         time.sleep(0.1)
-        found &= openmpi_files() - held()
-    return found - held()
-
-
-def held() -> set[str]:
-    """Open MPI files of live jobs: segments some process maps, session directories of jobs
-    some process still belongs to (GEOFED_JOB in its environment)."""
-    pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
-    mapped = set().union(*(host.mapped_segments(p) for p in pids))
-    return mapped | {d for d in openmpi_files() if d.startswith(OPENMPI_SESSION_DIR)
-                     and host.pids_with_env(pids, "GEOFED_JOB", d.removeprefix(OPENMPI_SESSION_DIR))}
+        found &= openmpi_files() - openmpi_held()
+    return found - openmpi_held()
 
 
 def test_choice_is_detected_from_the_launcher(monkeypatch):
