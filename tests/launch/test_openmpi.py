@@ -160,3 +160,27 @@ def test_workload_passes_its_sanity_check_under_open_mpi(workload, fed, tmp_path
         verdict = rec.sanity()
         assert verdict.ok, verdict.why
     assert openmpi_leftovers(before) == set()
+
+
+def test_compare_refuses_an_osu_built_for_the_other_mpi(tmp_path, monkeypatch):
+    """An OSU program built with Open MPI's mpicc links libmpi.so.40: `bench compare` under
+    MPICH names the mismatch instead of starting ranks that cannot find each other."""
+    from geofed.bench import compare
+    from geofed.errors import UserError
+    (tmp_path / "hello.c").write_text("#include <mpi.h>\nint main(int c, char **v) { MPI_Init(&c, &v); "
+                                      "return MPI_Finalize(); }\n")
+    (tmp_path / "bin").mkdir()
+    built = subprocess.run(["/usr/bin/mpicc.openmpi", "-o", str(tmp_path / "bin" / "osu_latency"),
+                            str(tmp_path / "hello.c")], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    for choice, refused in (("openmpi", False), ("mpich", True)):
+        monkeypatch.setenv("GEOFED_MPI", choice)
+        mpi.current.cache_clear()
+        try:
+            if refused:
+                with pytest.raises(UserError, match=r"osu_latency links libmpi\.so\.40, not the libmpi\.so\.12 of MPICH"):
+                    compare.find_osu(str(tmp_path), "latency")
+            else:
+                assert compare.find_osu(str(tmp_path), "latency") == tmp_path / "bin" / "osu_latency"
+        finally:
+            mpi.current.cache_clear()
