@@ -114,8 +114,8 @@ fi
 # directory: no name is shared with the venv's MPICH); GEOFED_MPI=path takes the mpicc on
 # PATH (a site's `module load`). The benchmark kernels and the profiler are built with that
 # MPI's mpicc under names of their own (libgeofed_bench.openmpi.so); mpi4py's wheel holds
-# both ABIs and loads the libmpi geofed names in MPI4PY_LIBMPI. The profiler only where the
-# MPI has MPI-4's large-count calls (MPI_Send_c ...), which it wraps: not Open MPI 4.1.
+# both ABIs and loads the libmpi geofed names in MPI4PY_LIBMPI. The profiler wraps MPI-4's
+# large-count calls (MPI_Send_c ...) only where the MPI has them (MPI_VERSION), not in Open MPI 4.1.
 # An Open MPI already on the machine is built for beside MPICH without being asked.
 other_mpi=${GEOFED_MPI:-mpich}
 case "$other_mpi" in
@@ -134,12 +134,7 @@ case "$other_mpi" in
   *) echo "setup: GEOFED_MPI=$GEOFED_MPI: the MPI is one of mpich, openmpi, path" >&2; exit 2 ;;
 esac
 if [ -n "$other_mpicc" ]; then
-  pairs=(bench:src/geofed/bench/kernels.c)
-  probe=$(mktemp --suffix=.c /tmp/geofed-mpi4-XXXXXX)
-  printf '#include <mpi.h>\nint main(void) { return MPI_Send_c == 0; }\n' > "$probe"
-  "$other_mpicc" -o /dev/null "$probe" 2>/dev/null && pairs+=(profile:src/geofed/apps/profile/pmpi.c)
-  rm -f "$probe"
-  for pair in "${pairs[@]}"; do
+  for pair in bench:src/geofed/bench/kernels.c profile:src/geofed/apps/profile/pmpi.c; do
     other=".venv/lib/libgeofed_${pair%%:*}.$other_mpi.so"
     if [ ! -e "$other" ] || [ "${pair#*:}" -nt "$other" ] || [ "$other_mpicc" -nt "$other" ]; then
       echo "setup: building $other with $other_mpicc"

@@ -135,6 +135,33 @@ def no_leftovers(fed_name: str) -> list[str]:
 
 
 needs_root = pytest.mark.skipif(not have_testbed(), reason="needs root and iproute2 (network namespaces)")
+needs_openmpi = pytest.mark.skipif(not Path("/usr/bin/mpirun.openmpi").exists(),
+                                   reason="Open MPI is not installed (GEOFED_MPI=openmpi ./setup.sh)")
+# Both MPIs geofed runs (GEOFED_MPI, docs/launch.md): a test taking `mpi_choice` runs under each.
+BOTH_MPIS = [pytest.param("mpich"), pytest.param("openmpi", marks=needs_openmpi)]
+
+
+@pytest.fixture(params=BOTH_MPIS)
+def mpi_choice(request) -> str:
+    return request.param
+
+
+def openmpi_files() -> set[str]:
+    """Open MPI's shared-memory segments and geofed's Open MPI session directories on this host."""
+    from geofed.launch.job import OPENMPI_SESSION_DIR
+    return {str(p) for p in Path("/dev/shm").glob("vader_segment.*")} | \
+        {str(p) for p in Path("/tmp").glob(Path(OPENMPI_SESSION_DIR).name + "*")}
+
+
+def openmpi_held() -> set[str]:
+    """Open MPI files of live jobs: segments some process maps, session directories of jobs
+    some process still belongs to (GEOFED_JOB in its environment)."""
+    from geofed.launch.job import OPENMPI_SESSION_DIR
+    from geofed.testbed import host
+    pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
+    mapped = set().union(*(host.mapped_segments(p) for p in pids))
+    return mapped | {d for d in openmpi_files() if d.startswith(OPENMPI_SESSION_DIR)
+                     and host.pids_with_env(pids, "GEOFED_JOB", d.removeprefix(OPENMPI_SESSION_DIR))}
 
 
 def screenshot(page: Path, png: Path, width: int = 1300, height: int = 1800):

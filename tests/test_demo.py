@@ -14,9 +14,11 @@ SECTIONS = ["Testbed verification", "MPI job across a placement", "Gray-Scott ac
             "Prediction: models against measurements", "Storage: IOzone", "BT-I/O"]
 
 
-def test_demo_runs_every_step_and_leaves_nothing(tmp_path):
+def test_demo_runs_every_step_and_leaves_nothing(tmp_path, mpi_choice, monkeypatch):
+    monkeypatch.setenv("GEOFED_MPI", mpi_choice)  # under each MPI, the same steps and checks
     res = run_geofed("demo", "--out", str(tmp_path), timeout=900)
     assert res.returncode == 0, res.stderr[-2000:]
+    assert {json.loads(p.read_text())["meta"].get("mpi", mpi_choice) for p in tmp_path.glob("*.json")} == {mpi_choice}
     assert "[16/18] taking the testbed down" in res.stderr
     page = (tmp_path / "report.html").read_text()
     for title in SECTIONS:

@@ -13,17 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GEOFED, needs_root, own_testbed, two_site_federation
-from geofed import federation
+from conftest import (GEOFED, needs_openmpi, needs_root, openmpi_files, openmpi_held, own_testbed, run_group,
+                      two_site_federation)
+from geofed import federation, records
 from geofed.launch import mpi
-from geofed.launch.job import OPENMPI_SESSION_DIR
-from geofed.testbed import core, host
+from geofed.testbed import core
 
 NAME = f"gftest-ompi-{os.getpid() % 100000}"
 OPENMPI = dict(os.environ, GEOFED_MPI="openmpi")
 
-pytestmark = [needs_root, pytest.mark.skipif(not Path("/usr/bin/mpirun.openmpi").exists(),
-                                             reason="Open MPI is not installed (GEOFED_MPI=openmpi ./setup.sh)")]
+pytestmark = [needs_root, needs_openmpi]
 
 
 @pytest.fixture(scope="module")
@@ -34,12 +33,6 @@ def fed(tmp_path_factory):
         yield p
 
 
-def openmpi_files() -> set[str]:
-    """Open MPI's shared-memory segments and geofed's Open MPI session directories on this host."""
-    return {str(p) for p in Path("/dev/shm").glob("vader_segment.*")} | \
-        {str(p) for p in Path("/tmp").glob(Path(OPENMPI_SESSION_DIR).name + "*")}
-
-
 def openmpi_leftovers(before: set[str]) -> set[str]:
     """Open MPI files made since `before` that no live job holds, and keep so: a segment no
     process maps, a session directory whose job (its id ends the name) has no process left.
@@ -48,17 +41,8 @@ def openmpi_leftovers(before: set[str]) -> set[str]:
     deadline = time.monotonic() + 5
     while found and time.monotonic() < deadline:
         time.sleep(0.1)
-        found &= openmpi_files() - held()
-    return found - held()
-
-
-def held() -> set[str]:
-    """Open MPI files of live jobs: segments some process maps, session directories of jobs
-    some process still belongs to (GEOFED_JOB in its environment)."""
-    pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
-    mapped = set().union(*(host.mapped_segments(p) for p in pids))
-    return mapped | {d for d in openmpi_files() if d.startswith(OPENMPI_SESSION_DIR)
-                     and host.pids_with_env(pids, "GEOFED_JOB", d.removeprefix(OPENMPI_SESSION_DIR))}
+        found &= openmpi_files() - openmpi_held()
+    return found - openmpi_held()
 
 
 def test_choice_is_detected_from_the_launcher(monkeypatch):
@@ -143,3 +127,60 @@ def test_hostfile_job_runs_under_open_mpi(fed, tmp_path):
     assert done.returncode == 0, done.stderr
     assert sorted(done.stdout.splitlines()) == ["0 A1 openmpi Open MPI v4.1.4", "1 A1 openmpi Open MPI v4.1.4"]
     assert openmpi_leftovers(before) == set()
+
+
+# geofed's MPI workloads at small sizes across the link, and the record kind each makes.
+WORKLOADS = {
+    "hpl": (["bench", "hpl", "--n", "400,600"], "bench.hpl"),
+    "mdfs": (["mdfs", "run"], "mdfs.run"),
+    "obstacle": (["obstacle", "--scheme", "mpi", "--n", "40"], "obstacle.run"),
+}
+
+
+@pytest.mark.parametrize("workload", sorted(WORKLOADS))
+def test_workload_passes_its_sanity_check_under_open_mpi(workload, fed, tmp_path):
+    """HPL's residual check, the obstacle solver's certified residual, MDFS's relevant
+    variables and information gains equal to one process's (no MPI) on the same data."""
+    before = openmpi_files()
+    argv, kind = WORKLOADS[workload]
+    done = run_group([GEOFED, *argv, "-f", fed, "-p", "A1B1", "--out", str(tmp_path / "ompi")], timeout=300,
+                     env=OPENMPI)
+    assert done.returncode == 0, done.stderr
+    (rec,) = records.load_dir(tmp_path / "ompi")
+    assert rec.kind == kind and (rec.meta["mpi"], rec.meta["mpi_transport"]) == (
+        "openmpi", mpi.TESTBED_TRANSPORT["openmpi"])
+    assert rec.data.placement == "A1B1"
+    if workload == "mdfs":
+        local = run_group([GEOFED, *argv, "--out", str(tmp_path / "local")], timeout=300)
+        assert local.returncode == 0, local.stderr
+        (alone,) = records.load_dir(tmp_path / "local")
+        assert rec.data.relevant == alone.data.relevant
+        assert rec.data.max_ig == pytest.approx(alone.data.max_ig, rel=1e-9)
+    else:
+        verdict = rec.sanity()
+        assert verdict.ok, verdict.why
+    assert openmpi_leftovers(before) == set()
+
+
+def test_compare_refuses_an_osu_built_for_the_other_mpi(tmp_path, monkeypatch):
+    """An OSU program built with Open MPI's mpicc links libmpi.so.40: `bench compare` under
+    MPICH names the mismatch instead of starting ranks that cannot find each other."""
+    from geofed.bench import compare
+    from geofed.errors import UserError
+    (tmp_path / "hello.c").write_text("#include <mpi.h>\nint main(int c, char **v) { MPI_Init(&c, &v); "
+                                      "return MPI_Finalize(); }\n")
+    (tmp_path / "bin").mkdir()
+    built = subprocess.run(["/usr/bin/mpicc.openmpi", "-o", str(tmp_path / "bin" / "osu_latency"),
+                            str(tmp_path / "hello.c")], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    for choice, refused in (("openmpi", False), ("mpich", True)):
+        monkeypatch.setenv("GEOFED_MPI", choice)
+        mpi.current.cache_clear()
+        try:
+            if refused:
+                with pytest.raises(UserError, match=r"osu_latency links libmpi\.so\.40, not the libmpi\.so\.12 of MPICH"):
+                    compare.find_osu(str(tmp_path), "latency")
+            else:
+                assert compare.find_osu(str(tmp_path), "latency") == tmp_path / "bin" / "osu_latency"
+        finally:
+            mpi.current.cache_clear()

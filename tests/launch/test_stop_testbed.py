@@ -5,9 +5,11 @@ of icm-task (own name, 9 ms link); once one of its ranks runs, the test sends SI
 to geofed's process group as a terminal's Ctrl-C would, or SIGTERM to geofed alone as
 `kill` or systemd would, or lets `--timeout` pass.
 Afterwards: exit 130, 143 or 124, exactly one line from geofed on stderr and no MPI abort
-banner, and no process of any job, no Hydra proxy, no /dev/shm/mpich_* file, no Hydra
-topology file (/tmp/hydra_hwloc_xmlfile_*) and no temporary geofed directory left.
-The same through the hostfile path (this machine as the one host of each site).
+banner, and no process of any job, no Hydra proxy or Open MPI daemon, no /dev/shm/mpich_*
+or vader_segment file, no Hydra topology file (/tmp/hydra_hwloc_xmlfile_*), no Open MPI
+session directory and no temporary geofed directory left. The same through the hostfile
+path (this machine as the one host of each site). Every case runs under MPICH and under
+Open MPI (`mpi_choice`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GEOFED, needs_root
+from conftest import GEOFED, needs_root, openmpi_files, openmpi_held
 from geofed import federation
 from geofed.launch import job
 from geofed.testbed import core, host
@@ -85,7 +87,7 @@ def job_processes(mark: str) -> list[tuple[int, bytes]]:
 
 def in_use() -> set[str]:
     """MPICH shared-memory files that some live process maps, Hydra topology files that
-    one holds open (a running job's, not a leak)."""
+    one holds open, Open MPI's files of live jobs (a running job's, not a leak)."""
     found = set()
     for d in (d for d in os.listdir("/proc") if d.isdigit()):
         try:
@@ -94,21 +96,22 @@ def in_use() -> set[str]:
         except OSError:
             pass
         found |= host.open_files(int(d))
-    return found
+    return found | openmpi_held()
 
 
 def snapshot() -> set[str]:
-    return {f"/dev/shm/{f}" for f in os.listdir("/dev/shm") if f.startswith("mpich")} | \
+    return {f"/dev/shm/{f}" for f in os.listdir("/dev/shm") if f.startswith("mpich")} | openmpi_files() | \
         {str(p) for p in Path(job.HYDRA_TOPOLOGY_FILE).parent.glob(Path(job.HYDRA_TOPOLOGY_FILE).name + "*")}
 
 
 def _mpi_ready(pid: int) -> bool:
-    """The rank has initialised MPI: it maps MPICH's shared memory, or Open MPI's (vader's),
-    which a kill leaves behind."""
+    """The rank has initialised MPI: it maps MPICH's shared memory, which a kill leaves
+    behind, or Open MPI's collectives (chosen in MPI_Init once the rank knows its peers: a
+    rank alone on its node maps no shared memory)."""
     try:
         with open(f"/proc/{pid}/maps") as f:
             maps = f.read()
-        return "/dev/shm/mpich" in maps or "/dev/shm/vader_segment" in maps
+        return "/dev/shm/mpich" in maps or "mca_coll_" in maps
     except OSError:
         return False
 
@@ -127,12 +130,13 @@ def wait_for_rank(module: bytes, proc: subprocess.Popen, deadline_s: float = 120
     raise AssertionError(f"no rank of {module.decode()} initialised MPI (geofed exited with {proc.poll()})")
 
 
-def start(argv: list[str], cwd: Path) -> subprocess.Popen:
+def start(argv: list[str], cwd: Path, mpi_choice: str) -> subprocess.Popen:
     """geofed in a session of its own, like a shell's job (Ctrl-C goes to its process
-    group), with its temporary files in the test's directory and the test's mark."""
+    group), under the MPI chosen, with its temporary files in the test's directory and
+    the test's mark."""
     (cwd / "tmp").mkdir()
     mark = uuid.uuid4().hex
-    env = dict(os.environ, TMPDIR=str(cwd / "tmp"), GEOFED_TEST_MARK=mark)
+    env = dict(os.environ, TMPDIR=str(cwd / "tmp"), GEOFED_TEST_MARK=mark, GEOFED_MPI=mpi_choice)
     proc = subprocess.Popen([GEOFED, *argv], cwd=cwd, start_new_session=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
     proc.mark, proc.tmp = mark, cwd / "tmp"
@@ -155,9 +159,9 @@ def assert_clean_end(proc: subprocess.Popen, before: set[str], status: int, last
 
 
 @pytest.mark.parametrize("workload", sorted(LONG))
-def test_ctrl_c_stops_the_whole_job(workload, fed, tmp_path):
+def test_ctrl_c_stops_the_whole_job(workload, fed, tmp_path, mpi_choice):
     before = snapshot()
-    proc = start([*LONG[workload], "-f", fed, "--out", str(tmp_path / "out")], tmp_path)
+    proc = start([*LONG[workload], "-f", fed, "--out", str(tmp_path / "out")], tmp_path, mpi_choice)
     try:
         wait_for_rank(RANK_MODULE[workload], proc)
         os.killpg(proc.pid, signal.SIGINT)
@@ -166,10 +170,10 @@ def test_ctrl_c_stops_the_whole_job(workload, fed, tmp_path):
         proc.kill()
 
 
-def test_sigterm_to_geofed_alone_stops_the_whole_job(fed, tmp_path):
-    # Only geofed gets it: mpiexec, the proxies and the ranks must be stopped by geofed.
+def test_sigterm_to_geofed_alone_stops_the_whole_job(fed, tmp_path, mpi_choice):
+    # Only geofed gets it: the launcher, its daemons and the ranks must be stopped by geofed.
     before = snapshot()
-    proc = start([*LONG["mdfs"], "-f", fed, "--out", str(tmp_path / "out")], tmp_path)
+    proc = start([*LONG["mdfs"], "-f", fed, "--out", str(tmp_path / "out")], tmp_path, mpi_choice)
     try:
         wait_for_rank(RANK_MODULE["mdfs"], proc)
         proc.send_signal(signal.SIGTERM)
@@ -179,9 +183,10 @@ def test_sigterm_to_geofed_alone_stops_the_whole_job(fed, tmp_path):
 
 
 @pytest.mark.parametrize("workload", sorted(LONG))
-def test_timeout_stops_the_whole_job(workload, fed, tmp_path):
+def test_timeout_stops_the_whole_job(workload, fed, tmp_path, mpi_choice):
     before = snapshot()
-    proc = start([*LONG[workload], "-f", fed, "--out", str(tmp_path / "out"), "--timeout", "6"], tmp_path)
+    proc = start([*LONG[workload], "-f", fed, "--out", str(tmp_path / "out"), "--timeout", "6"], tmp_path,
+                 mpi_choice)
     try:
         line = assert_clean_end(proc, before, 124, "geofed: failed: ")
     finally:
@@ -193,20 +198,20 @@ def test_timeout_stops_the_whole_job(workload, fed, tmp_path):
         assert log.stat().st_size > 0
 
 
-def test_a_tiny_timeout_leaves_no_proxy(fed, tmp_path):
-    # Stopped while the launcher is still starting Hydra's proxies in the node namespaces.
+def test_a_tiny_timeout_leaves_no_proxy(fed, tmp_path, mpi_choice):
+    # Stopped while the launcher is still starting Hydra's proxies (Open MPI's daemons) in the node namespaces.
     before = snapshot()
-    proc = start(["run", "-f", fed, "-p", "G2W2", "--timeout", "0.05", "--", "sleep", "30"], tmp_path)
+    proc = start(["run", "-f", fed, "-p", "G2W2", "--timeout", "0.05", "--", "sleep", "30"], tmp_path, mpi_choice)
     assert_clean_end(proc, before, 124, "geofed: failed: the job did not finish within --timeout 0.05 s")
 
 
-def test_ctrl_c_through_the_hostfile_path(tmp_path):
+def test_ctrl_c_through_the_hostfile_path(tmp_path, mpi_choice):
     # This machine is the one host of site W, and (by another name) of site G: Hydra
     # starts local proxies without ssh, as on a login node with two local slots.
     hostfile = tmp_path / "hosts"
     hostfile.write_text(f"{socket.gethostname()} W\nlocalhost G\n")
     before = snapshot()
-    proc = start([*LONG["mdfs"], "--hostfile", str(hostfile), "--out", str(tmp_path / "out")], tmp_path)
+    proc = start([*LONG["mdfs"], "--hostfile", str(hostfile), "--out", str(tmp_path / "out")], tmp_path, mpi_choice)
     try:
         wait_for_rank(RANK_MODULE["mdfs"], proc)
         os.killpg(proc.pid, signal.SIGINT)

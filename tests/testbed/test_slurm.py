@@ -68,13 +68,15 @@ def test_sinfo_lists_every_node_with_its_site_and_own_feature(cluster):
     assert all(state == "idle" for _, state in rows.values())
 
 
-def test_mpi_pingpong_in_an_allocation_crosses_the_link(cluster):
-    out = home(cluster) / "pp.json"
-    res = client(cluster, "salloc", "-N", "2", "-C", "[site_A*1&site_B*1]", GEOFED, "run", "-f", str(cluster.path),
-                 "-p", "A1B1", "--", os.path.join(os.path.dirname(GEOFED), "python"), "-m", "geofed.bench.pingpong",
-                 "--seconds", "1", "--out", str(out), timeout=300)
+def test_mpi_pingpong_in_an_allocation_crosses_the_link(cluster, mpi_choice):
+    # srun starts the ranks: with PMI-2 under MPICH, PMIx under Open MPI
+    out = home(cluster) / f"pp-{mpi_choice}.json"
+    res = client(cluster, "env", f"GEOFED_MPI={mpi_choice}", "salloc", "-N", "2", "-C", "[site_A*1&site_B*1]", GEOFED,
+                 "run", "-f", str(cluster.path), "-p", "A1B1", "--", os.path.join(os.path.dirname(GEOFED), "python"),
+                 "-m", "geofed.bench.pingpong", "--seconds", "1", "--out", str(out), timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     data = json.loads(out.read_text())["data"]
+    assert data["mpi_library"].startswith({"mpich": "MPICH", "openmpi": "Open MPI"}[mpi_choice])
     # The ranks ran on their nodes at both sites, as Slurm named them.
     assert sorted(r["node"] for r in data["ranks"]) == ["A1", "B1"]
     (pair,) = data["pairs"]

@@ -1,5 +1,6 @@
 """Real OpenSSH between the testbed's nodes: a hostfile job over ssh as a normal user runs
-its ranks at both sites, each finding its node by its host name as on a cluster; `down`
+its ranks at both sites, each finding its node by its host name as on a cluster, under
+MPICH's Hydra and under Open MPI's mpirun; `down`
 leaves no server, session, user or key, also after a crash."""
 
 import os
@@ -49,20 +50,24 @@ def gone(fed_name: str, user: str) -> list[str]:
     return found
 
 
-def test_a_hostfile_job_over_ssh_runs_as_a_normal_user_at_both_sites(tmp_path):
+def test_a_hostfile_job_over_ssh_runs_as_a_normal_user_at_both_sites(tmp_path, mpi_choice):
     fed, state = up(tmp_path, "j")
     try:
         hostfile = tmp_path / "hosts"
         hostfile.write_text("A1 A\nA2 A\nB1 B\n")
         hostfile.chmod(0o644)
         plan, _ = ssh.require_up(fed)
-        probe = "import os; from geofed import runtime; print(runtime.node(), runtime.site(), os.getuid())"
-        res = run_group(ssh.login_argv(plan, state, [GEOFED, "run", "-f", str(fed.path), "--hostfile", str(hostfile),
-                                                     "-p", "A1B1", "--", PYTHON, "-c", probe]), 300, cwd="/tmp")
+        # one write per line: the ranks' output is forwarded as it comes, print()'s pieces apart
+        probe = ("import os; from mpi4py import MPI; from geofed import runtime; os.write(1, "
+                 "f'{runtime.node()} {runtime.site()} {os.getuid()} {MPI.Get_library_version().split()[0]}\\n'.encode())")
+        res = run_group(ssh.login_argv(plan, state, ["env", f"GEOFED_MPI={mpi_choice}", GEOFED, "run", "-f",
+                                                     str(fed.path), "--hostfile", str(hostfile), "-p", "A1B1", "--",
+                                                     PYTHON, "-c", probe]), 300, cwd="/tmp")
         assert res.returncode == 0, res.stdout + res.stderr
         uid = pwd.getpwnam(state["user"]).pw_uid
         assert uid != 0
-        assert sorted(res.stdout.split("\n")[:2]) == [f"A1 A {uid}", f"B1 B {uid}"], res.stdout
+        library = {"mpich": "MPICH", "openmpi": "Open"}[mpi_choice]
+        assert sorted(res.stdout.split("\n")[:2]) == [f"A1 A {uid} {library}", f"B1 B {uid} {library}"], res.stdout
         # Root may not log in, and no password opens a session: the key is the way in.
         login = plan.node("A1")
         res = run_group(host.in_netns(login.netns, ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",

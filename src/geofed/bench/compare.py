@@ -8,6 +8,7 @@ is compared. OSU is the user's own build (see docs/bench.md); geofed never ships
 from __future__ import annotations
 
 import os
+import re
 import statistics
 from pathlib import Path
 from typing import Callable
@@ -16,6 +17,7 @@ from geofed import validate
 from geofed.bench import suite
 from geofed.errors import UserError
 from geofed.launch import job as launch
+from geofed.launch import mpi
 from geofed.launch import runner
 
 # What "agrees" means: small-message latency within 2 % of OSU's (or 0.5 us, the
@@ -28,14 +30,27 @@ BANDWIDTH_FROM = 16 * 1024
 
 
 def find_osu(root: str, name: str) -> Path:
-    """osu_<name> under an OSU install prefix or build tree."""
+    """osu_<name> under an OSU install prefix or build tree, built for the MPI in use."""
     top = Path(root)
     if not top.is_dir():
         raise UserError(f"--osu {root}: no such directory (an OSU Micro-Benchmarks install prefix)")
     for p in sorted(top.rglob(f"osu_{name}")):
         if p.is_file() and os.access(p, os.X_OK):
+            _check_built_for_current_mpi(p, root)
             return p
     raise UserError(f"--osu {root}: no executable osu_{name} under it")
+
+
+def _check_built_for_current_mpi(program: Path, root: str) -> None:
+    """OSU built with another MPI's mpicc links that MPI's libmpi (MPICH's libmpi.so.12, Open
+    MPI's libmpi.so.40) and would load it beside the launcher of this one: its ranks would
+    not find each other, or run as singletons."""
+    used = mpi.current()
+    wanted = re.fullmatch(r"libmpi\.so\.\d+", Path(used.libmpi).name)
+    linked = re.search(rb"libmpi\.so\.\d+", program.read_bytes())
+    if wanted and linked and linked[0].decode() != wanted[0]:
+        raise UserError(f"--osu {root}: {program} links {linked[0].decode()}, not the {wanted[0]} of {used.name}, "
+                        f"the MPI in use; build OSU with that MPI's mpicc (docs/bench.md)")
 
 
 def parse_osu(text: str) -> dict[int, float]:

@@ -70,13 +70,26 @@ QUOTA_MPI_ENV = {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"}
 TESTBED_SUBNET = "198.18.0.0/16"
 # Open MPI's session directories of a job (orte_tmpdir_base), removed when it ends.
 OPENMPI_SESSION_DIR = "/tmp/geofed-ompi-job-"
+# Above btl_tcp_eager_limit (64 KiB by default) ob1 sends a message by rendezvous, one round
+# trip of the link before its data: a 64 KiB one-way time across icm-task's 9 ms link was
+# 16.8 ms against 7.2 ms with this limit; UCX, under MPICH, sent the same sizes eagerly.
+OPENMPI_EAGER_LIMIT = str(8 << 20)
 OPENMPI_TESTBED_MCA = {
     "pml": "ob1",
     "btl": "self,vader,tcp",
     "btl_tcp_if_include": TESTBED_SUBNET,
+    "btl_tcp_eager_limit": OPENMPI_EAGER_LIMIT,
     "oob_tcp_if_include": TESTBED_SUBNET,
     "plm_rsh_no_tree_spawn": "1",
 }
+# srun's PMI for each MPI: Debian's Open MPI 4.1 speaks PMIx only (no pmi2 component);
+# MPICH's PyPI build aborts under --mpi=pmix (docs/slurm.md).
+SRUN_MPI = {"mpich": "pmi2", "openmpi": "pmix"}
+# Under the testbed's Slurm no daemon of Open MPI's runs and every node namespace keeps the
+# host's name: vader would name two nodes' segments alike (see the agent's GEOFED_NODE_HOSTNAME),
+# so ranks of one node talk over TCP too.
+OPENMPI_SRUN_TESTBED_MCA = {"pml": "ob1", "btl": "self,tcp", "btl_tcp_if_include": TESTBED_SUBNET,
+                            "btl_tcp_eager_limit": OPENMPI_EAGER_LIMIT}
 # Hydra's proxy writes the node's hwloc topology here (the path is compiled in).
 HYDRA_TOPOLOGY_FILE = "/tmp/hydra_hwloc_xmlfile_"
 
@@ -293,12 +306,15 @@ def slurm_command(job: Job, hostfile: str | Path | None, workdir: str | Path) ->
     if hostfile:
         hosts = _real_hosts(job, hostfile)
         hostmap = _hostmap(hosts)
-        env = {}
     else:
         hosts = _allocated_hosts(job)
         # Every node namespace shares the host's name: a rank knows its node by SLURMD_NODENAME.
         hostmap = ",".join(f"{h}={h}" for h in hosts.values())
-        env = dict(TESTBED_MPI_ENV) if testbed_transport(hostfile) else {}
+    implementation = mpi.current().implementation
+    env = {}
+    if testbed_transport(hostfile):  # Open MPI's settings through its environment: srun has no --mca
+        env.update(TESTBED_MPI_ENV, **({f"OMPI_MCA_{k}": v for k, v in OPENMPI_SRUN_TESTBED_MCA.items()}
+                                       if implementation == "openmpi" else {}))
     ordered = [hosts[n.name] for n in job.nodes() for _ in range(job.ranks_per_node)]
     slurm_hosts = str(Path(workdir) / f"geofed-slurm-hosts-{job.id}")
     env.update(job.env(), SLURM_HOSTFILE=slurm_hosts, GEOFED_HOSTMAP=hostmap)
@@ -306,8 +322,8 @@ def slurm_command(job: Job, hostfile: str | Path | None, workdir: str | Path) ->
     # with mpiexec: --overcommit lets a step have more ranks than the node's CPUs, and
     # --overlap lets steps share a node (the Gray-Scott workflow's parts run side by side;
     # without it, a step waits for the node while the part holding it waits for the step).
-    argv = ["srun", "--mpi=pmi2", "--distribution=arbitrary", f"--ntasks={len(ordered)}", "--overcommit",
-            "--overlap", "--export=ALL"] + job.rank_argv()
+    argv = ["srun", f"--mpi={SRUN_MPI[implementation]}", "--distribution=arbitrary", f"--ntasks={len(ordered)}",
+            "--overcommit", "--overlap", "--export=ALL"] + job.rank_argv()
     return Command(argv, env, {slurm_hosts: "\n".join(ordered) + "\n"})
 
 

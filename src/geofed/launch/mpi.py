@@ -33,6 +33,8 @@ NAMES = {"mpich": "MPICH", "openmpi": "Open MPI"}
 # How the testbed makes ranks of different nodes talk (TESTBED_MPI_ENV, OPENMPI_TESTBED_MCA).
 TESTBED_TRANSPORT = {"mpich": "ch4:ucx, UCX tcp between nodes",
                      "openmpi": "ob1, btl tcp between nodes, vader within one"}
+# Under the testbed's Slurm, srun starts Open MPI's ranks without vader (OPENMPI_SRUN_TESTBED_MCA).
+SRUN_TESTBED_TRANSPORT = dict(TESTBED_TRANSPORT, openmpi="ob1, btl tcp between nodes and within one")
 SETUP_FIX = {"mpich": "run ./setup.sh", "openmpi": "run GEOFED_MPI=openmpi ./setup.sh",
              "path": "load your MPI (module load ...) so that mpiexec and mpicc are on PATH, then run "
                      "GEOFED_MPI=path ./setup.sh"}
@@ -57,8 +59,9 @@ class Mpi:
 
     def meta(self, testbed: bool) -> dict[str, str]:
         """What a record says about the MPI that produced it."""
+        transports = SRUN_TESTBED_TRANSPORT if os.environ.get("SLURM_JOB_ID") else TESTBED_TRANSPORT
         return {"mpi": self.implementation, "mpi_version": self.version, "mpi_launcher": self.launcher,
-                "mpi_transport": TESTBED_TRANSPORT[self.implementation] if testbed else "the MPI's own choice"}
+                "mpi_transport": transports[self.implementation] if testbed else "the MPI's own choice"}
 
 
 def choice() -> str:

@@ -244,7 +244,9 @@ def slurm_conf(fed: Federation, plan: Plan, cluster: Cluster, d: Path, hostname:
         "SlurmUser=root", "SlurmdUser=root",
         f"StateSaveLocation={d}/ctld", f"SlurmctldPidFile={d}/ctld/slurmctld.pid", f"SlurmctldLogFile={d}/ctld/slurmctld.log",
         f"SlurmdSpoolDir={d}/d/%n", f"SlurmdPidFile={d}/d/slurmd.%n.pid", f"SlurmdLogFile={d}/d/%n.log",
-        f"TmpFS={d}/tmp", f"TaskProlog={d}/task_prolog",
+        # A node's own: srun --mpi=pmix's step daemons make their PMIx directory there, named
+        # for the user and step alone, and the second node's found the first one's.
+        f"TmpFS={d}/tmp/%n", f"TaskProlog={d}/task_prolog",
         "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "JobAcctGatherType=jobacct_gather/none",
         *(["AccountingStorageType=accounting_storage/slurmdbd", f"AccountingStorageHost={accounting.address}",
            f"AccountingStoragePort={accounting.port}", f"AccountingStoragePass={d}/munge/munge.sock"]
@@ -426,7 +428,7 @@ def up(fed: Federation, clusters: list[Cluster] | None = None, progress: Progres
 def _start(fed: Federation, plan: Plan, c: Cluster, svc: services.Service, progress: Progress,
            accounting: Accounting | None) -> None:
     d = svc.dir
-    for sub in ("ctld", "d", "tmp"):
+    for sub in ("ctld", "d", "tmp", *(f"tmp/{n.name}" for n in c.nodes)):
         (d / sub).mkdir()
     os.chmod(d, 0o755)
     # Job steps and tasks run in sessions of their own: slurmstepd carries the daemons'

@@ -96,12 +96,18 @@ class Workload(Declared):
     def table(self, rec) -> str:
         return ""
 
+    def meta(self, ctx: Context) -> dict:
+        """What a record of this run says beside its data: the federation and, when the
+        workload runs MPI jobs, which MPI and how its ranks talked."""
+        meta = records.federation_meta(ctx.fed)
+        if self.runs_mpi:
+            meta.update(current_mpi().meta(testbed=testbed_transport(ctx.hostfile)))
+        return meta
+
     def record(self, ctx: Context, params, result: dict):
         """The record of a run: of the workload's own kind, or of RESULT_KIND with its
         sanity verdict and figures in it (the report cannot ask the workload)."""
-        meta = records.federation_meta(ctx.fed)
-        if self.runs_mpi:  # which MPI, and how its ranks talked
-            meta.update(current_mpi().meta(testbed=testbed_transport(ctx.hostfile)))
+        meta = self.meta(ctx)
         if self.kind != RESULT_KIND:
             return records.make(self.kind, result, **meta)
         rec = records.make(RESULT_KIND, {"workload": self.name,

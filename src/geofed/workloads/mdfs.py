@@ -60,7 +60,7 @@ class Mdfs(RankWorkload, name="mdfs", kind="mdfs.run", Params=MdfsParams, RankPa
                 result = dist.run_on_placement(ctx.fed, ctx.placement, data.save_npz(tmp / "data.npz", ds.x, ds.y),
                                                params.analysis, params.split, params.threads, ctx.timeout,
                                                progress=True, hostfile=ctx.hostfile)
-            meta = records.federation_meta(ctx.fed)
+            meta = self.meta(ctx)
         else:
             result = core.analyse(ds.x, ds.y, params.analysis, threads=params.threads or os.cpu_count() or 1,
                                   progress=Bar("mdfs: tuples"))

@@ -124,7 +124,7 @@ class Rehearse(RankWorkload, kind="app.rehearsal", Params=AppParams, command="re
                                         "rank_s": result["rank_s"], "predicted_s": pred.total_s,
                                         "interval_s": list(pred.interval), "parts": pred.parts,
                                         "error": measured / pred.total_s - 1, "calls": result["calls"]},
-                            **records.federation_meta(ctx.fed))
+                            **self.meta(ctx))
 
     def rank(self, comm, params: AppParams) -> dict | None:
         import numpy as np

@@ -319,17 +319,20 @@ int MPI_Mrecv##SUF(void *buf, COUNT count, MPI_Datatype type, MPI_Message *messa
 }
 
 SEND(, int)
-SEND(_c, MPI_Count)
 RECV(, int)
-RECV(_c, MPI_Count)
 NONBLOCKING(Isend, K_ISEND, const void *, , int)
-NONBLOCKING(Isend, K_ISEND, const void *, _c, MPI_Count)
 NONBLOCKING(Irecv, K_IRECV, void *, , int)
-NONBLOCKING(Irecv, K_IRECV, void *, _c, MPI_Count)
 SENDRECV(, int)
-SENDRECV(_c, MPI_Count)
 MRECV(, int)
+/* An MPI-3 library (Open MPI 4.1) has no `_c` calls, and mpi4py then makes none. */
+#if MPI_VERSION >= 4
+SEND(_c, MPI_Count)
+RECV(_c, MPI_Count)
+NONBLOCKING(Isend, K_ISEND, const void *, _c, MPI_Count)
+NONBLOCKING(Irecv, K_IRECV, void *, _c, MPI_Count)
+SENDRECV(_c, MPI_Count)
 MRECV(_c, MPI_Count)
+#endif
 
 /* ------------------------------------------------------------ waits */
 
@@ -442,7 +445,9 @@ int MPI_Reduce_scatter_block##SUF(const void *sendbuf, void *recvbuf, COUNT recv
 }
 
 COLLECTIVES(, int)
+#if MPI_VERSION >= 4
 COLLECTIVES(_c, MPI_Count)
+#endif
 
 /* The mean of a v collective's `counts` of `type`, per rank of `comm`. */
 #define MEAN_BYTES(counts, type, comm)                                                                   \
@@ -483,4 +488,6 @@ int MPI_Scatterv##SUF(const void *sendbuf, const COUNT sendcounts[], const DISPL
 }
 
 VCOLLECTIVES(, int, int)
+#if MPI_VERSION >= 4
 VCOLLECTIVES(_c, MPI_Count, MPI_Aint)
+#endif
