@@ -197,6 +197,10 @@ SAMPLES = {
                                         "site_utilisation": {"W": 0.5, "G": 0.5}, "makespan_s": 70.0, "spilled": 0,
                                         "jobs": [{"submit": 0.0, "start": 1.0}]}
                                  for mode in ("separate", "federated")}},
+    "ops.submit": {"job": "17", "asked": "W2G2", "placement": "W2G2", "constraint": "[site_W*2&site_G*2]",
+                   "comment": "geofed: span, predicted slowdown 4.80 % < 10 % on W2G2", "spans": True,
+                   "profile": "app.profile-1.json", "slowdown_percent": 4.8, "max_span_slowdown_percent": 10.0,
+                   "predicted_s": 1.2},
     "bench.model": {"calibration": {"sources": ["a.json"], "notes": [], "sites": {}},
                     "rows": [{"workload": "mpi-latency", "placement": "W1G1", "params": {"size": 1},
                               "measured": 4510.0, "unit": "us", "predicted": 4502.0, "parts": {}, "source": "a.json",

@@ -32,7 +32,7 @@ one-way crossing time, and the host CPU its link emulator takes from computing r
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -321,3 +321,29 @@ class App(Model, name="app", measured_unit="s", Params=AppParams, needs_calibrat
 
 
 MODELS = (App(),)
+
+
+@dataclass(frozen=True)
+class SpanDecision:
+    """Whether a job whose profile is `profile` may span the sites of `placement` (`geofed submit --profile`)."""
+
+    spans: bool
+    slowdown_percent: float  # what the link adds to the run on the placement, over the rest of it
+    predicted_s: float
+    comment: str  # the job's comment: the decision and its reason, which the job_submit rule reads
+
+
+def span_decision(fed, cal, placement: str, nodes, profile: str) -> SpanDecision:
+    """The federation's scheduling rule for a placement across sites: span when the link is
+    predicted to slow the run by less than [scheduler] max_span_slowdown_percent, else keep
+    the job at one site. The slowdown is rounded as the comment writes it, so the job_submit
+    rule, which reads the comment, decides the same."""
+    pred = MODELS[0].predict(fed, cal, placement, nodes, AppParams(profile=profile))
+    link = pred.parts["link_comm"]
+    slowdown = round(100 * link / max(pred.total_s - link, 1e-12), 2)
+    limit = fed.max_span_slowdown * 100
+    spans = slowdown < limit
+    comment = (f"geofed: {'span' if spans else 'one site'}, predicted slowdown {slowdown:.2f} % "
+               f"{'<' if spans else '>='} {limit:g} % on {placement} ({pred.total_s:.4g} s predicted, "
+               f"{link:.4g} s of it on the link; profile {Path(profile).name})")
+    return SpanDecision(spans, slowdown, pred.total_s, comment)
