@@ -41,7 +41,7 @@ from geofed.errors import UserError
 from geofed.model import Model, Prediction, prediction
 from geofed.model.calibration import Calibration
 from geofed.model.mpi import allreduce_rounds
-from geofed.model.network import crossing_s
+from geofed.model.network import crossing_s, route, slow_start_rounds
 from geofed.records.app import AppParams
 
 RECEIVES = ("recv", "irecv", "sendrecv")
@@ -143,8 +143,21 @@ class Replay:
         a, b = self.site[src], self.site[dst]
         if a == b:
             return 0.0, 0.0
-        lat, bw = self.crossing(a, b, p["bytes"], self.flows.get((p["kind"], p["bytes"], a, b), 1))
-        return lat * scale["latency"], bw * scale["bandwidth"]
+        flows = self.flows.get((p["kind"], p["bytes"], a, b), 1)
+        lat, bw = self.crossing(a, b, p["bytes"], flows)
+        return (lat + self.warm_up(src, dst, p["bytes"], flows)) * scale["latency"], bw * scale["bandwidth"]
+
+    def warm_up(self, src: int, dst: int, nbytes: float, flows: int) -> float:
+        """Over TCP, the round trips a connection across the link spends opening its window
+        to carry a message larger than any it carried before (slow start from 10
+        segments; testbed nodes keep an open window when idle, as the HPL model assumes)."""
+        if self.cal.transport != "tcp" or nbytes <= self.grown.get((src, dst), 0.0):
+            return 0.0
+        r = route(self.fed, self.site[src], self.site[dst], self.cal)
+        bdp = (r.share_Bps(flows) or 0.0) * r.rtt_s
+        rounds = slow_start_rounds(nbytes, bdp) - slow_start_rounds(self.grown.get((src, dst), 0.0), bdp)
+        self.grown[(src, dst)] = nbytes
+        return rounds * r.rtt_s
 
     def collective_exit(self, p: dict, entry: list[float], scale: dict) -> list[float]:
         """Every rank's time out of a collective entered at `entry`: its algorithm's rounds,
@@ -159,8 +172,9 @@ class Replay:
             for x, y in pairs:
                 extra = 0.0
                 if self.site[x] != self.site[y]:
-                    lat, bw = self.crossing(self.site[x], self.site[y], nbytes, ways[(self.site[x], self.site[y])])
-                    extra = lat * scale["latency"] + bw * scale["bandwidth"]
+                    flows = ways[(self.site[x], self.site[y])]
+                    lat, bw = self.crossing(self.site[x], self.site[y], nbytes, flows)
+                    extra = (lat + self.warm_up(x, y, nbytes, flows)) * scale["latency"] + bw * scale["bandwidth"]
                 after[y] = max(after[y], t[x] + extra)
             t = after
         return t
@@ -171,6 +185,7 @@ class Replay:
         by its rounds. The iteration is simulated SIMULATED times and extrapolated."""
         data = self.prof.data
         n = self.ranks
+        self.grown: dict[tuple[int, int], float] = {}  # every connection starts cold
         k = [min(r["iterations"], SIMULATED) for r in data.ranks]
         seqs = [r["prefix"] + r["iteration"] * k[i] + r["suffix"] for i, r in enumerate(data.ranks)]
         ends = [[len(r["prefix"]) + len(r["iteration"]) * j for j in range(k[i] + 1)] for i, r in enumerate(data.ranks)]

@@ -49,6 +49,7 @@ class AppsParams(Params):
     nodes: int = param(3, "nodes of every run (one rank each)", type=positive_int)
     placements: int = param(3, "placements across sites per federation", type=positive_int)
     repeat: int = param(3, "rounds of one profile and one run per placement; medians", type=positive_int)
+    profiles: str = param("geofed-out/bench/profiles", "directory the profiles predicted from are kept in")
 
 
 def rank_program(name: str, params: dict, work: Path) -> list[str]:
@@ -141,7 +142,7 @@ def crossing_now(fed, one: str, across: str) -> float:
 
 
 def measure(fed, cal_spec: str, program: list[str], one: str, across: list[str], repeat: int, work: Path,
-            progress) -> list[dict]:
+            kept: Path, progress) -> list[dict]:
     """One program on one federation's testbed copy: the rows of its placements across sites."""
     from geofed.apps.profile import profiled
     from geofed.launch import runner
@@ -158,7 +159,7 @@ def measure(fed, cal_spec: str, program: list[str], one: str, across: list[str],
         progress(f"  round {i + 1}/{repeat}: {one} {profiles[-1]['total_s']:.3f} s, "
                  + ", ".join(f"{c} {runs[c][-1]:.3f} s" for c in across) + f" (load {loads[-1]:.2f}, crossing {crossings[-1]:.0f} us)")
     chosen = sorted(profiles, key=lambda p: p["total_s"])[len(profiles) // 2]
-    path = records.save(records.make("app.profile", chosen, **records.federation_meta(fed)), work / "profiles")
+    path = records.save(records.make("app.profile", chosen, **records.federation_meta(fed)), kept)
     # No CPU quota: every node computes at the host's speed
     equal = whatif.apply(fed, [f"{s.code}.speed=1" for s in fed.sites])
     cal = replace(calibration.found_or_empty(cal_spec, fed), crossing_us=statistics.median(crossings))
@@ -169,7 +170,7 @@ def measure(fed, cal_spec: str, program: list[str], one: str, across: list[str],
         rehearsal = runner.run_ranks(fed, pl, "rehearse", {"profile": str(path)}, timeout=600, cpu_limit=False,
                                      what=f"rehearse on {code}")
         measured = statistics.median(runs[code])
-        rows.append({"placement": code, "profiled_at": one, "profile_s": chosen["total_s"],
+        rows.append({"placement": code, "profiled_at": one, "profile": str(path), "profile_s": chosen["total_s"],
                      "profile_runs_s": [p["total_s"] for p in profiles], "measured_s": measured,
                      "measured_runs_s": runs[code], "predicted_s": pred.total_s, "interval_s": list(pred.interval),
                      "parts": pred.parts, "error": pred.total_s / measured - 1,
@@ -183,6 +184,7 @@ def measure(fed, cal_spec: str, program: list[str], one: str, across: list[str],
 
 
 def run(params: AppsParams, progress) -> dict:
+    """The rows of every federation and program; the profiles predicted from are kept in params.profiles."""
     from geofed.testbed import core
     names = [n for n in params.programs.split(",") if n]
     rows, started = [], load_now()
@@ -193,11 +195,12 @@ def run(params: AppsParams, progress) -> dict:
                 core.owned_copy(fed, "gfapps", progress) as copy:
             work = Path(tmp)
             os.chmod(work, 0o755)
+            kept = Path(params.profiles).resolve()
             for name, program in programs(names, work, params.nodes).items():
                 progress(f"{fed.name} {name}: profile at {one}, run at {', '.join(across)}, {params.repeat} rounds: "
                          f"{shlex.join(program[-3:])}")
                 rows += [{"federation": fed.name, "program": name} | r
-                         for r in measure(copy, spec, program, one, across, params.repeat, work, progress)]
+                         for r in measure(copy, spec, program, one, across, params.repeat, work, kept, progress)]
     errors = [abs(r["error"]) for r in rows]
     return {"nodes": params.nodes, "repeat": params.repeat, "rows": rows,
             "load": {"start": started, "end": load_now(), "cores": os.cpu_count()},
