@@ -15,7 +15,7 @@ cross the same way: contention). A collective over every rank starts when the la
 rank enters it and runs its algorithm's rounds (MPICH's: `mpi.allreduce_rounds`,
 binomial trees, dissemination, pairwise exchange), a message of a round leaving when
 its sender is there, the round's crossing messages sharing the link. The iteration
-is simulated SIMULATED times, the rest extrapolated from the last. What the
+is simulated SIMULATED times, the rest extrapolated from the second half of them. What the
 simulation does not explain at the profiled site (the calls' spread, noise) is kept
 as measured. Parts: compute (the slowest rank's), inside-site communication (the
 simulation without the link), the link's latency and bandwidth (with latency only,
@@ -48,7 +48,9 @@ RECEIVES = ("recv", "irecv", "sendrecv")
 SENDS = ("send", "isend")
 WAITS = ("wait", "waitall", "waitany", "waitsome")
 Z_95 = 1.96
-SIMULATED = 3  # iterations simulated before the rest is extrapolated from the last
+# iterations simulated before the rest is extrapolated from the second half of them: the
+# first absorb the ranks' different starts (a late rank's skew takes several to settle)
+SIMULATED = 30
 LINK = {"latency": 1.0, "bandwidth": 1.0}
 LATENCY_ONLY = {"latency": 1.0, "bandwidth": 0.0}
 NO_LINK = {"latency": 0.0, "bandwidth": 0.0}
@@ -182,7 +184,7 @@ class Replay:
     def simulate(self, scale: dict, speeds: dict[str, float]) -> list[float]:
         """Every rank's time from MPI_Init to MPI_Finalize: its calls in order, each at its
         lowest measured cost, a receive no earlier than its message's arrival, a collective
-        by its rounds. The iteration is simulated SIMULATED times and extrapolated."""
+        by its rounds. The iteration is simulated SIMULATED times and extrapolated from the second half."""
         data = self.prof.data
         n = self.ranks
         self.grown: dict[tuple[int, int], float] = {}  # every connection starts cold
@@ -282,7 +284,8 @@ class Replay:
                     advance(r)
         out = []
         for r, rank in enumerate(data.ranks):
-            per_iteration = marks[r][k[r]] - marks[r][k[r] - 1] if k[r] else 0.0
+            half = k[r] // 2
+            per_iteration = (marks[r][k[r]] - marks[r][half]) / (k[r] - half) if k[r] else 0.0
             tail = rank["compute_s"] - sum(p["gap_s"] for p in rank["patterns"])
             out.append(clock[r] + (rank["iterations"] - k[r]) * per_iteration + tail * speeds[r])
         return out

@@ -33,7 +33,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 from geofed import federation, records
@@ -53,6 +52,8 @@ class AppsParams(Params):
     placements: int = param(3, "placements across sites per federation", type=positive_int)
     repeat: int = param(3, "rounds of one profile and one run per placement; medians", type=positive_int)
     profiles: str = param("geofed-out/bench/profiles", "directory the profiles predicted from are kept in")
+    again: str = param("", "a bench.apps record: predict its rows again from their kept profiles (after a change "
+                           "of the model), its runs as they were; runs nothing")
 
 
 def rank_program(name: str, params: dict, work: Path) -> list[str]:
@@ -144,13 +145,12 @@ def crossing_now(fed, one: str, across: str) -> float:
     return max(0.0, extra["inter-site"] - extra["intra-site"]) / 2 * 1e3
 
 
-def measure(fed, cal_spec: str, program: list[str], one: str, across: list[str], repeat: int, work: Path,
+def measure(fed, program: list[str], one: str, across: list[str], repeat: int, work: Path,
             kept: Path, progress) -> list[dict]:
     """One program on one federation's testbed copy: the rows of its placements across sites."""
     from geofed.apps.profile import profiled
     from geofed.launch import runner
     from geofed.launch.placement import parse
-    from geofed.model import app, calibration, whatif
     run = dict(ranks_per_node=1, timeout=600, cpu_limit=False, cwd=work, echo=False)
     profiles, runs, loads, crossings = [], {c: [] for c in across}, [], []
     for i in range(repeat):
@@ -161,34 +161,64 @@ def measure(fed, cal_spec: str, program: list[str], one: str, across: list[str],
             runs[code].append(profiled(fed, parse(code, fed), program, **run)["total_s"])
         progress(f"  round {i + 1}/{repeat}: {one} {profiles[-1]['total_s']:.3f} s, "
                  + ", ".join(f"{c} {runs[c][-1]:.3f} s" for c in across) + f" (load {loads[-1]:.2f}, crossing {crossings[-1]:.0f} us)")
-    paths = [records.save(records.make("app.profile", p, **records.federation_meta(fed)), kept) for p in profiles]
+    paths = [str(records.save(records.make("app.profile", p, **records.federation_meta(fed)), kept))
+             for p in profiles]
     middle = sorted(range(repeat), key=lambda i: profiles[i]["total_s"])[repeat // 2]
-    chosen, path = profiles[middle], paths[middle]
-    # No CPU quota: every node computes at the host's speed
-    equal = whatif.apply(fed, [f"{s.code}.speed=1" for s in fed.sites])
-    cal = replace(calibration.found_or_empty(cal_spec, fed), crossing_us=statistics.median(crossings))
     rows = []
     for code in across:
-        pl = parse(code, fed)
-        preds = [app.MODELS[0].predict(equal, cal, code, pl.nodes(equal), app.AppParams(profile=str(p))) for p in paths]
-        pred = preds[middle]
-        predicted = statistics.median(p.total_s for p in preds)
-        # the interval: every profile's own, over the rounds (the host's load varies between runs as well as within)
-        interval = [min(p.interval[0] for p in preds), max(p.interval[1] for p in preds)]
-        rehearsal = runner.run_ranks(fed, pl, "rehearse", {"profile": str(path)}, timeout=600, cpu_limit=False,
-                                     what=f"rehearse on {code}")
+        rehearsal = runner.run_ranks(fed, parse(code, fed), "rehearse", {"profile": paths[middle]}, timeout=600,
+                                     cpu_limit=False, what=f"rehearse on {code}")
         measured = statistics.median(runs[code])
-        rows.append({"placement": code, "profiled_at": one, "profile": str(path), "profile_s": chosen["total_s"],
-                     "profile_runs_s": [p["total_s"] for p in profiles], "measured_s": measured,
-                     "measured_runs_s": runs[code], "predicted_s": predicted, "interval_s": interval,
-                     "parts": pred.parts, "error": predicted / measured - 1,
-                     "covered": interval[0] <= measured <= interval[1],
-                     "rehearsal_s": max(rehearsal["rank_s"]), "rehearsal_error": max(rehearsal["rank_s"]) / measured - 1,
-                     "load": statistics.median(loads), "crossing_us": cal.crossing_us})
-        progress(f"  {code}: measured {measured:.3f} s, predicted {predicted:.3f} s "
-                 f"({rows[-1]['error']:+.1%}), rehearsed {rows[-1]['rehearsal_s']:.3f} s "
-                 f"({rows[-1]['rehearsal_error']:+.1%})")
+        row = predicted(fed, {"placement": code, "profiled_at": one, "profiles": paths, "profile": paths[middle],
+                              "profile_s": profiles[middle]["total_s"],
+                              "profile_runs_s": [p["total_s"] for p in profiles], "measured_s": measured,
+                              "measured_runs_s": runs[code], "rehearsal_s": max(rehearsal["rank_s"]),
+                              "rehearsal_error": max(rehearsal["rank_s"]) / measured - 1,
+                              "load": statistics.median(loads), "crossing_us": statistics.median(crossings)})
+        rows.append(row)
+        progress(f"  {code}: measured {measured:.3f} s, predicted {row['predicted_s']:.3f} s "
+                 f"({row['error']:+.1%}), rehearsed {row['rehearsal_s']:.3f} s ({row['rehearsal_error']:+.1%})")
     return rows
+
+
+def predicted(fed, row: dict) -> dict:
+    """The row with the app model's prediction from each round's profile: their median, an
+    interval spanning every one's own (the host's load varies between runs as well as
+    within one), the parts of the median profile's; the host's crossing cost measured in
+    the rounds as the calibration's. No CPU quota: every node computes at the host's speed."""
+    from geofed.launch.placement import parse
+    from geofed.model import app, calibration, whatif
+    equal = whatif.apply(fed, [f"{s.code}.speed=1" for s in fed.sites])
+    # the federation file and the host's crossing cost as measured in the rounds: nothing else fitted
+    cal = calibration.Calibration(fed.name, speeds={s.code: 1.0 for s in fed.sites},
+                                  tcp_window_bytes=calibration.host_tcp_window(), crossing_us=row["crossing_us"])
+    nodes = parse(row["placement"], equal).nodes(equal)
+    preds = [app.MODELS[0].predict(equal, cal, row["placement"], nodes, app.AppParams(profile=p))
+             for p in row["profiles"]]
+    total = statistics.median(p.total_s for p in preds)
+    interval = [min(p.interval[0] for p in preds), max(p.interval[1] for p in preds)]
+    return row | {"predicted_s": total, "interval_s": interval,
+                  "parts": preds[row["profiles"].index(row["profile"])].parts, "error": total / row["measured_s"] - 1,
+                  "covered": interval[0] <= row["measured_s"] <= interval[1]}
+
+
+def summary(rows: list[dict]) -> dict:
+    errors = [abs(r["error"]) for r in rows]
+    return {"rows": len(rows), "median_abs_error": statistics.median(errors) if rows else 0.0,
+            "max_abs_error": max(errors, default=0.0),
+            "covered": sum(r["covered"] for r in rows) / len(rows) if rows else 0.0,
+            "rehearsal_max_abs_error": max((abs(r["rehearsal_error"]) for r in rows), default=0.0)}
+
+
+def again(path: str) -> dict:
+    """A bench.apps record's rows predicted again from their kept profiles (after a change
+    of the model), its measured runs and rehearsals as they were."""
+    rec = records.read(path)
+    if rec.kind != "bench.apps":
+        raise UserError(f"{path}: a {rec.kind} record, not bench.apps")
+    d = rec.data
+    rows = [predicted(federation.load(r["federation"]), r) for r in d.rows]
+    return {"nodes": d.nodes, "repeat": d.repeat, "rows": rows, "load": d.load, "summary": summary(rows)}
 
 
 def run(params: AppsParams, progress) -> dict:
@@ -208,24 +238,23 @@ def run(params: AppsParams, progress) -> dict:
                 progress(f"{fed.name} {name}: profile at {one}, run at {', '.join(across)}, {params.repeat} rounds: "
                          f"{shlex.join(program[-3:])}")
                 rows += [{"federation": fed.name, "program": name} | r
-                         for r in measure(copy, spec, program, one, across, params.repeat, work, kept, progress)]
-    errors = [abs(r["error"]) for r in rows]
+                         for r in measure(copy, program, one, across, params.repeat, work, kept, progress)]
     return {"nodes": params.nodes, "repeat": params.repeat, "rows": rows,
-            "load": {"start": started, "end": load_now(), "cores": os.cpu_count()},
-            "summary": {"rows": len(rows), "median_abs_error": statistics.median(errors) if rows else 0.0,
-                        "max_abs_error": max(errors, default=0.0),
-                        "covered": sum(r["covered"] for r in rows) / len(rows) if rows else 0.0,
-                        "rehearsal_max_abs_error": max((abs(r["rehearsal_error"]) for r in rows), default=0.0)}}
+            "load": {"start": started, "end": load_now(), "cores": os.cpu_count()}, "summary": summary(rows)}
 
 
 def table(d) -> str:
-    lines = [f"{'federation':<10} {'program':<14} {'at':>3} {'placement':>9} {'measured s':>10} {'predicted s':>11} "
-             f"{'interval s':>15} {'error':>7} {'rehearsed s':>11} {'error':>7} {'load':>5}"]
+    lines = [f"{'federation':<10} {'program':<14} {'at':>3} {'placement':>9} {'profile s':>9} {'measured s':>10} "
+             f"{'spread':>6} {'predicted s':>11} {'interval s':>13} {'error':>7} {'rehearsed s':>11} {'error':>7} "
+             f"{'load':>5}"]
     for r in d.rows:
         lo, hi = r["interval_s"]
+        runs = r["measured_runs_s"]
+        spread = (max(runs) - min(runs)) / r["measured_s"]  # the runs' own: what no prediction can be closer than
         lines.append(f"{r['federation']:<10} {r['program']:<14} {r['profiled_at']:>3} {r['placement']:>9} "
-                     f"{r['measured_s']:10.3f} {r['predicted_s']:11.3f} {f'{lo:.3f}-{hi:.3f}':>15} "
-                     f"{r['error']:+7.1%} {r['rehearsal_s']:11.3f} {r['rehearsal_error']:+7.1%} {r['load']:5.2f}")
+                     f"{r['profile_s']:9.3f} {r['measured_s']:10.3f} {spread:6.0%} {r['predicted_s']:11.3f} "
+                     f"{f'{lo:.2f}-{hi:.2f}':>13} {r['error']:+7.1%} {r['rehearsal_s']:11.3f} "
+                     f"{r['rehearsal_error']:+7.1%} {r['load']:5.2f}")
     s = d.summary
     lines.append(f"{s['rows']} rows: median |error| {s['median_abs_error']:.1%} (target 10 %), largest "
                  f"{s['max_abs_error']:.1%} (20 %), intervals cover {s['covered']:.0%} (80 %), rehearsal within "
@@ -238,7 +267,7 @@ class Apps(Workload, kind="bench.apps", Params=AppsParams, needs_placement=False
     """the app model against measured runs: programs profiled at one site, predicted, run and rehearsed across sites (root)"""
 
     def run(self, ctx: Context, params: AppsParams):
-        return records.make(self.kind, run(params, ctx.progress))
+        return records.make(self.kind, again(params.again) if params.again else run(params, ctx.progress))
 
     def table(self, rec) -> str:
         return table(rec.data)
