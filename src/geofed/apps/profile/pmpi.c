@@ -356,6 +356,13 @@ MRECV(_c, MPI_Count)
 
 /* ------------------------------------------------------------ waits */
 
+/* The first WAIT_BATCH requests of a call, kept to match them to their posts once it returns. */
+static int keep(MPI_Request kept[], const MPI_Request reqs[], int count) {
+    int n = count < WAIT_BATCH ? count : WAIT_BATCH;
+    memcpy(kept, reqs, sizeof(MPI_Request) * (n > 0 ? n : 0));
+    return n;
+}
+
 int MPI_Wait(MPI_Request *req, MPI_Status *status) {
     MPI_Request r = *req;
     double t0 = now();
@@ -368,8 +375,7 @@ int MPI_Wait(MPI_Request *req, MPI_Status *status) {
 
 int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[]) {
     MPI_Request kept[WAIT_BATCH];
-    int n = count < WAIT_BATCH ? count : WAIT_BATCH;
-    memcpy(kept, reqs, sizeof(MPI_Request) * (n > 0 ? n : 0));
+    int n = keep(kept, reqs, count);
     double t0 = now();
     int rc = PMPI_Waitall(count, reqs, statuses);
     double t1 = now();
@@ -380,8 +386,7 @@ int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[]) {
 
 int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status) {
     MPI_Request kept[WAIT_BATCH];
-    int n = count < WAIT_BATCH ? count : WAIT_BATCH;
-    memcpy(kept, reqs, sizeof(MPI_Request) * (n > 0 ? n : 0));
+    int n = keep(kept, reqs, count);
     double t0 = now();
     int rc = PMPI_Waitany(count, reqs, index, status);
     double t1 = now();
@@ -392,8 +397,7 @@ int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status) {
 
 int MPI_Waitsome(int incount, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]) {
     MPI_Request kept[WAIT_BATCH];
-    int n = incount < WAIT_BATCH ? incount : WAIT_BATCH;
-    memcpy(kept, reqs, sizeof(MPI_Request) * (n > 0 ? n : 0));
+    int n = keep(kept, reqs, incount);
     double t0 = now();
     int rc = PMPI_Waitsome(incount, reqs, outcount, indices, statuses);
     double t1 = now();
@@ -436,8 +440,7 @@ int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status) {
 
 int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status statuses[]) {
     MPI_Request kept[WAIT_BATCH];
-    int n = count < WAIT_BATCH ? count : WAIT_BATCH;
-    memcpy(kept, reqs, sizeof(MPI_Request) * (n > 0 ? n : 0));
+    int n = keep(kept, reqs, count);
     double t0 = now();
     int rc = PMPI_Testall(count, reqs, flag, statuses);
     double t1 = now();
