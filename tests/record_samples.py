@@ -198,7 +198,7 @@ SAMPLES = {
                                         "jobs": [{"submit": 0.0, "start": 1.0}]}
                                  for mode in ("separate", "federated")}},
     "bench.apps": {"nodes": 3, "repeat": 3, "load": {"start": 1.5, "end": 1.7, "cores": 2},
-                   "rows": [{"federation": "icm-task", "program": "jacobi2d", "placement": "W2G1", "profiled_at": "W3",
+                   "rows": [{"federation": "icm-task", "federation_file": "icm-task.toml", "program": "jacobi2d", "placement": "W2G1", "profiled_at": "W3",
                              "profiles": ["profiles/app.profile-1.json"],
                              "profile": "profiles/app.profile-1.json", "profile_s": 1.0, "profile_runs_s": [1.0, 1.1, 0.9], "measured_s": 1.5,
                              "measured_runs_s": [1.5, 1.4, 1.6], "predicted_s": 1.45, "interval_s": [1.3, 1.6],

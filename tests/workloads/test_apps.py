@@ -38,3 +38,11 @@ def test_a_stencil_profiled_at_one_site_is_run_predicted_and_rehearsed_across_it
         assert row["rehearsal_s"] >= SWEEPS * RTT_MS / 2e3 * 0.9
         assert row["interval_s"][0] <= row["predicted_s"] <= row["interval_s"][1]
     assert "median |error|" in res.stdout and "jacobi2d" in res.stdout
+
+    # predicted again from the kept profiles (a model change's check): nothing runs, the same rows
+    res = run_geofed("bench", "apps", "--again", str(path), "--out", str(tmp_path / "again"))
+    assert res.returncode == 0, res.stderr
+    (again,) = (tmp_path / "again").glob("bench.apps-*.json")
+    rows = records.read(again).data.rows
+    assert [(r["measured_s"], r["rehearsal_s"]) for r in rows] == [(r["measured_s"], r["rehearsal_s"]) for r in d.rows]
+    assert [r["predicted_s"] for r in rows] == pytest.approx([r["predicted_s"] for r in d.rows])

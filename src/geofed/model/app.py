@@ -11,7 +11,8 @@ as it did) ends no earlier than its message arrives: sent when its sender made t
 call, plus what `network.crossing_s` adds where the two ranks sit at different sites
 (the link's extra latency, a round trip per full send buffer, the excess of
 serialising at the link's rate, shared by the messages of the same pattern that
-cross the same way: contention). A collective over every rank starts when the last
+cross the same way: contention; over TCP, a connection's message larger than any it
+carried before pays slow start's round trips to open its window). A collective over every rank starts when the last
 rank enters it and runs its algorithm's rounds (MPICH's: `mpi.allreduce_rounds`,
 binomial trees, dissemination, pairwise exchange), a message of a round leaving when
 its sender is there, the round's crossing messages sharing the link. The iteration

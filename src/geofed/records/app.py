@@ -87,7 +87,7 @@ class BenchApps:
     Attributes:
         nodes: nodes of every run, one rank each
         repeat: rounds of one profile and one run per placement
-        rows: per federation, program and placement across sites: profiled_at, profiles (every round's app.profile,
+        rows: per federation (and its federation_file), program and placement across sites: profiled_at, profiles (every round's app.profile,
             kept), profile (the one of the median total, rehearsed), profile_s (its total: the median of
             profile_runs_s), measured_s (median of measured_runs_s, MPI_Init to MPI_Finalize
             of the slowest rank), predicted_s (median of every round's profile's prediction), interval_s (spanning every

@@ -217,7 +217,7 @@ def again(path: str) -> dict:
     if rec.kind != "bench.apps":
         raise UserError(f"{path}: a {rec.kind} record, not bench.apps")
     d = rec.data
-    rows = [predicted(federation.load(r["federation"]), r) for r in d.rows]
+    rows = [predicted(federation.load(r["federation_file"]), r) for r in d.rows]
     return {"nodes": d.nodes, "repeat": d.repeat, "rows": rows, "load": d.load, "summary": summary(rows)}
 
 
@@ -237,7 +237,7 @@ def run(params: AppsParams, progress) -> dict:
             for name, program in programs(names, work, params.nodes).items():
                 progress(f"{fed.name} {name}: profile at {one}, run at {', '.join(across)}, {params.repeat} rounds: "
                          f"{shlex.join(program[-3:])}")
-                rows += [{"federation": fed.name, "program": name} | r
+                rows += [{"federation": fed.name, "federation_file": str(fed.path), "program": name} | r
                          for r in measure(copy, program, one, across, params.repeat, work, kept, progress)]
     return {"nodes": params.nodes, "repeat": params.repeat, "rows": rows,
             "load": {"start": started, "end": load_now(), "cores": os.cpu_count()}, "summary": summary(rows)}
