@@ -2,7 +2,6 @@
 write, profiled at one site, run, predicted and rehearsed across the link."""
 
 import os
-from pathlib import Path
 
 import pytest
 
