@@ -4,6 +4,7 @@ from geofed import federation
 from geofed.errors import UserError
 from geofed.federation import bdp_bytes, fibre_one_way_ms
 
+LINK = '[[link]]\nsites = ["W", "G"]\nfibre_km = 1\nbandwidth_gbps = 1\n'
 BASE = """
 name = "t"
 [[site]]
@@ -134,6 +135,8 @@ ERRORS = [
      "link[0].extender: unknown extender 'longbow-1km' (known: longbow-10km, longbow-40km, ibex-g40)"),
     (BASE + CREDIT_LINK + 'extender = "ibex-g40"\nloss = 0.001\n', "link[0].loss: a credit link is lossless"),
     (BASE + CREDIT_LINK + 'extender = "ibex-g40"\n[link.back]\nloss = 0.001\n', "link[0].back.loss: a credit link"),
+    (BASE + LINK + '[scheduler]\nmax_span_slowdown_percent = -5\n', "scheduler.max_span_slowdown_percent: must be at least 0"),
+    (BASE + LINK + '[scheduler]\nmax_slowdown = 5\n', "scheduler.max_slowdown: unknown key"),
 ]
 
 
@@ -158,6 +161,12 @@ def test_an_asymmetric_link_has_a_way_back_and_a_round_trip_of_both(write_fed, t
     assert copy.way("G").bandwidth_gbps == 0.25 and copy.way("G").propagation_ms == 1.5
     symmetric = federation.load(federation.derive(fed, tmp_path, "t-rtt", rtt_ms=4)).links[0]
     assert symmetric.way("G").propagation_ms == symmetric.propagation_ms == 2.0
+
+
+def test_the_scheduler_lets_a_job_span_below_ten_percent_unless_the_file_says(write_fed):
+    assert federation.load(write_fed(BASE + LINK)).max_span_slowdown == 0.10
+    fed = federation.load(write_fed(BASE + LINK + '[scheduler]\nmax_span_slowdown_percent = 25\n'))
+    assert fed.max_span_slowdown == 0.25
 
 
 @pytest.mark.parametrize("text,message", ERRORS)

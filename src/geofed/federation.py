@@ -305,6 +305,8 @@ class Federation:
     cpu_per_core: float  # host cores that emulate one core of speed 1.0 on the testbed
     scale: dict = field(default_factory=dict)
     directory: AdminDirectory | None = None  # set when at least one site declares a directory
+    # [scheduler]: a job spans sites only when its predicted slowdown across the link is below this
+    max_span_slowdown: float = 0.10
 
     def site(self, code: str) -> Site:
         for s in self.sites:
@@ -568,7 +570,7 @@ class _Parser:
 
     def federation(self, doc: dict) -> Federation:
         self.keys(doc, "", {"name", "description", "source", "storage", "local", "scale", "testbed", "site", "link",
-                            "directory"})
+                            "directory", "scheduler"})
         name = self.string(doc, "name", "")
         if not NAME_RE.match(name):
             raise self.fail("name", f"must be 1-32 lowercase letters, digits or '-', got {name!r}")
@@ -583,6 +585,13 @@ class _Parser:
             raise self.fail("testbed", "must be a table")
         self.keys(testbed, "testbed", {"cpu_per_core"})
         cpu_per_core = float(self.number(testbed, "cpu_per_core", "testbed", default=1.0, positive=True))
+
+        scheduler = doc.get("scheduler", {})
+        if not isinstance(scheduler, dict):
+            raise self.fail("scheduler", "must be a table")
+        self.keys(scheduler, "scheduler", {"max_span_slowdown_percent"})
+        max_span_slowdown = float(self.number(scheduler, "max_span_slowdown_percent", "scheduler", default=10.0,
+                                              minimum=0)) / 100
 
         scale = doc.get("scale", {})
         if not isinstance(scale, dict):
@@ -625,6 +634,7 @@ class _Parser:
             cpu_per_core=cpu_per_core,
             scale=dict(scale),
             directory=directory,
+            max_span_slowdown=max_span_slowdown,
         )
         for s in sites[1:]:
             try:

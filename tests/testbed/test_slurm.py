@@ -248,6 +248,61 @@ def test_submit_refuses_an_output_the_user_cannot_write(cluster, tmp_path):
     assert res.returncode == 2 and f"cannot write to {tmp_path}" in res.stderr, res.stderr
 
 
+def synthetic_profile(directory: Path, compute_s: float, iterations: int = 10) -> Path:
+    """An app.profile of two ranks at site A, one per node, that compute `compute_s` and then
+    exchange 8 bytes with each other, `iterations` times: across the link each exchange waits
+    one way of the round trip, so the slowdown is about RTT / 2 / compute_s."""
+    from geofed import records
+    ranks = [{"rank": r, "host": "vm", "node": f"A{r + 1}", "total_s": iterations * compute_s,
+              "compute_s": iterations * compute_s, "comm_s": iterations * 1e-5, "calls": iterations, "prefix": [],
+              "iteration": [0], "iterations": iterations, "suffix": [],
+              "patterns": [{"kind": "sendrecv", "peer": 1 - r, "source": 1 - r, "bytes": 8, "size": 0,
+                            "count": iterations, "inside_s": iterations * 1e-5, "mean_s": 1e-5, "sd_s": 1e-6,
+                            "min_s": 1e-5, "max_s": 1e-5, "gap_s": iterations * compute_s, "overlap_s": 0.0,
+                            "overlapped": 0}]} for r in range(2)]
+    rec = records.make("app.profile", {"program": ["exchange"], "placement": "A2", "site": "A", "ranks_per_node": 1,
+                                       "total_s": iterations * compute_s, "ranks": ranks, "untracked_calls": 0})
+    return records.save(rec, directory)
+
+
+@pytest.mark.parametrize("slowdown, spans", [(5, True), (50, False)])
+def test_submit_with_a_profile_spans_only_below_the_federations_threshold(cluster, tmp_path, slowdown, spans):
+    """The link's round trip is 9 ms: an exchange after every 90 ms of compute is slowed by about
+    5 %, after every 9 ms by about 50 %; the federation's threshold is the default, 10 %."""
+    from conftest import run_geofed
+    from geofed import records
+    profile = synthetic_profile(tmp_path, compute_s=cluster.rtt_ms("A", "B") / 2e3 / (slowdown / 100))
+    res = run_geofed("submit", "-f", str(cluster.path), "-p", "A1B1", "--profile", str(profile),
+                     "--out", str(tmp_path / "rec"), "--", os.path.join(os.path.dirname(GEOFED), "python"), "-c",
+                     "from geofed import runtime; print(runtime.node(), runtime.site())")
+    job, out = submitted(res)
+    (rec,) = records.load_dir(tmp_path / "rec")
+    d = rec.data
+    assert d.spans is spans and d.job == job and d.max_span_slowdown_percent == 10
+    assert slowdown * 0.7 < d.slowdown_percent < slowdown * 1.3, d.slowdown_percent
+    # The decision and its reason are the job's comment in Slurm, as the record has it.
+    shown = client(cluster, "squeue", "-h", "-j", job, "-o", "%k").stdout.strip()
+    assert shown in ("", d.comment[:len(shown)]) and d.comment.startswith(f"geofed: {'span' if spans else 'one site'},")
+    wait_done(cluster, job)
+    where = ran_on(out.read_text())
+    if spans:
+        assert (d.placement, where) == ("A1B1", [("A1", "A"), ("B1", "B")]), res.stderr
+    else:
+        # only A has two nodes: kept there
+        assert (d.placement, d.constraint, where) == ("*2", "site_A", [("A1", "A"), ("A2", "A")]), res.stderr
+
+
+def test_the_rule_keeps_a_span_predicted_too_slow_at_one_site(cluster):
+    """However the job is submitted: the rule reads geofed's prediction in its comment."""
+    comment = "geofed: span, predicted slowdown 50.00 % < 10 % on A1B1"
+    res = client(cluster, "srun", "-N", "2", "-C", "[site_A*1&site_B*1]", f"--comment={comment}", *TASKS)
+    assert res.returncode == 0 and ran_on(res.stdout) == [("A1", "A"), ("A2", "A")], res.stderr
+    assert "kept at one site" in res.stderr
+    res = client(cluster, "srun", "-N", "2", "-C", "[site_A*1&site_B*1]",
+                 "--comment=geofed: span, predicted slowdown 9.99 % < 10 % on A1B1", *TASKS)
+    assert res.returncode == 0 and ran_on(res.stdout) == [("A1", "A"), ("B1", "B")], res.stderr
+
+
 def small(tmp_path, tag: str):
     """A 2+1 node federation of its own for a test that breaks things."""
     path = tmp_path / "fed.toml"

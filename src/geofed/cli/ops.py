@@ -196,39 +196,80 @@ def cmd_submit(args) -> int:
     program = command_argv(args.program, "submit", "geofed submit -p W2 -- python app.py")
     spans = len(placement.sites()) > 1
     note = advice(fed, placement, args.comm_gb)
-    if spans and not args.span:
+    if args.profile and args.span:
+        raise UserError("submit: --profile decides whether the job spans sites; drop --span")
+    if spans and not args.span and not args.profile:
         raise UserError(f"submit: placement {placement.code} spans sites {', '.join(placement.sites())}; jobs stay "
-                        f"at one site unless you pass --span ({note.removeprefix('advice: ')})")
-    print(note, file=sys.stderr)
+                        f"at one site unless you pass --span or a --profile predicted to span well "
+                        f"({note.removeprefix('advice: ')})")
+    decision = span_decision(fed, placement, args.profile) if args.profile else None
+    print(decision.comment if decision else note, file=sys.stderr)
+    kept = spans and decision is not None and not decision.spans
     geofed = shutil.which("geofed") or os.path.realpath(sys.argv[0])
-    run = [geofed, "run", "-f", str(fed.path), "-p", placement.code, "-n", str(args.ranks_per_node)] + \
-        (["--no-cpu-limit"] if args.no_cpu_limit else []) + ["--"] + program
     testbed = "SLURM_CONF" not in os.environ and slurm.status(fed)
     if testbed:
         # The testbed's own Slurm, as its user: in a Slurm federation, the placement's site's cluster.
         plan, cluster = slurm.require_up(fed, placement.sites()[0])
-        if spans and cluster.name != slurm.federated(fed).name:
+        if spans and not kept and cluster.name != slurm.federated(fed).name:
             raise UserError(f"submit: testbed {fed.name} runs Slurm's federation, whose jobs never span clusters; "
                             f"placement {placement.code} spans sites {', '.join(placement.sites())}")
         output = args.output or str(slurm.home(plan, cluster) / "geofed-job-%j.out")
         slurm.require_user_reaches(plan, cluster, read=[str(fed.path)], write=[os.path.dirname(output)])
         submitter = slurm.user(fed.name, cluster)
+        sites = cluster.sites()
     else:
         output = os.path.abspath(args.output or "geofed-job-%j.out")
         submitter = getpass.getuser()
+        sites = [s.code for s in fed.sites]
+    if kept:
+        # Kept at one site, whichever can hold it (Slurm's matching OR): the job learns its site from the
+        # TaskProlog's GEOFED_SITE and runs its nodes there.
+        constraint, code = one_site_constraint(fed, sites, placement.node_count), f"*{placement.node_count}"
+        where = f'"${{GEOFED_SITE}}{placement.node_count}"'
+    else:
+        constraint, code = slurm_constraint(placement), placement.code
+        where = shlex.quote(placement.code)
+    run = shlex.join([geofed, "run", "-f", str(fed.path), "-p"]) + " " + where + " " + \
+        shlex.join(["-n", str(args.ranks_per_node)] + (["--no-cpu-limit"] if args.no_cpu_limit else []) + ["--"]
+                   + program)
     name = f"geofed-{placement.code}"
+    comment = decision.comment if decision else \
+        f"geofed: {'span, asked with --span' if spans else 'one site'} on {placement.code}"
     sbatch = ["sbatch", "--parsable", f"--nodes={placement.node_count}", f"--ntasks-per-node={args.ranks_per_node}",
-              f"--constraint={slurm_constraint(placement)}", f"--job-name={name}", f"--output={output}"]
+              f"--constraint={constraint}", f"--job-name={name}", f"--output={output}", f"--comment={comment}"]
     argv, env = (slurm.client_argv(plan, cluster, sbatch), slurm.client_env(plan, cluster)) if testbed else (sbatch, {})
     # The script on sbatch's stdin: the submitting user need not reach a file of ours.
-    script = "#!/bin/sh\n# written by geofed submit\nexec " + shlex.join(run) + "\n"
+    script = "#!/bin/sh\n# written by geofed submit\nexec " + run + "\n"
     res = subprocess.run(argv, env={**os.environ, **env}, input=script, capture_output=True, text=True)
     if res.returncode != 0:
         raise UserError(f"submit: sbatch refused the job: {res.stderr.strip().splitlines()[-1] if res.stderr.strip() else res.returncode}")
     job_id = res.stdout.strip().split(";")[0]
-    print(f"submitted job {job_id}: {placement.code} ({slurm_constraint(placement)}), output "
-          f"{slurm.output_name(output, job_id, name, submitter)}")
+    rec = records.make("ops.submit", {
+        "job": job_id, "asked": placement.code, "placement": code, "constraint": constraint, "comment": comment,
+        "spans": spans and not kept, "profile": os.path.abspath(args.profile) if args.profile else "",
+        "slowdown_percent": decision.slowdown_percent if decision else 0.0,
+        "max_span_slowdown_percent": fed.max_span_slowdown * 100,
+        "predicted_s": decision.predicted_s if decision else 0.0}, **records.federation_meta(fed))
+    # stdout is the one line scripts read the job's id and output file from
+    print(f"record: {records.save(rec, args.out)}", file=sys.stderr)
+    print(f"submitted job {job_id}: {code} ({constraint}), output {slurm.output_name(output, job_id, name, submitter)}")
     return 0
+
+
+def span_decision(fed, placement, profile: str):
+    """The app model's answer for a job of this profile on this placement (its decision and reason)."""
+    from geofed.model import app, calibration
+    cal = calibration.found_or_empty(str(fed.path), fed)
+    return app.span_decision(fed, cal, placement.code, placement.nodes(fed), profile)
+
+
+def one_site_constraint(fed, sites: list[str], nodes: int) -> str:
+    """Slurm's matching OR of the sites that have `nodes` nodes: the job runs at one of them."""
+    able = [s for s in sites if fed.site(s).nodes >= nodes]
+    if not able:
+        raise UserError(f"submit: the job is kept at one site, but no site of {fed.name} has {nodes} nodes "
+                        f"({', '.join(f'{s} {fed.site(s).nodes}' for s in sites)})")
+    return "[" + "|".join(slurm.feature(s) for s in able) + "]" if len(able) > 1 else slurm.feature(able[0])
 
 
 def cmd_ssh_up(args) -> int:
@@ -437,10 +478,15 @@ def submit_args(p: argparse.ArgumentParser) -> None:
     options.placement(p)
     options.ranks_per_node(p)
     p.add_argument("--span", action="store_true", help="allow a placement across sites")
+    p.add_argument("--profile", help="an app.profile of the program (`geofed profile`): a placement across sites "
+                                     "spans only when the link is predicted to slow it by less than the federation's "
+                                     "[scheduler] max_span_slowdown_percent (default 10), else the job is kept at "
+                                     "one site")
     p.add_argument("--comm-gb", type=positive_float, help="data the ranks exchange over the run, for the advice")
     p.add_argument("--no-cpu-limit", action="store_true", help="passed on to geofed run")
     p.add_argument("--output", help="the job's output file, a pattern of sbatch's (default geofed-job-%%j.out, on the "
                                     "testbed in the home of the user jobs run as)")
+    options.out(p, "geofed-out/submit", "the ops.submit record (the decision and its reason)")
     options.command_after_dashes(p)
 
 

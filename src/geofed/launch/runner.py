@@ -338,10 +338,10 @@ def started(job: launch.Job, log: Path, *, hostfile: str | None = None, echo: bo
 
 
 def run(job: launch.Job, *, what: str, hostfile: str | None = None, timeout: float | None = None,
-        echo: bool = False) -> str:
-    """Run `job` to its end; its output. A failure or timeout raises JobFailed (log kept)."""
+        echo: bool = False, cwd: str | Path | None = None) -> str:
+    """Run `job` to its end (in `cwd`); its output. A failure or timeout raises JobFailed (log kept)."""
     with tempfile.TemporaryDirectory(prefix="geofed-job-") as tmp, \
-            started(job, Path(tmp) / "job.log", hostfile=hostfile, echo=echo) as running:
+            started(job, Path(tmp) / "job.log", hostfile=hostfile, echo=echo, cwd=cwd) as running:
         rc = running.wait(timeout)
         if rc != 0:
             raise running.failure(what, rc, timeout)

@@ -11,11 +11,12 @@ as it did) ends no earlier than its message arrives: sent when its sender made t
 call, plus what `network.crossing_s` adds where the two ranks sit at different sites
 (the link's extra latency, a round trip per full send buffer, the excess of
 serialising at the link's rate, shared by the messages of the same pattern that
-cross the same way: contention). A collective over every rank starts when the last
+cross the same way: contention; over TCP, a connection's message larger than any it
+carried before pays slow start's round trips to open its window). A collective over every rank starts when the last
 rank enters it and runs its algorithm's rounds (MPICH's: `mpi.allreduce_rounds`,
 binomial trees, dissemination, pairwise exchange), a message of a round leaving when
 its sender is there, the round's crossing messages sharing the link. The iteration
-is simulated SIMULATED times, the rest extrapolated from the last. What the
+is simulated SIMULATED times, the rest extrapolated from the second half of them. What the
 simulation does not explain at the profiled site (the calls' spread, noise) is kept
 as measured. Parts: compute (the slowest rank's), inside-site communication (the
 simulation without the link), the link's latency and bandwidth (with latency only,
@@ -32,7 +33,7 @@ one-way crossing time, and the host CPU its link emulator takes from computing r
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -41,14 +42,16 @@ from geofed.errors import UserError
 from geofed.model import Model, Prediction, prediction
 from geofed.model.calibration import Calibration
 from geofed.model.mpi import allreduce_rounds
-from geofed.model.network import crossing_s
+from geofed.model.network import crossing_s, route, slow_start_rounds
 from geofed.records.app import AppParams
 
 RECEIVES = ("recv", "irecv", "sendrecv")
 SENDS = ("send", "isend")
 WAITS = ("wait", "waitall", "waitany", "waitsome")
 Z_95 = 1.96
-SIMULATED = 3  # iterations simulated before the rest is extrapolated from the last
+# iterations simulated before the rest is extrapolated from the second half of them: the
+# first absorb the ranks' different starts (a late rank's skew takes several to settle)
+SIMULATED = 30
 LINK = {"latency": 1.0, "bandwidth": 1.0}
 LATENCY_ONLY = {"latency": 1.0, "bandwidth": 0.0}
 NO_LINK = {"latency": 0.0, "bandwidth": 0.0}
@@ -143,8 +146,21 @@ class Replay:
         a, b = self.site[src], self.site[dst]
         if a == b:
             return 0.0, 0.0
-        lat, bw = self.crossing(a, b, p["bytes"], self.flows.get((p["kind"], p["bytes"], a, b), 1))
-        return lat * scale["latency"], bw * scale["bandwidth"]
+        flows = self.flows.get((p["kind"], p["bytes"], a, b), 1)
+        lat, bw = self.crossing(a, b, p["bytes"], flows)
+        return (lat + self.warm_up(src, dst, p["bytes"], flows)) * scale["latency"], bw * scale["bandwidth"]
+
+    def warm_up(self, src: int, dst: int, nbytes: float, flows: int) -> float:
+        """Over TCP, the round trips a connection across the link spends opening its window
+        to carry a message larger than any it carried before (slow start from 10
+        segments; testbed nodes keep an open window when idle, as the HPL model assumes)."""
+        if self.cal.transport != "tcp" or nbytes <= self.grown.get((src, dst), 0.0):
+            return 0.0
+        r = route(self.fed, self.site[src], self.site[dst], self.cal)
+        bdp = (r.share_Bps(flows) or 0.0) * r.rtt_s
+        rounds = slow_start_rounds(nbytes, bdp) - slow_start_rounds(self.grown.get((src, dst), 0.0), bdp)
+        self.grown[(src, dst)] = nbytes
+        return rounds * r.rtt_s
 
     def collective_exit(self, p: dict, entry: list[float], scale: dict) -> list[float]:
         """Every rank's time out of a collective entered at `entry`: its algorithm's rounds,
@@ -159,8 +175,9 @@ class Replay:
             for x, y in pairs:
                 extra = 0.0
                 if self.site[x] != self.site[y]:
-                    lat, bw = self.crossing(self.site[x], self.site[y], nbytes, ways[(self.site[x], self.site[y])])
-                    extra = lat * scale["latency"] + bw * scale["bandwidth"]
+                    flows = ways[(self.site[x], self.site[y])]
+                    lat, bw = self.crossing(self.site[x], self.site[y], nbytes, flows)
+                    extra = (lat + self.warm_up(x, y, nbytes, flows)) * scale["latency"] + bw * scale["bandwidth"]
                 after[y] = max(after[y], t[x] + extra)
             t = after
         return t
@@ -168,9 +185,10 @@ class Replay:
     def simulate(self, scale: dict, speeds: dict[str, float]) -> list[float]:
         """Every rank's time from MPI_Init to MPI_Finalize: its calls in order, each at its
         lowest measured cost, a receive no earlier than its message's arrival, a collective
-        by its rounds. The iteration is simulated SIMULATED times and extrapolated."""
+        by its rounds. The iteration is simulated SIMULATED times and extrapolated from the second half."""
         data = self.prof.data
         n = self.ranks
+        self.grown: dict[tuple[int, int], float] = {}  # every connection starts cold
         k = [min(r["iterations"], SIMULATED) for r in data.ranks]
         seqs = [r["prefix"] + r["iteration"] * k[i] + r["suffix"] for i, r in enumerate(data.ranks)]
         ends = [[len(r["prefix"]) + len(r["iteration"]) * j for j in range(k[i] + 1)] for i, r in enumerate(data.ranks)]
@@ -267,7 +285,8 @@ class Replay:
                     advance(r)
         out = []
         for r, rank in enumerate(data.ranks):
-            per_iteration = marks[r][k[r]] - marks[r][k[r] - 1] if k[r] else 0.0
+            half = k[r] // 2
+            per_iteration = (marks[r][k[r]] - marks[r][half]) / (k[r] - half) if k[r] else 0.0
             tail = rank["compute_s"] - sum(p["gap_s"] for p in rank["patterns"])
             out.append(clock[r] + (rank["iterations"] - k[r]) * per_iteration + tail * speeds[r])
         return out
@@ -321,3 +340,29 @@ class App(Model, name="app", measured_unit="s", Params=AppParams, needs_calibrat
 
 
 MODELS = (App(),)
+
+
+@dataclass(frozen=True)
+class SpanDecision:
+    """Whether a job whose profile is `profile` may span the sites of `placement` (`geofed submit --profile`)."""
+
+    spans: bool
+    slowdown_percent: float  # what the link adds to the run on the placement, over the rest of it
+    predicted_s: float
+    comment: str  # the job's comment: the decision and its reason, which the job_submit rule reads
+
+
+def span_decision(fed, cal, placement: str, nodes, profile: str) -> SpanDecision:
+    """The federation's scheduling rule for a placement across sites: span when the link is
+    predicted to slow the run by less than [scheduler] max_span_slowdown_percent, else keep
+    the job at one site. The slowdown is rounded as the comment writes it, so the job_submit
+    rule, which reads the comment, decides the same."""
+    pred = MODELS[0].predict(fed, cal, placement, nodes, AppParams(profile=profile))
+    link = pred.parts["link_comm"]
+    slowdown = round(100 * link / max(pred.total_s - link, 1e-12), 2)
+    limit = fed.max_span_slowdown * 100
+    spans = slowdown < limit
+    comment = (f"geofed: {'span' if spans else 'one site'}, predicted slowdown {slowdown:.2f} % "
+               f"{'<' if spans else '>='} {limit:g} % on {placement} ({pred.total_s:.4g} s predicted, "
+               f"{link:.4g} s of it on the link; profile {Path(profile).name})")
+    return SpanDecision(spans, slowdown, pred.total_s, comment)

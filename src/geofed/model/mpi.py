@@ -31,26 +31,37 @@ def pair_sites(fed, nodes) -> tuple[str, str]:
 
 
 def allreduce_rounds(p: int, size: float) -> list[tuple[list[tuple[int, int]], float]]:
-    """MPICH's allreduce of `size` bytes over `p` ranks as rounds of (pairs of ranks, bytes)."""
+    """MPICH's allreduce of `size` bytes over `p` ranks as rounds of (pairs of ranks, bytes).
+
+    Beyond a power of two (MPIR_Allreduce_intra_recursive_doubling and its
+    reduce-scatter/allgather twin): the first 2 x rem ranks pair up, each even one
+    folding into the odd one after it, which takes part in the power-of-two rounds as
+    rank i // 2 (the others as rank - rem) and hands the result back at the end."""
     pof2 = 1 << (p.bit_length() - 1)
+    rem = p - pof2
+
+    def real(r: int) -> int:  # a rank of the power-of-two rounds as a rank of the communicator
+        return 2 * r + 1 if r < rem else r + rem
+
+    def pairs(mask: int) -> list[tuple[int, int]]:
+        return [(real(r), real(r ^ mask)) for r in range(pof2)]
     rounds: list[tuple[list[tuple[int, int]], float]] = []
-    extra = [(pof2 + i, i) for i in range(p - pof2)]  # ranks beyond a power of two fold in first
-    if extra:
-        rounds.append((extra, size))
+    if rem:
+        rounds.append(([(2 * i, 2 * i + 1) for i in range(rem)], size))
     if size <= SHORT_ALLREDUCE_BYTES or pof2 == 1:
         mask = 1
         while mask < pof2:
-            rounds.append(([(r, r ^ mask) for r in range(pof2)], size))
+            rounds.append((pairs(mask), size))
             mask <<= 1
     else:
         halving, mask, half = [], pof2 >> 1, size
         while mask >= 1:
             half /= 2
-            halving.append(([(r, r ^ mask) for r in range(pof2)], half))
+            halving.append((pairs(mask), half))
             mask >>= 1
         rounds += halving + halving[::-1]
-    if extra:
-        rounds.append(([(i, pof2 + i) for i in range(p - pof2)], size))
+    if rem:
+        rounds.append(([(2 * i + 1, 2 * i) for i in range(rem)], size))
     return rounds
 
 

@@ -78,3 +78,33 @@ class AppRehearsal:
     def sanity(self) -> Sanity:
         """every rank replayed its calls to the end."""
         return Sanity(self.calls > 0 and len(self.rank_s) > 0, f"{self.calls} calls replayed")
+
+
+@kind("bench.apps")
+class BenchApps:
+    """`geofed bench apps`: programs profiled at one site, predicted by the app model, run and rehearsed across sites.
+
+    Attributes:
+        nodes: nodes of every run, one rank each
+        repeat: rounds of one profile and one run per placement
+        rows: per federation (and its federation_file), program and placement across sites: profiled_at, profiles (every round's app.profile,
+            kept), profile (the one of the median total, rehearsed), profile_s (its total: the median of
+            profile_runs_s), measured_s (median of measured_runs_s, MPI_Init to MPI_Finalize
+            of the slowest rank), predicted_s (median of every round's profile's prediction), interval_s (spanning every
+            round's), parts (the median profile's), error (predicted over measured, less 1),
+            covered (the interval holds the measured time), rehearsal_s, rehearsal_error, load (the host's
+            1-minute load average during the rounds), crossing_us (the host's one-way crossing cost measured in
+            the rounds, the calibration's)
+        load: the host's 1-minute load average at the start and end, and its cores
+        summary: rows, median_abs_error, max_abs_error, covered (share of rows), rehearsal_max_abs_error
+    """
+    nodes: int
+    repeat: int
+    rows: list
+    load: dict
+    summary: dict
+
+    def sanity(self) -> Sanity:
+        """every row was profiled, run, predicted and rehearsed."""
+        return Sanity(bool(self.rows) and all(r["measured_s"] > 0 and r["rehearsal_s"] > 0 for r in self.rows),
+                      f"{len(self.rows)} rows")

@@ -47,3 +47,31 @@ class BenchSchedule:
     sites: dict
     stream: list
     modes: dict
+
+
+@kind("ops.submit")
+class OpsSubmit:
+    """`geofed submit`: a job given to Slurm, where it may run and why.
+
+    Attributes:
+        job: Slurm's job id
+        asked: the placement asked for
+        placement: the placement the job runs (`*N`: N nodes at whichever one site Slurm gives it)
+        constraint: the job's --constraint
+        comment: the job's --comment: the decision and its reason
+        spans: whether the job may span sites
+        profile: the app.profile the decision was predicted from ("" without --profile)
+        slowdown_percent: predicted slowdown across the link on the asked placement (0 without a profile)
+        max_span_slowdown_percent: the federation's threshold ([scheduler] max_span_slowdown_percent)
+        predicted_s: predicted run time on the asked placement (0 without a profile)
+    """
+    job: str
+    asked: str
+    placement: str
+    constraint: str
+    comment: str
+    spans: bool
+    profile: str
+    slowdown_percent: float
+    max_span_slowdown_percent: float
+    predicted_s: float

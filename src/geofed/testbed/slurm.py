@@ -61,7 +61,11 @@ JOB_SUBMIT_LUA = r"""
 -- - one site named (by a site or node feature, or the node list): ANDed with that site;
 -- - several sites named otherwise: refused, saying how to ask;
 -- - a heterogeneous job: every component at the one site its first names.
+-- A span whose comment carries geofed's prediction ("geofed: span, predicted slowdown
+-- 4.80 % < 10 % ...", written by `geofed submit --profile`) is held to the federation's
+-- [scheduler] max_span_slowdown_percent: at or above it, the job is kept at one site.
 local sites = "{sites}"
+local max_span_slowdown = {max_span_slowdown}
 local site_of_node = { {site_of_node} }
 local NO_VAL = 4294967294
 local het_site = nil  -- the site of the heterogeneous job being submitted (components come in order)
@@ -127,7 +131,16 @@ local function confine(job_desc, f, nodes)
    local het = job_desc.het_job_offset ~= nil and job_desc.het_job_offset ~= NO_VAL
    if het and job_desc.het_job_offset == 0 then het_site = nil end
    if spans(f) then
-      if het then het_site = "*" end
+      local slowdown = tonumber(string.match(job_desc.comment or "", "^geofed:.-predicted slowdown ([%d%.]+) %%"))
+      if slowdown == nil or slowdown < max_span_slowdown or het then
+         if het then het_site = "*" end
+         return slurm.SUCCESS
+      end
+      job_desc.features = sites
+      job_desc.comment = job_desc.comment .. "; kept at one site by the rule: " .. slowdown .. " % >= " ..
+                         max_span_slowdown .. " %"
+      slurm.log_user("geofed: predicted slowdown %s %% across the link is not below %s %%: kept at one site",
+                     slowdown, max_span_slowdown)
       return slurm.SUCCESS
    end
    local count, first, list = named_sites(f, nodes)
@@ -286,7 +299,8 @@ def job_submit_lua(fed: Federation, cluster: Cluster) -> str:
     sites = sorted(cluster.sites(), key=lambda s: (-fed.site(s).speed, s))
     site_of_node = ", ".join(f'["{n.name}"] = "{n.site}"' for n in cluster.nodes)
     return JOB_SUBMIT_LUA.replace("{sites}", "[" + "|".join(feature(s) for s in sites) + "]") \
-        .replace("{ {site_of_node} }", "{ " + site_of_node + " }")
+        .replace("{ {site_of_node} }", "{ " + site_of_node + " }") \
+        .replace("{max_span_slowdown}", f"{fed.max_span_slowdown * 100:g}")
 
 
 def task_prolog(cluster: Cluster) -> str:

@@ -155,6 +155,45 @@ def test_a_c_program_with_nonblocking_calls(fed, tmp_path):
         assert len(rank["iteration"]) == 5 and rank["iterations"] == ITERATIONS
 
 
+# The ring's exchange, waited for by polling (MPI_Testall, sleeping between polls, as the
+# Gray-Scott simulation waits), then 5 ms of compute.
+POLLED = f"""
+import time
+import numpy as np
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+me, n = comm.Get_rank(), comm.Get_size()
+into, out = np.empty(512, np.uint8), np.zeros(512, np.uint8)
+for _ in range({ITERATIONS}):
+    reqs = [comm.Irecv(into, (me - 1) % n, 0), comm.Isend(out, (me + 1) % n, 0)]
+    while not MPI.Request.Testall(reqs):
+        time.sleep(0.0002)
+    end = time.perf_counter() + 0.005
+    while time.perf_counter() < end:
+        pass
+"""
+
+
+@needs_root
+@pytest.mark.root
+def test_polling_until_done_is_a_wait(fed, tmp_path):
+    """The polls of a Testall loop are one waitall of its requests, and the compute stays compute."""
+    (tmp_path / "polled.py").write_text(POLLED)
+    d = profile(fed, "A3", tmp_path / "profile", sys.executable, str(tmp_path / "polled.py")).data
+    for r, rank in enumerate(d.ranks):
+        assert patterns(rank) == {("irecv", (r - 1) % 3, -1, 512, 0, ITERATIONS),
+                                  ("isend", (r + 1) % 3, -1, 512, 0, ITERATIONS),
+                                  ("waitall", -1, -1, 0, 2, ITERATIONS)}
+        assert rank["iterations"] == ITERATIONS and len(rank["iteration"]) == 3
+        gaps = {p["kind"]: p["gap_s"] for p in rank["patterns"]}
+        assert gaps["irecv"] >= (ITERATIONS - 1) * 0.005  # the compute before the next exchange
+        # the polls are the wait: before it only the loop's own Python, less than the compute
+        assert gaps["waitall"] < gaps["irecv"]
+        waitall = next(p for p in rank["patterns"] if p["kind"] == "waitall")
+        assert waitall["overlapped"] == 0 and all(p["overlapped"] == ITERATIONS for p in rank["patterns"]
+                                                  if p["kind"] in ("irecv", "isend"))
+
+
 PICKLED = """
 from mpi4py import MPI
 comm = MPI.COMM_WORLD

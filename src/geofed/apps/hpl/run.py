@@ -21,15 +21,16 @@ from geofed.records.hpl import HplParams
 
 
 def run(fed: Federation, placement: Placement, params: HplParams, *, hostfile: str | None = None,
-        timeout: float | None = None, cpu_limit: bool = False) -> dict:
+        timeout: float | None = None, cpu_limit: bool = False, preload: list[str] = ()) -> dict:
     """The data of a `bench.hpl` record: every N's time, GFLOPS and residual check;
-    `params` checked for the placement (HplParams.on)."""
+    `params` checked for the placement (HplParams.on). `preload` (`env LD_PRELOAD=...`)
+    goes before the program (geofed's profiler, for its overhead)."""
     ranks_per_node = params.ranks_per_node
     xhpl = binary(mpi.program("geofed-xhpl"))
     what = f"hpl on {placement.code}"
     with runner.work_directory("hpl", hostfile) as tmp:
         Path(tmp, "hpccinf.txt").write_text(text(params))
-        job = launch.Job(fed, placement, ["env", "OPENBLAS_NUM_THREADS=1", xhpl], ranks_per_node,
+        job = launch.Job(fed, placement, [*preload, "env", "OPENBLAS_NUM_THREADS=1", xhpl], ranks_per_node,
                          cpu_limit=cpu_limit)
         with runner.started(job, Path(tmp) / "job.log", hostfile=hostfile, cwd=tmp) as running:
             rc = running.wait(timeout)

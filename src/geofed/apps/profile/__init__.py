@@ -119,20 +119,28 @@ def merge(directory: Path, ranks: int, nodes: list[str]) -> tuple[list[dict], in
 def profile(fed, placement, program: list[str], ranks_per_node: int, *, hostfile: str | None, timeout: float | None,
             cpu_limit: bool) -> dict:
     """Run `program` on `placement` (one site) under the library; the app.profile record's data."""
-    from geofed.launch import job as launch
-    from geofed.launch import runner
     sites = placement.sites()
     if len(sites) != 1:
         raise UserError(f"placement {placement.code}: a profile is taken at one site; {placement.code} spans "
                         f"{', '.join(sites)} (predict the spanning run with `geofed predict app`)")
+    return profiled(fed, placement, program, ranks_per_node, hostfile=hostfile, timeout=timeout, cpu_limit=cpu_limit)
+
+
+def profiled(fed, placement, program: list[str], ranks_per_node: int, *, hostfile: str | None = None,
+             timeout: float | None, cpu_limit: bool, cwd: str | Path | None = None, echo: bool = True) -> dict:
+    """`program` run on any placement under the library (in `cwd`): every rank's calls and its
+    time from MPI_Init to MPI_Finalize, the clock a profile and a measured run share."""
+    from geofed.launch import job as launch
+    from geofed.launch import runner
     with runner.work_directory("profile", hostfile) as tmp:
         job = launch.Job(fed, placement, preload(tmp) + program, ranks_per_node, cpu_limit=cpu_limit)
         runner.run(job, what=f"profile of {shlex.join(program)} on {placement.code}", hostfile=hostfile,
-                   timeout=timeout, echo=True)
+                   timeout=timeout, echo=echo, cwd=cwd)
         nodes = [n.name for n in job.nodes() for _ in range(ranks_per_node)]
         ranks, untracked = merge(tmp, job.ranks(), nodes)
-    return {"program": program, "placement": placement.code, "site": sites[0], "ranks_per_node": ranks_per_node,
-            "total_s": max(r["total_s"] for r in ranks), "ranks": ranks, "untracked_calls": untracked}
+    return {"program": program, "placement": placement.code, "site": placement.sites()[0],
+            "ranks_per_node": ranks_per_node, "total_s": max(r["total_s"] for r in ranks), "ranks": ranks,
+            "untracked_calls": untracked}
 
 
 def describe(p: dict) -> str:

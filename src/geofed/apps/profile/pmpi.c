@@ -127,6 +127,28 @@ static int pattern_of(int kind, int peer, int source, long long bytes, int size)
     return -1;
 }
 
+/* A program that polls waits as a blocking call would: MPI_Test or MPI_Testall until its
+ * requests are done (as the Gray-Scott simulation does, to sleep while it waits), or
+ * MPI_Iprobe until a message is there and then MPI_Recv (as HPL's panel broadcasts do).
+ * The polls that find nothing, and what runs between them when it is short (a sleep, the
+ * loop itself), are one wait from the first poll: the test that completes is counted as
+ * a wait (waitall) over that time, the receive after a probe as starting at its first
+ * poll. A longer stretch between two polls is compute: the wait starts again at the next
+ * poll; another call ends it. */
+#define POLL_GAP_S 1e-3
+static double poll_start = -1, poll_last = -1;
+
+static double polled(double t0, double t1) {
+    if (poll_start < 0 || t0 - poll_last > POLL_GAP_S) poll_start = t0;
+    poll_last = t1;
+    return poll_start;
+}
+
+/* When a receive that begins at t0 began waiting: at the polls just before it, if any. */
+static double waited_since(double t0) {
+    return poll_start >= 0 && t0 - poll_last <= POLL_GAP_S ? poll_start : t0;
+}
+
 /* Count one call that ran from t0 to t1; its pattern's index, or -1. */
 static int record(int kind, int peer, int source, long long bytes, int size, double t0, double t1) {
     if (!active) return -1;
@@ -144,6 +166,7 @@ static int record(int kind, int peer, int source, long long bytes, int size, dou
     if (inside > p->inside_max) p->inside_max = inside;
     p->gap_s += t0 - t_last_end;
     t_last_end = t1;
+    poll_start = -1;  /* a poll after another call starts a wait of its own */
     if (calls < ORDER) order[calls] = (uint16_t)i;
     calls++;
     return i;
@@ -265,7 +288,7 @@ int MPI_Recv##SUF(void *buf, COUNT count, MPI_Datatype type, int source, int tag
     PMPI_Get_count(status, MPI_BYTE, &got);                                                             \
     int from = source == MPI_ANY_SOURCE ? status->MPI_SOURCE : source;                                  \
     record(K_RECV, world_of(comm, from), -1, got == MPI_UNDEFINED ? type_bytes(count, type) : got, 0,   \
-           t0, t1);                                                                                     \
+           waited_since(t0), t1);                                                                       \
     return rc;                                                                                          \
 }
 
@@ -307,7 +330,7 @@ int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Sta
 int MPI_Mrecv##SUF(void *buf, COUNT count, MPI_Datatype type, MPI_Message *message, MPI_Status *status) { \
     MPI_Status own;                                                                                     \
     if (status == MPI_STATUS_IGNORE) status = &own;                                                     \
-    double t0 = probe_start >= 0 ? probe_start : now();                                                 \
+    double t0 = probe_start >= 0 ? probe_start : waited_since(now());                                   \
     probe_start = -1;                                                                                   \
     int rc = PMPI_Mrecv##SUF(buf, count, type, message, status);                                        \
     double t1 = now();                                                                                  \
@@ -336,6 +359,13 @@ MRECV(_c, MPI_Count)
 
 /* ------------------------------------------------------------ waits */
 
+/* The first WAIT_BATCH requests of a call, kept to match them to their posts once it returns. */
+static int keep(MPI_Request kept[], const MPI_Request reqs[], int count) {
+    int n = count < WAIT_BATCH ? count : WAIT_BATCH;
+    memcpy(kept, reqs, sizeof(MPI_Request) * (n > 0 ? n : 0));
+    return n;
+}
+
 int MPI_Wait(MPI_Request *req, MPI_Status *status) {
     MPI_Request r = *req;
     double t0 = now();
@@ -348,8 +378,7 @@ int MPI_Wait(MPI_Request *req, MPI_Status *status) {
 
 int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[]) {
     MPI_Request kept[WAIT_BATCH];
-    int n = count < WAIT_BATCH ? count : WAIT_BATCH;
-    memcpy(kept, reqs, sizeof(MPI_Request) * (n > 0 ? n : 0));
+    int n = keep(kept, reqs, count);
     double t0 = now();
     int rc = PMPI_Waitall(count, reqs, statuses);
     double t1 = now();
@@ -360,8 +389,7 @@ int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[]) {
 
 int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status) {
     MPI_Request kept[WAIT_BATCH];
-    int n = count < WAIT_BATCH ? count : WAIT_BATCH;
-    memcpy(kept, reqs, sizeof(MPI_Request) * (n > 0 ? n : 0));
+    int n = keep(kept, reqs, count);
     double t0 = now();
     int rc = PMPI_Waitany(count, reqs, index, status);
     double t1 = now();
@@ -372,14 +400,59 @@ int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status) {
 
 int MPI_Waitsome(int incount, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]) {
     MPI_Request kept[WAIT_BATCH];
-    int n = incount < WAIT_BATCH ? incount : WAIT_BATCH;
-    memcpy(kept, reqs, sizeof(MPI_Request) * (n > 0 ? n : 0));
+    int n = keep(kept, reqs, incount);
     double t0 = now();
     int rc = PMPI_Waitsome(incount, reqs, outcount, indices, statuses);
     double t1 = now();
     for (int i = 0; *outcount != MPI_UNDEFINED && i < *outcount; i++)
         if (indices[i] < n) completed(kept[indices[i]], t0);
     record(K_WAITSOME, -1, -1, 0, incount, t0, t1);
+    return rc;
+}
+
+/* ------------------------------------------------------------ tests and probes */
+
+int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status) {
+    double t0 = now();
+    int rc = PMPI_Iprobe(source, tag, comm, flag, status);
+    if (active) polled(t0, now());
+    return rc;
+}
+
+int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message, MPI_Status *status) {
+    double t0 = now();
+    int rc = PMPI_Improbe(source, tag, comm, flag, message, status);
+    if (active) polled(t0, now());
+    probe_comm = comm;
+    return rc;
+}
+
+int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status) {
+    MPI_Request r = *req;
+    double t0 = now();
+    int rc = PMPI_Test(req, flag, status);
+    double t1 = now();
+    if (!active || r == MPI_REQUEST_NULL) return rc;
+    double start = polled(t0, t1);
+    if (*flag) {
+        completed(r, start);
+        record(K_WAIT, -1, -1, 0, 1, start, t1);
+    }
+    return rc;
+}
+
+int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status statuses[]) {
+    MPI_Request kept[WAIT_BATCH];
+    int n = keep(kept, reqs, count);
+    double t0 = now();
+    int rc = PMPI_Testall(count, reqs, flag, statuses);
+    double t1 = now();
+    if (!active) return rc;
+    double start = polled(t0, t1);
+    if (*flag) {
+        for (int i = 0; i < n; i++) completed(kept[i], start);
+        record(K_WAITALL, -1, -1, 0, count, start, t1);
+    }
     return rc;
 }
 
