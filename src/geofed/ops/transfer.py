@@ -31,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from geofed import federation, validate
@@ -44,6 +45,28 @@ from geofed.progress import Bar
 # queue of the link and backs off more.
 STREAM_WINDOW_BYTES = 4 << 20
 MAX_STREAMS = 8
+CONGESTION = ("auto", "cubic", "bbr")
+# Cubic streams that the link's loss holds below this share of its rate (Mathis) leave
+# the link to bbr, which paces at the bottleneck's rate it measures and does not back
+# off on a random loss.
+LOSS_BOUND_SHARE = 0.8
+# Below this retransmitted share after slow start the loss is cubic's own (its window
+# overflowing the link's queue now and then), not the path's: a clean link is not
+# switched to bbr.
+MIN_SWITCH_LOSS = 1e-4
+
+
+@dataclass(frozen=True)
+class Choice:
+    """How a transfer uses the route: streams, each socket's buffer, the congestion control
+    the data streams start with, the retransmitted share above which the sender switches
+    them to bbr (0: never), and why."""
+    streams: int
+    buffer: int
+    bdp: int
+    congestion: str
+    switch_above: float
+    reason: str
 
 
 def parse_end(spec: str, fed, what: str) -> tuple[str, str]:
@@ -82,19 +105,47 @@ def check_dest(path: str) -> str:
     return str(p.resolve())
 
 
-def choose(fed, src_site: str, dst_site: str, streams: int | None, buffer: int | None) -> tuple[int, int, int]:
-    """Streams and socket buffer for the route: enough streams that each holds a share of the
-    BDP a Linux stream keeps in flight, and on a lossy link enough that their Mathis limits
-    add up to the link's rate (at most MAX_STREAMS); buffers twice each stream's share of the
-    BDP (0: autotuned)."""
-    from geofed.model.network import route, stream_rate_Bps
+def choose(fed, src_site: str, dst_site: str, streams: int | None = None, buffer: int | None = None,
+           congestion: str = "auto") -> Choice:
+    """Streams, buffers and congestion control for the route. Cubic: enough streams that each
+    holds a share of the BDP a Linux stream keeps in flight, and on a lossy link enough that
+    their Mathis limits add up to the link's rate (at most MAX_STREAMS). auto takes bbr
+    where the model's loss would hold those cubic streams below LOSS_BOUND_SHARE of the
+    rate, else cubic with a switch to bbr if the streams lose more than that after slow
+    start; bbr needs only the BDP's streams. Buffers: twice each stream's share of the BDP
+    (0: autotuned)."""
+    from geofed.model.network import MATHIS_C, MSS_BYTES, route, stream_rate_Bps
     gbps, rtt = fed.bandwidth_gbps(src_site, dst_site), fed.rtt_ms(src_site, dst_site)
     bdp = federation.bdp_bytes(gbps, rtt) if gbps else 0
     r = route(fed, src_site, dst_site)
+    for_bdp = max(1, min(MAX_STREAMS, math.ceil(bdp / STREAM_WINDOW_BYTES)))
     for_loss = math.ceil(r.rate_Bps / stream_rate_Bps(r, 1)) if r.loss and r.rate_Bps else 1
-    n = streams or max(1, min(MAX_STREAMS, max(math.ceil(bdp / STREAM_WINDOW_BYTES), for_loss)))
-    buf = buffer if buffer is not None else (2 * bdp // n if bdp else 0)
-    return n, buf, bdp
+    cubic = streams or max(for_bdp, min(MAX_STREAMS, for_loss))
+    switch_above = 0.0
+    if congestion != "auto":
+        algorithm, reason = congestion, f"asked (--congestion {congestion})"
+    elif not r.rate_Bps:
+        algorithm, reason = "cubic", "the link model has no rate to fill"
+    else:
+        want = LOSS_BOUND_SHARE * r.rate_Bps
+        # the loss at which `cubic` streams' Mathis limits add up to `want`
+        switch_above = max(MIN_SWITCH_LOSS, (cubic * MSS_BYTES * MATHIS_C / (r.rtt_s * want)) ** 2)
+        held = stream_rate_Bps(r, cubic)
+        if held < want:
+            algorithm = "bbr"
+            reason = (f"the link model's loss ({r.loss:.3g}) holds {cubic} cubic streams to {held * 8e-6:.0f} Mb/s "
+                      f"of {r.rate_Bps * 8e-6:.0f} (Mathis)")
+            switch_above = 0.0
+        else:
+            algorithm = "cubic"
+            reason = (f"the link model's loss ({r.loss:.3g}) leaves {cubic} cubic streams the link; bbr if they "
+                      f"retransmit more than {switch_above:.2g} of their bytes after slow start")
+    n = streams or (for_bdp if algorithm == "bbr" else cubic)
+    # bbr's buffers are autotuned: a fixed receive buffer of twice a stream's share of the BDP
+    # held 2 bbr streams to 2400 Mb/s at 1 % loss (the holes of lost frames stall its window),
+    # autotuned they moved 3310 (cubic's window never gets that far on a lossy link)
+    buf = buffer if buffer is not None else (2 * bdp // n if bdp and algorithm == "cubic" else 0)
+    return Choice(n, buf, bdp, algorithm, switch_above, reason)
 
 
 class End:
@@ -150,7 +201,7 @@ def end_argv(netns: str | None, args: list[str]) -> list[str]:
 
 def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | None = None,
         chunk: int | None = None, show=None, secret: bytes | None = None, copy_links: bool = False,
-        delete: bool = False, dry_run: bool = False) -> dict:
+        delete: bool = False, dry_run: bool = False, congestion: str = "auto") -> dict:
     """Move SRC to DST (NODE:PATH each) on the federation's testbed; the transfer's record
     data, or with dry_run what it would do: {"changes": [[what, path, ...]], "not_sent": [...]}."""
     from geofed.testbed import core
@@ -162,7 +213,8 @@ def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | No
     dest = check_dest(dst_path)
     plan = core.require_up(fed, [fed.node(src_node), fed.node(dst_node)])
     s_site, d_site = fed.node(src_node).site, fed.node(dst_node).site
-    n, buf, bdp = choose(fed, s_site, d_site, streams, buffer)
+    choice = choose(fed, s_site, d_site, streams, buffer, congestion)
+    n, buf, bdp = choice.streams, choice.buffer, choice.bdp
     env = dict(os.environ, GEOFED_XFER_SECRET=(secret or secrets.token_bytes(32)).hex())
     rx = End(end_argv(plan.node(dst_node).netns, ["recv", "--bind", plan.node(dst_node).address, "--dest", dest,
                                                   "--buffer", str(buf)] + ["--delete"] * delete), env)
@@ -173,7 +225,8 @@ def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | No
             raise JobFailed(f"transfer: the receiver on {dst_node} did not start: {_why(rx)}")
         tx = End(end_argv(plan.node(src_node).netns, [
             "send", "--connect", f"{plan.node(dst_node).address}:{listening['port']}", "--source", source,
-            "--streams", str(n), "--chunk", str(chunk or 0), "--buffer", str(buf)]
+            "--streams", str(n), "--chunk", str(chunk or 0), "--buffer", str(buf),
+            "--congestion", choice.congestion, "--switch-above", repr(choice.switch_above)]
             + ["--copy-links"] * copy_links + ["--dry-run"] * dry_run), env)
         bar = Bar(f"transfer {src} -> {dst}")
         while True:
@@ -210,7 +263,53 @@ def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | No
             "tree": planned["entries"] | {"deleted": sent["deleted"], "not_sent": len(planned["not_sent"])},
             "phases": {"plan_s": sent["plan_s"], "data_s": sent["seconds"], "finish_s": sent["finish_s"]},
             "link": {"src_site": s_site, "dst_site": d_site, "rtt_ms": fed.rtt_ms(s_site, d_site),
-                     "bandwidth_gbps": fed.bandwidth_gbps(s_site, d_site), "bdp_bytes": bdp}}
+                     "bandwidth_gbps": fed.bandwidth_gbps(s_site, d_site), "bdp_bytes": bdp},
+            "congestion": congestion_used(choice, congestion, sent, tx.last("probe")),
+            "limit": narrower_end(fed, s_site, d_site, sent, got)}
+
+
+def congestion_used(choice: Choice, asked: str, sent: dict, probe: dict | None) -> dict:
+    """The congestion control the data streams ran, as the kernel reported it on each, and why."""
+    reason = choice.reason
+    if probe:
+        reason += (f"; measured {probe['retransmitted']:.2%} retransmitted in {probe['seconds']:g} s after slow start: "
+                   + ("switched to bbr" if probe["switched"] else "kept cubic"))
+    algorithm = "bbr" if probe and probe["switched"] else choice.congestion
+    return {"asked": asked, "algorithm": algorithm, "reason": reason, "sockets": sent["congestion"],
+            "retransmitted": sent["retransmitted"], "probe": probe and {k: probe[k] for k in ("retransmitted", "switched")}}
+
+
+def narrower_end(fed, s_site: str, d_site: str, sent: dict, got: dict) -> dict:
+    """Which of the sender's disk, the receiver's disk, either end's CPU and the network held
+    the transfer, from what each was doing during the data phase: the share of the streams'
+    time spent reading (sender) or writing (receiver), each end's CPU seconds per second
+    (a Python end's work runs mostly on one core), and the rate against the link's TCP
+    goodput. The busiest is named; when no end is busy (all below half), the network."""
+    from geofed.model.network import route
+    wall = max(sent["seconds"], 1e-9)
+    r = route(fed, s_site, d_site)
+    goodput = r.rate_Bps * federation.TCP_PAYLOAD_PER_WIRE_BYTE * (1 - r.loss) * 8 / 1e6 if r.rate_Bps else None
+    rate = sent["bytes"] * 8 / wall / 1e6
+    busy = {"sender disk": sent["read_s"] / (sent["streams"] * wall),
+            "receiver disk": got["written_s"] / (max(got["streams"], 1) * wall),
+            "sender CPU": sent["cpu_s"] / wall, "receiver CPU": got["cpu_s"] / wall}
+    busy = {k: round(v, 3) for k, v in busy.items()}
+    network = rate / goodput if goodput else 0.0
+    end = max(busy, key=busy.get)
+    name = "network" if network >= busy[end] or busy[end] < 0.5 else end
+    return {"narrower": name, "busy": busy, "network": round(network, 3), "goodput_mbps": goodput,
+            "rate_mbps": rate, "retransmitted": sent["retransmitted"]}
+
+
+def limit_line(data: dict) -> str:
+    """The summary's line on the congestion control and the narrower end."""
+    c, lim = data["congestion"], data["limit"]
+    busy = ", ".join(f"{k} {v:.0%}" for k, v in lim["busy"].items())
+    net = (f"network {lim['rate_mbps']:.0f} of {lim['goodput_mbps']:.0f} Mb/s of goodput ({lim['network']:.0%})"
+           if lim["goodput_mbps"] else f"network {lim['rate_mbps']:.0f} Mb/s")
+    return (f"congestion control {c['algorithm']} (sockets: {', '.join(c['sockets'])}): {c['reason']}; "
+            f"{c['retransmitted']:.2%} retransmitted\n"
+            f"narrower end: {lim['narrower']} ({net}; busy: {busy})")
 
 
 def dry_run_table(preview: dict) -> str:
