@@ -277,7 +277,7 @@ def cmd_transfer(args) -> int:
     from geofed.ops import transfer
     data = transfer.run(fed, args.source, args.destination, streams=args.streams, buffer=args.buffer,
                chunk=args.chunk_mb << 20 if args.chunk_mb else None, show=True, copy_links=args.copy_links,
-               delete=args.delete, dry_run=args.dry_run, congestion=args.congestion)
+               delete=args.delete, dry_run=args.dry_run, congestion=args.congestion, caller=args.caller)
     if args.dry_run:
         print(transfer.dry_run_table(data))
         return 0
@@ -457,6 +457,9 @@ def transfer_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--streams", type=positive_int, help="TCP streams (default: from the link's BDP)")
     p.add_argument("--buffer", type=nonnegative_int, help="socket buffer bytes per stream (default: from the BDP; 0: "
                                                           "Linux's autotuning)")
+    p.add_argument("--from", dest="caller", metavar="NODE",
+                   help="start the two ends from this node over ssh (geofed ops ssh up), as its user: with a node "
+                        "of a third site, the data goes between the ends only (a third-party transfer)")
     from geofed.ops.transfer import CONGESTION
     p.add_argument("--congestion", choices=CONGESTION, default="auto",
                    help="TCP congestion control of the data streams (default auto: bbr where the link's loss would "

@@ -26,6 +26,7 @@ import json
 import math
 import os
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
@@ -149,11 +150,18 @@ def choose(fed, src_site: str, dst_site: str, streams: int | None = None, buffer
 
 
 class End:
-    """One end running in its node: its JSON lines, its exit status."""
+    """One end running in its node: its JSON lines, its exit status. An end started over ssh
+    is given the secret on its standard input, kept open while it runs (it stops when
+    that closes)."""
 
-    def __init__(self, argv: list[str], env: dict):
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    def __init__(self, argv: list[str], env: dict, key: bytes, over_ssh: bool):
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE if over_ssh else subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env=env if over_ssh else dict(env, GEOFED_XFER_SECRET=key.hex()),
                                      start_new_session=True)
+        if over_ssh:
+            self.proc.stdin.write(key.hex() + "\n")
+            self.proc.stdin.flush()
         self.events: list[dict] = []
         self.lock = threading.Condition()
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -191,19 +199,31 @@ class End:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
+        if self.proc.stdin:
+            self.proc.stdin.close()
 
 
-def end_argv(netns: str | None, args: list[str]) -> list[str]:
-    from geofed.testbed import host
+def end_argv(plan, node: str, args: list[str], caller: str | None, login: dict | None) -> list[str]:
+    """An end on `node`: started by this command in the node's namespace, or from the
+    caller's node over ssh as the testbed's user (its sshd checks the user's key), so the
+    ends' control crosses the links from the caller and the data only the link between them."""
+    from geofed.testbed import host, ssh
     argv = [sys.executable, "-m", "geofed.ops.xfer_ends", *args]
-    return host.in_netns(netns, argv) if netns else argv
+    if caller is None:
+        return host.in_netns(plan.node(node).netns, argv)
+    # the geofed the caller runs (a shared file system on the testbed; installed at each end on a cluster)
+    here = str(Path(__file__).resolve().parents[2])
+    remote = shlex.join(["env", f"PYTHONPATH={here}", *argv, "--ssh"])
+    return ssh.login_argv(plan, login, ["ssh", node, remote], node=caller)
 
 
 def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | None = None,
         chunk: int | None = None, show=None, secret: bytes | None = None, copy_links: bool = False,
-        delete: bool = False, dry_run: bool = False, congestion: str = "auto") -> dict:
+        delete: bool = False, dry_run: bool = False, congestion: str = "auto", caller: str | None = None) -> dict:
     """Move SRC to DST (NODE:PATH each) on the federation's testbed; the transfer's record
-    data, or with dry_run what it would do: {"changes": [[what, path, ...]], "not_sent": [...]}."""
+    data, or with dry_run what it would do: {"changes": [[what, path, ...]], "not_sent": [...]}.
+    With `caller` (a node), the ends are started from that node over ssh (a third-party
+    transfer when it is at neither end's site)."""
     from geofed.testbed import core
     src_node, src_path = parse_end(src, fed, "source")
     dst_node, dst_path = parse_end(dst, fed, "destination")
@@ -212,22 +232,28 @@ def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | No
         dst_path = str(Path(dst_path) / Path(source).name)
     dest = check_dest(dst_path)
     plan = core.require_up(fed, [fed.node(src_node), fed.node(dst_node)])
+    login = None
+    if caller is not None:
+        from geofed.testbed import ssh
+        parse_end(f"{caller}:.", fed, "--from")
+        plan, login = ssh.require_up(fed)
     s_site, d_site = fed.node(src_node).site, fed.node(dst_node).site
     choice = choose(fed, s_site, d_site, streams, buffer, congestion)
     n, buf, bdp = choice.streams, choice.buffer, choice.bdp
-    env = dict(os.environ, GEOFED_XFER_SECRET=(secret or secrets.token_bytes(32)).hex())
-    rx = End(end_argv(plan.node(dst_node).netns, ["recv", "--bind", plan.node(dst_node).address, "--dest", dest,
-                                                  "--buffer", str(buf)] + ["--delete"] * delete), env)
+    key, over_ssh = secret or secrets.token_bytes(32), caller is not None
+    rx = End(end_argv(plan, dst_node, ["recv", "--bind", plan.node(dst_node).address, "--dest", dest,
+                                       "--buffer", str(buf)] + ["--delete"] * delete, caller, login),
+             dict(os.environ), key, over_ssh)
     tx = None
     try:
         listening = rx.wait_for("listening", 30)
         if not listening or listening["event"] != "listening":
             raise JobFailed(f"transfer: the receiver on {dst_node} did not start: {_why(rx)}")
-        tx = End(end_argv(plan.node(src_node).netns, [
+        tx = End(end_argv(plan, src_node, [
             "send", "--connect", f"{plan.node(dst_node).address}:{listening['port']}", "--source", source,
             "--streams", str(n), "--chunk", str(chunk or 0), "--buffer", str(buf),
             "--congestion", choice.congestion, "--switch-above", repr(choice.switch_above)]
-            + ["--copy-links"] * copy_links + ["--dry-run"] * dry_run), env)
+            + ["--copy-links"] * copy_links + ["--dry-run"] * dry_run, caller, login), dict(os.environ), key, over_ssh)
         bar = Bar(f"transfer {src} -> {dst}")
         while True:
             try:
@@ -264,6 +290,7 @@ def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | No
             "phases": {"plan_s": sent["plan_s"], "data_s": sent["seconds"], "finish_s": sent["finish_s"]},
             "link": {"src_site": s_site, "dst_site": d_site, "rtt_ms": fed.rtt_ms(s_site, d_site),
                      "bandwidth_gbps": fed.bandwidth_gbps(s_site, d_site), "bdp_bytes": bdp},
+            "started_from": caller or "host",
             "congestion": congestion_used(choice, congestion, sent, tx.last("probe")),
             "limit": narrower_end(fed, s_site, d_site, sent, got)}
 

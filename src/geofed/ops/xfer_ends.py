@@ -3,8 +3,8 @@
     python -m geofed.ops.xfer_ends recv --bind ADDR --dest PATH [--delete]   (prints its port, then waits)
     python -m geofed.ops.xfer_ends send --connect ADDR:PORT --source PATH --streams N [--copy-links] [--dry-run]
 
-Both read the transfer's secret from GEOFED_XFER_SECRET (hex), never from the command
-line. Every connection starts with a mutual challenge: each side sends 16 random bytes
+Both read the transfer's secret from GEOFED_XFER_SECRET (hex) or, started over ssh
+(--ssh), from the first line of their standard input; never from the command line. Every connection starts with a mutual challenge: each side sends 16 random bytes
 and the other answers with HMAC-SHA256(secret, role + challenge), so neither end talks
 to a peer that does not know the secret.
 
@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import functools
 import hashlib
 import hmac
 import json
@@ -105,11 +104,23 @@ def cpu_seconds() -> float:
     return r.ru_utime + r.ru_stime
 
 
-@functools.cache
-def secret() -> bytes:
-    """The transfer's secret: from the environment, or (an end started over ssh, which
-    passes no environment) the first line of its standard input."""
-    return bytes.fromhex(os.environ.get("GEOFED_XFER_SECRET") or sys.stdin.readline().strip())
+def secret(over_ssh: bool) -> bytes:
+    """The transfer's secret: from the environment, or for an end started over ssh (which
+    passes no environment, and shows a command line to every user of the node) the first
+    line of its standard input; such an end then stops when its standard input closes,
+    that is when its ssh session ends."""
+    if not over_ssh:
+        return bytes.fromhex(os.environ["GEOFED_XFER_SECRET"])
+    key = bytes.fromhex(sys.stdin.readline().strip())
+    threading.Thread(target=stop_at_end_of_input, daemon=True).start()
+    return key
+
+
+def stop_at_end_of_input() -> None:
+    while sys.stdin.readline():
+        pass
+    emit(event="error", message="its ssh session ended")
+    os._exit(1)
 
 
 def leave() -> NoReturn:
@@ -657,7 +668,7 @@ def take_plan(rx: Receiver, sock: socket.socket) -> dict:
 
 
 def recv_main(a) -> int:
-    key = secret()
+    key = secret(a.ssh)
     srv = socket.create_server((a.bind, 0), backlog=64)
     emit(event="listening", port=srv.getsockname()[1])
     srv.settimeout(0.1)  # wake up to see the data threads finish the transfer
@@ -732,7 +743,7 @@ def send_plan(control: socket.socket, a) -> tuple[list[dict], list[str], int]:
 
 def send_main(a) -> int:
     started = time.perf_counter()
-    key = secret()
+    key = secret(a.ssh)
     host, port = a.connect.rsplit(":", 1)
     mem = a.source.startswith(MEM_PREFIX)
 
@@ -921,6 +932,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="switch to bbr if the streams retransmit more than this share after slow start (0: never)")
     s.add_argument("--copy-links", action="store_true")
     s.add_argument("--dry-run", action="store_true")
+    for end in (r, s):
+        end.add_argument("--ssh", action="store_true", help="started over ssh: the secret is the first line of "
+                                                            "standard input, whose end stops this end")
     a = ap.parse_args(argv)
     try:
         return recv_main(a) if a.end == "recv" else send_main(a)

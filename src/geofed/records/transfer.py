@@ -15,7 +15,8 @@ class TransferParams(Params):
     streams: int = param(4, "parallel TCP streams")
 
 
-@kind("ops.transfer", version=3, added={"tree": {}, "congestion": {}, "limit": {}})
+@kind("ops.transfer", version=3,
+      added={"tree": {}, "congestion": {}, "limit": {}, "started_from": "host"})
 class OpsTransfer:
     """`geofed transfer`, `geofed demo`: one bulk transfer between nodes.
 
@@ -40,6 +41,8 @@ class OpsTransfer:
         phases: seconds at the sender: plan_s (connecting, walking the source, the plan, the
             receiver's answer), data_s (= seconds), finish_s (the receiver's links, deletions and
             directories' metadata); empty in records made before it
+        started_from: the node the ends were started from over ssh (a third-party transfer when at
+            neither end's site), or host (the testbed's host, in the nodes' namespaces)
         congestion: the data streams' TCP congestion control: asked (auto, cubic, bbr), algorithm
             (what ran), reason, sockets (what the kernel reported on the streams), retransmitted
             (share of the bytes sent again), probe (the share measured after slow start, whether it
@@ -65,6 +68,7 @@ class OpsTransfer:
     link: dict
     tree: dict
     phases: dict = field(default_factory=dict)
+    started_from: str = "host"
     congestion: dict = field(default_factory=dict)
     limit: dict = field(default_factory=dict)
 
