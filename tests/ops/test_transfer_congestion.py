@@ -1,5 +1,6 @@
-"""geofed transfer on a lossy link: bbr chosen from the link model or from the loss the
-sender measures, checked against cubic on the same link and with ss in the sender's node."""
+"""geofed transfer's congestion control: on a lossy link bbr, chosen from the link model or
+from the loss the sender measures, checked against cubic on the same link and with ss in
+the sender's node; on a clean link that cubic fills, cubic."""
 
 import dataclasses
 import os
@@ -14,21 +15,34 @@ from geofed.ops import transfer
 from geofed.testbed import core, host
 from tests.conftest import needs_root, no_leftovers, two_site_federation
 
-NAME = "xfer-cc-test"
+NAME, CLEAN = "xfer-cc-test", "xfer-cc-clean"
 LOSS = 0.03  # 4 ms: Mathis holds a cubic stream to 20 Mb/s, 8 of them to 160 of the 1000
+
+
+def brought_up(path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    f = federation.load(path)
+    core.up(f)
+    yield f
+    core.down(f.name)
+    assert no_leftovers(f.name) == []
 
 
 @pytest.fixture(scope="module")
 def fed(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.skip("needs root")
     base = tmp_path_factory.mktemp("fed") / "base.toml"
     base.write_text(two_site_federation("xfer-cc-base", rtt_ms=4.0, gbps=1.0))
-    f = federation.load(federation.derive(federation.load(base), base.parent, NAME, loss=LOSS))
-    core.up(f)
-    yield f
-    core.down(NAME)
-    assert no_leftovers(NAME) == []
+    yield from brought_up(federation.derive(federation.load(base), base.parent, NAME, loss=LOSS))
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory):
+    """9 ms and 500 Mb/s: one cubic stream fills it (474-480 Mb/s with iperf3, 0.956 of it the
+    payload's share), though it loses frames to the link's queue in its first seconds."""
+    path = tmp_path_factory.mktemp("fed") / "clean.toml"
+    path.write_text(two_site_federation(CLEAN, rtt_ms=9.0, gbps=0.5))
+    yield from brought_up(path)
 
 
 def sender_congestion_seen_by_ss(plan, dst: str, done: threading.Event) -> set[str]:
@@ -80,3 +94,14 @@ def test_loss_the_model_does_not_know_is_measured_and_switches_to_bbr(fed):
     c = data["congestion"]
     assert c["probe"]["switched"] and c["probe"]["retransmitted"] > LOSS / 2, c
     assert c["algorithm"] == "bbr" and c["sockets"] == ["bbr"] and "switched to bbr" in c["reason"]
+
+
+@needs_root
+def test_a_clean_link_that_cubic_fills_keeps_cubic_after_measuring_it(clean):
+    """Long enough (300 MB at 500 Mb/s) for the sender to measure the streams after slow start."""
+    data = transfer.run(clean, "A1:mem:300M", "B1:/dev/null")
+    c = data["congestion"]
+    assert c["asked"] == "auto" and c["algorithm"] == "cubic" and c["sockets"] == ["cubic"], c
+    assert c["probe"]["switched"] is False and c["probe"]["rate_Bps"] > transfer.LOSS_BOUND_SHARE * 0.5e9 / 8, c
+    # memory to /dev/null: no disk at either end, the link is the narrower part
+    assert data["limit"]["narrower"] == "network" and data["limit"]["network"] > 0.8, data["limit"]

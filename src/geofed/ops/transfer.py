@@ -51,22 +51,25 @@ CONGESTION = ("auto", "cubic", "bbr")
 # the link to bbr, which paces at the bottleneck's rate it measures and does not back
 # off on a random loss.
 LOSS_BOUND_SHARE = 0.8
-# Below this retransmitted share after slow start the loss is cubic's own (its window
-# overflowing the link's queue now and then), not the path's: a clean link is not
-# switched to bbr.
+# Below this retransmitted share after slow start the streams lose too little for bbr to
+# matter. Above it, the loss may still be cubic's own, its window overflowing the link's
+# queue (0.08 % for one stream on a clean 2 ms, 1 Gb/s link): the sender switches only
+# if the streams also deliver less than LOSS_BOUND_SHARE of the link.
 MIN_SWITCH_LOSS = 1e-4
 
 
 @dataclass(frozen=True)
 class Choice:
     """How a transfer uses the route: streams, each socket's buffer, the congestion control
-    the data streams start with, the retransmitted share above which the sender switches
-    them to bbr (0: never), and why."""
+    the data streams start with, when the sender switches them to bbr (they retransmit more
+    than switch_above of their bytes and deliver less than switch_below_Bps after slow
+    start; 0: never), and why."""
     streams: int
     buffer: int
     bdp: int
     congestion: str
     switch_above: float
+    switch_below_Bps: float
     reason: str
 
 
@@ -112,41 +115,39 @@ def choose(fed, src_site: str, dst_site: str, streams: int | None = None, buffer
     holds a share of the BDP a Linux stream keeps in flight, and on a lossy link enough that
     their Mathis limits add up to the link's rate (at most MAX_STREAMS). auto takes bbr
     where the model's loss would hold those cubic streams below LOSS_BOUND_SHARE of the
-    rate, else cubic with a switch to bbr if the streams lose more than that after slow
-    start; bbr needs only the BDP's streams. Buffers: twice each stream's share of the BDP
+    rate, else cubic with a switch to bbr if after slow start the streams lose and stay
+    below that share; bbr needs only the BDP's streams. Buffers: twice each stream's share of the BDP
     (0: autotuned)."""
-    from geofed.model.network import MATHIS_C, MSS_BYTES, route, stream_rate_Bps
+    from geofed.model.network import route, stream_rate_Bps
     gbps, rtt = fed.bandwidth_gbps(src_site, dst_site), fed.rtt_ms(src_site, dst_site)
     bdp = federation.bdp_bytes(gbps, rtt) if gbps else 0
     r = route(fed, src_site, dst_site)
     for_bdp = max(1, min(MAX_STREAMS, math.ceil(bdp / STREAM_WINDOW_BYTES)))
     for_loss = math.ceil(r.rate_Bps / stream_rate_Bps(r, 1)) if r.loss and r.rate_Bps else 1
     cubic = streams or max(for_bdp, min(MAX_STREAMS, for_loss))
-    switch_above = 0.0
+    switch_below = 0.0
     if congestion != "auto":
         algorithm, reason = congestion, f"asked (--congestion {congestion})"
     elif not r.rate_Bps:
         algorithm, reason = "cubic", "the link model has no rate to fill"
     else:
         want = LOSS_BOUND_SHARE * r.rate_Bps
-        # the loss at which `cubic` streams' Mathis limits add up to `want`
-        switch_above = max(MIN_SWITCH_LOSS, (cubic * MSS_BYTES * MATHIS_C / (r.rtt_s * want)) ** 2)
         held = stream_rate_Bps(r, cubic)
         if held < want:
             algorithm = "bbr"
             reason = (f"the link model's loss ({r.loss:.3g}) holds {cubic} cubic streams to {held * 8e-6:.0f} Mb/s "
                       f"of {r.rate_Bps * 8e-6:.0f} (Mathis)")
-            switch_above = 0.0
         else:
-            algorithm = "cubic"
-            reason = (f"the link model's loss ({r.loss:.3g}) leaves {cubic} cubic streams the link; bbr if they "
-                      f"retransmit more than {switch_above:.2g} of their bytes after slow start")
+            algorithm, switch_below = "cubic", want
+            reason = (f"the link model's loss ({r.loss:.3g}) leaves {cubic} cubic streams the link; bbr if after "
+                      f"slow start they retransmit more than {MIN_SWITCH_LOSS:.2%} of their bytes and deliver less "
+                      f"than {want * 8e-6:.0f} Mb/s")
     n = streams or (for_bdp if algorithm == "bbr" else cubic)
     # bbr's buffers are autotuned: a fixed receive buffer of twice a stream's share of the BDP
     # held 2 bbr streams to 2400 Mb/s at 1 % loss (the holes of lost frames stall its window),
     # autotuned they moved 3310 (cubic's window never gets that far on a lossy link)
     buf = buffer if buffer is not None else (2 * bdp // n if bdp and algorithm == "cubic" else 0)
-    return Choice(n, buf, bdp, algorithm, switch_above, reason)
+    return Choice(n, buf, bdp, algorithm, MIN_SWITCH_LOSS if switch_below else 0.0, switch_below, reason)
 
 
 class End:
@@ -252,7 +253,8 @@ def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | No
         tx = End(end_argv(plan, src_node, [
             "send", "--connect", f"{plan.node(dst_node).address}:{listening['port']}", "--source", source,
             "--streams", str(n), "--chunk", str(chunk or 0), "--buffer", str(buf),
-            "--congestion", choice.congestion, "--switch-above", repr(choice.switch_above)]
+            "--congestion", choice.congestion, "--switch-above", repr(choice.switch_above),
+            "--switch-below", repr(choice.switch_below_Bps)]
             + ["--copy-links"] * copy_links + ["--dry-run"] * dry_run, caller, login), dict(os.environ), key, over_ssh)
         bar = Bar(f"transfer {src} -> {dst}")
         while True:
@@ -299,11 +301,11 @@ def congestion_used(choice: Choice, asked: str, sent: dict, probe: dict | None) 
     """The congestion control the data streams ran, as the kernel reported it on each, and why."""
     reason = choice.reason
     if probe:
-        reason += (f"; measured {probe['retransmitted']:.2%} retransmitted in {probe['seconds']:g} s after slow start: "
-                   + ("switched to bbr" if probe["switched"] else "kept cubic"))
+        reason += (f"; measured {probe['retransmitted']:.3%} retransmitted and {probe['rate_Bps'] * 8e-6:.0f} Mb/s "
+                   f"in {probe['seconds']:g} s after slow start: " + ("switched to bbr" if probe["switched"] else "kept cubic"))
     algorithm = "bbr" if probe and probe["switched"] else choice.congestion
     return {"asked": asked, "algorithm": algorithm, "reason": reason, "sockets": sent["congestion"],
-            "retransmitted": sent["retransmitted"], "probe": probe and {k: probe[k] for k in ("retransmitted", "switched")}}
+            "retransmitted": sent["retransmitted"], "probe": probe and {k: probe[k] for k in ("retransmitted", "rate_Bps", "switched")}}
 
 
 def narrower_end(fed, s_site: str, d_site: str, sent: dict, got: dict) -> dict:

@@ -865,7 +865,8 @@ def send_main(a) -> int:
 
     def probe() -> None:
         """Switch the data streams to bbr if, after slow start, they retransmit more than
-        --switch-above of what they send (their loss would hold them below the link)."""
+        --switch-above of what they send and deliver less than --switch-below bytes/s (the
+        path's loss holds them below the link)."""
         if all_acked.wait(PROBE_FROM_S):
             return
         with lock:
@@ -875,11 +876,12 @@ def send_main(a) -> int:
         with lock:
             deltas = [tuple(n - m for n, m in zip(sent_and_retransmitted(s), before[s])) for s in before]
             share = retransmitted_share(deltas)
-            switch = share > a.switch_above
+            rate = sum(sent - again for sent, again in deltas) / PROBE_FOR_S
+            switch = share > a.switch_above and rate < a.switch_below
             if switch:
                 for s in socks:
                     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, b"bbr")
-        emit(event="probe", retransmitted=share, switched=switch, seconds=PROBE_FOR_S)
+        emit(event="probe", retransmitted=share, rate_Bps=rate, switched=switch, seconds=PROBE_FOR_S)
 
     t0 = time.perf_counter()
     threads = [threading.Thread(target=stream, daemon=True) for _ in range(a.streams if sending else 0)]
@@ -929,7 +931,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--buffer", type=int, default=0)
     s.add_argument("--congestion", default="cubic", help="the data streams' TCP congestion control")
     s.add_argument("--switch-above", type=float, default=0.0,
-                   help="switch to bbr if the streams retransmit more than this share after slow start (0: never)")
+                   help="switch to bbr if after slow start the streams retransmit more than this share (0: never) ...")
+    s.add_argument("--switch-below", type=float, default=0.0, help="... and deliver fewer bytes/s than this")
     s.add_argument("--copy-links", action="store_true")
     s.add_argument("--dry-run", action="store_true")
     for end in (r, s):
