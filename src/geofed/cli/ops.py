@@ -462,9 +462,9 @@ def transfer_args(p: argparse.ArgumentParser) -> None:
                         "of a third site, the data goes between the ends only (a third-party transfer)")
     from geofed.ops.transfer import CONGESTION
     p.add_argument("--congestion", choices=CONGESTION, default="auto",
-                   help="TCP congestion control of the data streams (default auto: bbr where the link's loss would "
-                        "hold cubic streams below 80%% of its rate, from the link model or from the loss measured "
-                        "after slow start)")
+                   help="TCP congestion control of the data streams (default auto: bbr where the link model's loss "
+                        "would hold cubic streams below 80%% of the link, or where after slow start they lose "
+                        "frames and deliver less than that; else cubic)")
     p.add_argument("--chunk-mb", type=positive_int, help="chunk size in MiB (default 8, less for a small transfer: "
                                                            "16 chunks per stream, at least 1/4)")
     p.add_argument("--copy-links", "-L", action="store_true", help="send what symbolic links point to, not the links "
