@@ -77,12 +77,16 @@ def parse_end(spec: str, fed, what: str) -> tuple[str, str]:
     node, sep, path = spec.partition(":")
     if not sep or not path:
         raise UserError(f"{what} {spec!r}: expected NODE:PATH, like W1:/data/file")
+    check_node(fed, node, f"{what} {spec!r}")
+    return node, path
+
+
+def check_node(fed, node: str, what: str) -> None:
     try:
         fed.node(node)
     except KeyError:
-        raise UserError(f"{what} {spec!r}: federation {fed.name} has no node {node} "
+        raise UserError(f"{what}: federation {fed.name} has no node {node} "
                         f"(nodes: {', '.join(n.name for n in fed.nodes())})") from None
-    return node, path
 
 
 def check_source(path: str, copy_links: bool) -> tuple[str, bool]:
@@ -116,8 +120,8 @@ def choose(fed, src_site: str, dst_site: str, streams: int | None = None, buffer
     their Mathis limits add up to the link's rate (at most MAX_STREAMS). auto takes bbr
     where the model's loss would hold those cubic streams below LOSS_BOUND_SHARE of the
     rate, else cubic with a switch to bbr if after slow start the streams lose and stay
-    below that share; bbr needs only the BDP's streams. Buffers: twice each stream's share of the BDP
-    (0: autotuned)."""
+    below that share; bbr needs only the BDP's streams. Buffers: twice each stream's share
+    of the BDP for cubic, autotuned (0) for bbr."""
     from geofed.model.network import route, stream_rate_Bps
     gbps, rtt = fed.bandwidth_gbps(src_site, dst_site), fed.rtt_ms(src_site, dst_site)
     bdp = federation.bdp_bytes(gbps, rtt) if gbps else 0
@@ -236,7 +240,7 @@ def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | No
     login = None
     if caller is not None:
         from geofed.testbed import ssh
-        parse_end(f"{caller}:.", fed, "--from")
+        check_node(fed, caller, f"--from {caller}")
         plan, login = ssh.require_up(fed)
     s_site, d_site = fed.node(src_node).site, fed.node(dst_node).site
     choice = choose(fed, s_site, d_site, streams, buffer, congestion)
@@ -302,10 +306,12 @@ def congestion_used(choice: Choice, asked: str, sent: dict, probe: dict | None) 
     reason = choice.reason
     if probe:
         reason += (f"; measured {probe['retransmitted']:.3%} retransmitted and {probe['rate_Bps'] * 8e-6:.0f} Mb/s "
-                   f"in {probe['seconds']:g} s after slow start: " + ("switched to bbr" if probe["switched"] else "kept cubic"))
+                   f"in {probe['seconds']:g} s after slow start: "
+                   + ("switched to bbr" if probe["switched"] else "kept cubic"))
     algorithm = "bbr" if probe and probe["switched"] else choice.congestion
     return {"asked": asked, "algorithm": algorithm, "reason": reason, "sockets": sent["congestion"],
-            "retransmitted": sent["retransmitted"], "probe": probe and {k: probe[k] for k in ("retransmitted", "rate_Bps", "switched")}}
+            "retransmitted": sent["retransmitted"],
+            "probe": probe and {k: probe[k] for k in ("retransmitted", "rate_Bps", "switched")}}
 
 
 def narrower_end(fed, s_site: str, d_site: str, sent: dict, got: dict) -> dict:
@@ -327,15 +333,15 @@ def narrower_end(fed, s_site: str, d_site: str, sent: dict, got: dict) -> dict:
     end = max(busy, key=busy.get)
     name = "network" if network >= busy[end] or busy[end] < 0.5 else end
     return {"narrower": name, "busy": busy, "network": round(network, 3), "goodput_mbps": goodput,
-            "rate_mbps": rate, "retransmitted": sent["retransmitted"]}
+            "rate_mbps": rate}
 
 
 def limit_line(data: dict) -> str:
     """The summary's line on the congestion control and the narrower end."""
     c, lim = data["congestion"], data["limit"]
     busy = ", ".join(f"{k} {v:.0%}" for k, v in lim["busy"].items())
-    net = (f"network {lim['rate_mbps']:.0f} of {lim['goodput_mbps']:.0f} Mb/s of goodput ({lim['network']:.0%})"
-           if lim["goodput_mbps"] else f"network {lim['rate_mbps']:.0f} Mb/s")
+    net = (f"the link: {lim['rate_mbps']:.0f} of {lim['goodput_mbps']:.0f} Mb/s of TCP goodput, {lim['network']:.0%}"
+           if lim["goodput_mbps"] else f"the link: {lim['rate_mbps']:.0f} Mb/s")
     return (f"congestion control {c['algorithm']} (sockets: {', '.join(c['sockets'])}): {c['reason']}; "
             f"{c['retransmitted']:.2%} retransmitted\n"
             f"narrower end: {lim['narrower']} ({net}; busy: {busy})")

@@ -1,12 +1,16 @@
 """`geofed bench transfer`: geofed transfer beside iperf3, GridFTP and xrootd on the same link.
 
-On a private copy of the federation (its own name, brought up and taken down here),
-for each link loss and stream count: `geofed transfer` moving bytes made in memory to
-/dev/null (the network and the ends, no disk); iperf3 (Debian's, the network's ceiling:
-the same bytes over as many TCP streams, nothing checked); and the bulk tools centres
-use, from Debian: GridFTP (globus-url-copy -p N to a globus-gridftp-server) and xrootd
-(xrdcp --streams N from an xrootd server), each reading a file of the same size in
-/dev/shm and writing /dev/null. --repeat runs each, interleaved so that all see the same
+On a private copy of the federation (its own name, brought up and taken down here; its
+link's round trip and rate changed with --rtt-ms and --bandwidth-gbps), for each link
+loss and stream count: `geofed transfer` moving bytes made in memory to /dev/null (the
+network and the ends, no disk), its congestion control chosen as the command chooses it;
+iperf3 (Debian's, the network's ceiling: the same bytes over as many TCP streams,
+nothing checked) with the testbed's cubic, and again with bbr (`-C bbr`: what plain TCP
+does with the same congestion control as geofed's on a lossy link); and the bulk tools
+centres use, from Debian, with their default congestion control (cubic, as a centre
+runs them): GridFTP (globus-url-copy -p N to a globus-gridftp-server) and xrootd (xrdcp
+--streams N from an xrootd server), each reading a file of the same size in /dev/shm
+and writing /dev/null. --repeat runs each, interleaved so that all see the same
 machine; medians. The servers (iperf3's, GridFTP's, xrootd's) run as this command's
 foreground children, a service of the private testbed (testbed/services.py) with their
 own configuration under its run directory: stopped when the command ends, or by
@@ -259,8 +263,8 @@ def table(data: dict) -> str:
     cap = link["bandwidth_gbps"] * 1000
     peers = data.get("peers", [])
     lossy = next((r for r in data["rows"] if r["loss"]), None)
-    lines = [f"link {link['rtt_ms']:.4g} ms RTT, {cap:.0f} Mb/s; memory -> /dev/null ({data['rows'][0]['bytes'] / 1e6:.0f} MB "
-             "per run" + (f"; with loss, {lossy['cubic_bytes'] / 1e6:.0f} MB for the tools with cubic" if lossy else "")
+    lines = [f"link {link['rtt_ms']:.4g} ms RTT, {cap:.0f} Mb/s; memory -> /dev/null "
+             f"({data['rows'][0]['bytes'] / 1e6:.0f} MB per run" + (f"; with loss, {lossy['cubic_bytes'] / 1e6:.0f} MB for the tools with cubic" if lossy else "")
              + f"); medians of {data['rows'][0]['repeat']}",
              *(f"geofed's own choice at loss {loss}: {c['streams']} streams, {c['congestion']} ({c['reason']})"
                for loss, c in data.get("auto", {}).items()),

@@ -40,8 +40,9 @@ def bench(r: Record, k: int, outdir: Path) -> Iterator[str]:
                 + [f"{p} Mb/s" for p in peers] + ["CPU s/GB geofed", "CPU s/GB iperf3"]
                 + [f"CPU s/GB {p}" for p in peers],
                 # records made before the congestion control was chosen lack its columns
-                [[f"{x['loss']:g}", x["streams"], f"{x['geofed_mbps']:.0f}", "/".join(x.get("geofed_congestion", ["-"])),
-                  f"{x['geofed_mbps'] / cap:.1%}", f"{x['iperf3_mbps']:.0f}", f"{x['geofed_mbps'] / x['iperf3_mbps']:.3f}",
+                [[f"{x['loss']:g}", x["streams"], f"{x['geofed_mbps']:.0f}",
+                  "/".join(x.get("geofed_congestion", ["-"])), f"{x['geofed_mbps'] / cap:.1%}",
+                  f"{x['iperf3_mbps']:.0f}", f"{x['geofed_mbps'] / x['iperf3_mbps']:.3f}",
                   num(x.get("iperf3_bbr_mbps"), ".0f")]
                  + [f"{x[p + '_mbps']:.0f}" for p in peers]
                  + [f"{x['geofed_sender_cpu_s_per_gb']:.2f}", f"{x['iperf3_sender_cpu_s_per_gb']:.2f}"]
