@@ -423,10 +423,12 @@ def test_streams_buffers_and_congestion_follow_the_link(write_fed, tmp_path):
 
 def test_the_narrower_end_is_the_busiest_part():
     fed = federation.load("icm-task")
-    run = {"seconds": 10.0, "bytes": 1.25e9, "streams": 2, "retransmitted": 0.0}  # 1000 Mb/s of 3826
+    run = {"seconds": 10.0, "bytes": 1.25e9, "streams": 2, "send_s": 4.0}  # 1000 Mb/s of 3826
     idle = {"read_s": 1.0, "cpu_s": 2.0}
-    got = {"written_s": 2.0, "streams": 2, "cpu_s": 3.0}
-    assert transfer.narrower_end(fed, "W", "G", run | idle, got)["narrower"] == "network"  # nobody busy
+    got = {"written_s": 2.0, "streams": 2, "cpu_s": 3.0, "waited_s": 12.0}
+    lim = transfer.narrower_end(fed, "W", "G", run | idle, got)
+    assert lim["narrower"] == "network"  # nobody busy
+    assert lim["waiting"] == {"sender sending": 0.2, "receiver waiting": 0.6}
     lim = transfer.narrower_end(fed, "W", "G", run | idle, got | {"written_s": 18.0})
     assert lim["narrower"] == "receiver disk" and lim["busy"]["receiver disk"] == 0.9
     assert transfer.narrower_end(fed, "W", "G", run | idle | {"cpu_s": 9.5}, got)["narrower"] == "sender CPU"

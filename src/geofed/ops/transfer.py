@@ -319,7 +319,9 @@ def narrower_end(fed, s_site: str, d_site: str, sent: dict, got: dict) -> dict:
     the transfer, from what each was doing during the data phase: the share of the streams'
     time spent reading (sender) or writing (receiver), each end's CPU seconds per second
     (a Python end's work runs mostly on one core), and the rate against the link's TCP
-    goodput. The busiest is named; when no end is busy (all below half), the network."""
+    goodput. The busiest is named; when no end is busy (all below half), the network. Beside
+    them, how much of the streams' time the sender spent blocked sending (the network or the
+    receiver holding it back) and the receiver waiting for bytes (the network or the sender)."""
     from geofed.model.network import route
     wall = max(sent["seconds"], 1e-9)
     r = route(fed, s_site, d_site)
@@ -332,8 +334,10 @@ def narrower_end(fed, s_site: str, d_site: str, sent: dict, got: dict) -> dict:
     network = rate / goodput if goodput else 0.0
     end = max(busy, key=busy.get)
     name = "network" if network >= busy[end] or busy[end] < 0.5 else end
+    waiting = {"sender sending": sent["send_s"] / (sent["streams"] * wall),
+               "receiver waiting": got["waited_s"] / (max(got["streams"], 1) * wall)}
     return {"narrower": name, "busy": busy, "network": round(network, 3), "goodput_mbps": goodput,
-            "rate_mbps": rate}
+            "rate_mbps": rate, "waiting": {k: round(v, 3) for k, v in waiting.items()}}
 
 
 def limit_line(data: dict) -> str:
@@ -342,9 +346,10 @@ def limit_line(data: dict) -> str:
     busy = ", ".join(f"{k} {v:.0%}" for k, v in lim["busy"].items())
     net = (f"the link: {lim['rate_mbps']:.0f} of {lim['goodput_mbps']:.0f} Mb/s of TCP goodput, {lim['network']:.0%}"
            if lim["goodput_mbps"] else f"the link: {lim['rate_mbps']:.0f} Mb/s")
+    waiting = ", ".join(f"{k} {v:.0%}" for k, v in lim["waiting"].items())
     return (f"congestion control {c['algorithm']} (sockets: {', '.join(c['sockets'])}): {c['reason']}; "
             f"{c['retransmitted']:.2%} retransmitted\n"
-            f"narrower end: {lim['narrower']} ({net}; busy: {busy})")
+            f"narrower end: {lim['narrower']} ({net}; busy: {busy}; streams blocked: {waiting})")
 
 
 def dry_run_table(preview: dict) -> str:

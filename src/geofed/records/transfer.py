@@ -49,7 +49,9 @@ class OpsTransfer:
             switched to bbr); empty before version 3
         limit: the narrower end: narrower (sender disk, receiver disk, sender CPU, receiver CPU,
             network), busy (each end's share of the data phase reading, writing, on CPU), network (the
-            rate against the link's TCP goodput), goodput_mbps, rate_mbps; empty before version 3
+            rate against the link's TCP goodput), goodput_mbps, rate_mbps, waiting (the share of the
+            streams' time the sender was blocked sending, the receiver waiting for bytes); empty before
+            version 3
     """
     source: str
     destination: str
