@@ -80,7 +80,8 @@ class BenchTransfer:
     """`geofed bench transfer`: geofed transfer beside iperf3, GridFTP and xrootd per stream count and loss.
 
     Attributes:
-        link: rtt_ms, bandwidth_gbps of the link
+        link: rtt_ms, bandwidth_gbps of the link, path_gbps (its narrowest hop, nodes' interfaces included;
+            not in records made before it)
         auto_streams: the stream count geofed chooses on this link
         rows: per loss and stream count: geofed_mbps, iperf3_mbps, <peer>_mbps, CPU per GB, runs
         peers: peer tools beside iperf3 (gridftp, xrootd)
