@@ -20,21 +20,10 @@ from tests.ops.test_bulk_transfer import _ends, verified
 
 NAME = "xfer-3rd-test"
 SIZE = 24 << 20
-THREE_SITES = f"""
-name = "{NAME}"
-[local]
-latency_us = 2.0
-[[site]]
-code = "A"
-nodes = 1
-[[site]]
-code = "B"
-nodes = 1
-[[site]]
-code = "C"
-nodes = 1
-""" + "".join(f'[[link]]\nsites = ["{x}", "{y}"]\nrtt_ms = 2.0\nbandwidth_gbps = 1.0\n'
-              for x, y in (("A", "B"), ("A", "C"), ("B", "C")))
+# sites A, B and C of one node each, every pair joined by a 2 ms, 1 Gb/s link
+THREE_SITES = f'name = "{NAME}"\n[local]\nlatency_us = 2.0\n' \
+    + "".join(f'[[site]]\ncode = "{code}"\nnodes = 1\n' for code in "ABC") \
+    + "".join(f'[[link]]\nsites = ["{x}", "{y}"]\nrtt_ms = 2.0\nbandwidth_gbps = 1.0\n' for x, y in ("AB", "AC", "BC"))
 
 
 @pytest.fixture(scope="module")
