@@ -351,14 +351,14 @@ def _ends(under: Path, which: str = "") -> list[int]:
 def test_a_wrong_secret_is_refused(fed, tmp_path):
     plan = core.require_up(fed)
     b1 = plan.node("B1")
-    env = dict(os.environ, GEOFED_XFER_SECRET=os.urandom(32).hex())
-    rx = transfer.End(transfer.end_argv(b1.netns, ["recv", "--bind", b1.address, "--dest", str(tmp_path / "x"),
-                                                   "--timeout", "20"]), env)
+    rx = transfer.End(transfer.end_argv(plan, "B1", ["recv", "--bind", b1.address, "--dest", str(tmp_path / "x"),
+                                                     "--timeout", "20"], None, None), dict(os.environ),
+                      os.urandom(32), over_ssh=False)
     try:
         port = rx.wait_for("listening", 20)["port"]
-        tx = subprocess.run(transfer.end_argv(plan.node("A1").netns, [
-            "send", "--connect", f"{b1.address}:{port}", "--source", "mem:1000", "--streams", "1"]),
-            env=dict(env, GEOFED_XFER_SECRET=os.urandom(32).hex()), capture_output=True, text=True, timeout=30)
+        tx = subprocess.run(transfer.end_argv(plan, "A1", [
+            "send", "--connect", f"{b1.address}:{port}", "--source", "mem:1000", "--streams", "1"], None, None),
+            env=dict(os.environ, GEOFED_XFER_SECRET=os.urandom(32).hex()), capture_output=True, text=True, timeout=30)
         assert tx.returncode == 3
         assert json.loads(tx.stdout.splitlines()[-1])["message"].startswith("the other end")
         assert rx.wait_for("refused", 10)["event"] == "refused"
@@ -401,15 +401,39 @@ def test_no_space_at_the_destination_is_refused_before_anything_moves(fed, tmp_p
         subprocess.run(["umount", str(small)], check=True)
 
 
-def test_streams_and_buffers_follow_the_bdp(write_fed, tmp_path):
+def test_streams_buffers_and_congestion_follow_the_link(write_fed, tmp_path):
     fed = federation.load(write_fed(two_site_federation("xfer-choose", rtt_ms=9.0, gbps=4.0)))
-    n, buf, bdp = transfer.choose(fed, "A", "B", None, None)
-    assert bdp == pytest.approx(4.5e6, rel=0.01)
-    assert n == 2 and buf == bdp
-    assert transfer.choose(fed, "A", "B", 2, 0) == (2, 0, bdp)
+    c = transfer.choose(fed, "A", "B")
+    assert c.bdp == pytest.approx(4.5e6, rel=0.01)
+    assert (c.streams, c.buffer, c.congestion) == (2, c.bdp, "cubic")
+    # the sender measures, after slow start, whether the path loses and holds them below 80 % of the link
+    assert (c.switch_above, c.switch_below_Bps) == (transfer.MIN_SWITCH_LOSS, 0.8 * 4e9 / 8)
+    given = transfer.choose(fed, "A", "B", 2, 0)
+    assert (given.streams, given.buffer, given.bdp) == (2, 0, c.bdp)
     (tmp_path / "d").mkdir()
     lossy = federation.load(federation.derive(fed, tmp_path / "d", "xfer-lossy", loss=0.01))
-    assert transfer.choose(lossy, "A", "B", None, None)[0] == transfer.MAX_STREAMS  # 15 Mb/s a stream
+    # 8 cubic streams at 1 % make 126 Mb/s of the 4000: bbr, as many streams as the BDP asks, autotuned buffers
+    c = transfer.choose(lossy, "A", "B")
+    assert (c.streams, c.buffer, c.congestion, c.switch_above, c.switch_below_Bps) == (2, 0, "bbr", 0.0, 0.0)
+    assert "126 Mb/s of 4000" in c.reason
+    asked = transfer.choose(lossy, "A", "B", congestion="cubic")
+    assert (asked.streams, asked.congestion) == (transfer.MAX_STREAMS, "cubic")  # 15 Mb/s a stream
+    assert asked.reason == "asked (--congestion cubic)"
+
+
+def test_the_narrower_end_is_the_busiest_part():
+    fed = federation.load("icm-task")
+    run = {"seconds": 10.0, "bytes": 1.25e9, "streams": 2, "send_s": 4.0}  # 1000 Mb/s of 3826
+    idle = {"read_s": 1.0, "cpu_s": 2.0}
+    got = {"written_s": 2.0, "streams": 2, "cpu_s": 3.0, "waited_s": 12.0}
+    lim = transfer.narrower_end(fed, "W", "G", run | idle, got)
+    assert lim["narrower"] == "network"  # nobody busy
+    assert lim["waiting"] == {"sender sending": 0.2, "receiver waiting": 0.6}
+    lim = transfer.narrower_end(fed, "W", "G", run | idle, got | {"written_s": 18.0})
+    assert lim["narrower"] == "receiver disk" and lim["busy"]["receiver disk"] == 0.9
+    assert transfer.narrower_end(fed, "W", "G", run | idle | {"cpu_s": 9.5}, got)["narrower"] == "sender CPU"
+    fast = run | idle | {"bytes": 4.5e9}  # 3600 Mb/s, 94 % of the goodput: the network, though the sender reads 90 %
+    assert transfer.narrower_end(fed, "W", "G", fast | {"read_s": 18.0}, got)["narrower"] == "network"
 
 
 def test_every_stream_gets_sixteen_chunks_to_share_unless_that_goes_below_256_kib():

@@ -318,7 +318,7 @@ def cmd_transfer(args) -> int:
     from geofed.ops import transfer
     data = transfer.run(fed, args.source, args.destination, streams=args.streams, buffer=args.buffer,
                chunk=args.chunk_mb << 20 if args.chunk_mb else None, show=True, copy_links=args.copy_links,
-               delete=args.delete, dry_run=args.dry_run)
+               delete=args.delete, dry_run=args.dry_run, congestion=args.congestion, caller=args.caller)
     if args.dry_run:
         print(transfer.dry_run_table(data))
         return 0
@@ -328,7 +328,7 @@ def cmd_transfer(args) -> int:
          f"{data['rate_mbps']:.0f} Mb/s over {data['streams']} streams{held}; "
          f"CPU {data['sender_cpu_s_per_gb']:.2f} s/GB sending, {data['receiver_cpu_s_per_gb']:.2f} s/GB receiving"
          + (f"; {data['corrupt_found']} damaged chunk(s) found and sent again" if data["corrupt_found"] else "")
-         + "\n" + transfer.tree_line(data["tree"]))
+         + "\n" + transfer.tree_line(data["tree"]) + "\n" + transfer.limit_line(data))
     return 0
 
 
@@ -503,6 +503,14 @@ def transfer_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--streams", type=positive_int, help="TCP streams (default: from the link's BDP)")
     p.add_argument("--buffer", type=nonnegative_int, help="socket buffer bytes per stream (default: from the BDP; 0: "
                                                           "Linux's autotuning)")
+    p.add_argument("--from", dest="caller", metavar="NODE",
+                   help="start the two ends from this node over ssh (geofed ops ssh up), as its user: with a node "
+                        "of a third site, the data goes between the ends only (a third-party transfer)")
+    from geofed.ops.transfer import CONGESTION
+    p.add_argument("--congestion", choices=CONGESTION, default="auto",
+                   help="TCP congestion control of the data streams (default auto: bbr where the link model's loss "
+                        "would hold cubic streams below 80%% of the link, or where after slow start they lose "
+                        "frames and deliver less than that; else cubic)")
     p.add_argument("--chunk-mb", type=positive_int, help="chunk size in MiB (default 8, less for a small transfer: "
                                                            "16 chunks per stream, at least 1/4)")
     p.add_argument("--copy-links", "-L", action="store_true", help="send what symbolic links point to, not the links "

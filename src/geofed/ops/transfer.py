@@ -26,11 +26,13 @@ import json
 import math
 import os
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from geofed import federation, validate
@@ -44,18 +46,47 @@ from geofed.progress import Bar
 # queue of the link and backs off more.
 STREAM_WINDOW_BYTES = 4 << 20
 MAX_STREAMS = 8
+CONGESTION = ("auto", "cubic", "bbr")
+# Cubic streams that the link's loss holds below this share of its rate (Mathis) leave
+# the link to bbr, which paces at the bottleneck's rate it measures and does not back
+# off on a random loss.
+LOSS_BOUND_SHARE = 0.8
+# Below this retransmitted share after slow start the streams lose too little for bbr to
+# matter. Above it, the loss may still be cubic's own, its window overflowing the link's
+# queue (0.08 % for one stream on a clean 2 ms, 1 Gb/s link): the sender switches only
+# if the streams also deliver less than LOSS_BOUND_SHARE of the link.
+MIN_SWITCH_LOSS = 1e-4
+
+
+@dataclass(frozen=True)
+class Choice:
+    """How a transfer uses the route: streams, each socket's buffer, the congestion control
+    the data streams start with, when the sender switches them to bbr (they retransmit more
+    than switch_above of their bytes and deliver less than switch_below_Bps after slow
+    start; 0: never), and why."""
+    streams: int
+    buffer: int
+    bdp: int
+    congestion: str
+    switch_above: float
+    switch_below_Bps: float
+    reason: str
 
 
 def parse_end(spec: str, fed, what: str) -> tuple[str, str]:
     node, sep, path = spec.partition(":")
     if not sep or not path:
         raise UserError(f"{what} {spec!r}: expected NODE:PATH, like W1:/data/file")
+    check_node(fed, node, f"{what} {spec!r}")
+    return node, path
+
+
+def check_node(fed, node: str, what: str) -> None:
     try:
         fed.node(node)
     except KeyError:
-        raise UserError(f"{what} {spec!r}: federation {fed.name} has no node {node} "
+        raise UserError(f"{what}: federation {fed.name} has no node {node} "
                         f"(nodes: {', '.join(n.name for n in fed.nodes())})") from None
-    return node, path
 
 
 def check_source(path: str, copy_links: bool) -> tuple[str, bool]:
@@ -82,27 +113,60 @@ def check_dest(path: str) -> str:
     return str(p.resolve())
 
 
-def choose(fed, src_site: str, dst_site: str, streams: int | None, buffer: int | None) -> tuple[int, int, int]:
-    """Streams and socket buffer for the route: enough streams that each holds a share of the
-    BDP a Linux stream keeps in flight, and on a lossy link enough that their Mathis limits
-    add up to the link's rate (at most MAX_STREAMS); buffers twice each stream's share of the
-    BDP (0: autotuned)."""
+def choose(fed, src_site: str, dst_site: str, streams: int | None = None, buffer: int | None = None,
+           congestion: str = "auto") -> Choice:
+    """Streams, buffers and congestion control for the route. Cubic: enough streams that each
+    holds a share of the BDP a Linux stream keeps in flight, and on a lossy link enough that
+    their Mathis limits add up to the link's rate (at most MAX_STREAMS). auto takes bbr
+    where the model's loss would hold those cubic streams below LOSS_BOUND_SHARE of the
+    rate, else cubic with a switch to bbr if after slow start the streams lose and stay
+    below that share; bbr needs only the BDP's streams. Buffers: twice each stream's share
+    of the BDP for cubic, autotuned (0) for bbr."""
     from geofed.model.network import route, stream_rate_Bps
     gbps, rtt = fed.bandwidth_gbps(src_site, dst_site), fed.rtt_ms(src_site, dst_site)
     bdp = federation.bdp_bytes(gbps, rtt) if gbps else 0
     r = route(fed, src_site, dst_site)
+    for_bdp = max(1, min(MAX_STREAMS, math.ceil(bdp / STREAM_WINDOW_BYTES)))
     for_loss = math.ceil(r.rate_Bps / stream_rate_Bps(r, 1)) if r.loss and r.rate_Bps else 1
-    n = streams or max(1, min(MAX_STREAMS, max(math.ceil(bdp / STREAM_WINDOW_BYTES), for_loss)))
-    buf = buffer if buffer is not None else (2 * bdp // n if bdp else 0)
-    return n, buf, bdp
+    cubic = streams or max(for_bdp, min(MAX_STREAMS, for_loss))
+    switch_below = 0.0
+    if congestion != "auto":
+        algorithm, reason = congestion, f"asked (--congestion {congestion})"
+    elif not r.rate_Bps:
+        algorithm, reason = "cubic", "the link model has no rate to fill"
+    else:
+        want = LOSS_BOUND_SHARE * r.rate_Bps
+        held = stream_rate_Bps(r, cubic)
+        if held < want:
+            algorithm = "bbr"
+            reason = (f"the link model's loss ({r.loss:.3g}) holds {cubic} cubic streams to {held * 8e-6:.0f} Mb/s "
+                      f"of {r.rate_Bps * 8e-6:.0f} (Mathis)")
+        else:
+            algorithm, switch_below = "cubic", want
+            reason = (f"the link model's loss ({r.loss:.3g}) leaves {cubic} cubic streams the link; bbr if after "
+                      f"slow start they retransmit more than {MIN_SWITCH_LOSS:.2%} of their bytes and deliver less "
+                      f"than {want * 8e-6:.0f} Mb/s")
+    n = streams or (for_bdp if algorithm == "bbr" else cubic)
+    # bbr's buffers are autotuned: a fixed receive buffer of twice a stream's share of the BDP
+    # held 2 bbr streams to 2400 Mb/s at 1 % loss (the holes of lost frames stall its window),
+    # autotuned they moved 3310 (cubic's window never gets that far on a lossy link)
+    buf = buffer if buffer is not None else (2 * bdp // n if bdp and algorithm == "cubic" else 0)
+    return Choice(n, buf, bdp, algorithm, MIN_SWITCH_LOSS if switch_below else 0.0, switch_below, reason)
 
 
 class End:
-    """One end running in its node: its JSON lines, its exit status."""
+    """One end running in its node: its JSON lines, its exit status. An end started over ssh
+    is given the secret on its standard input, kept open while it runs (it stops when
+    that closes)."""
 
-    def __init__(self, argv: list[str], env: dict):
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    def __init__(self, argv: list[str], env: dict, key: bytes, over_ssh: bool):
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE if over_ssh else subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env=env if over_ssh else dict(env, GEOFED_XFER_SECRET=key.hex()),
                                      start_new_session=True)
+        if over_ssh:
+            self.proc.stdin.write(key.hex() + "\n")
+            self.proc.stdin.flush()
         self.events: list[dict] = []
         self.lock = threading.Condition()
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -140,19 +204,31 @@ class End:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
+        if self.proc.stdin:
+            self.proc.stdin.close()
 
 
-def end_argv(netns: str | None, args: list[str]) -> list[str]:
-    from geofed.testbed import host
+def end_argv(plan, node: str, args: list[str], caller: str | None, login: dict | None) -> list[str]:
+    """An end on `node`: started by this command in the node's namespace, or from the
+    caller's node over ssh as the testbed's user (its sshd checks the user's key), so the
+    ends' control crosses the links from the caller and the data only the link between them."""
+    from geofed.testbed import host, ssh
     argv = [sys.executable, "-m", "geofed.ops.xfer_ends", *args]
-    return host.in_netns(netns, argv) if netns else argv
+    if caller is None:
+        return host.in_netns(plan.node(node).netns, argv)
+    # the geofed the caller runs (a shared file system on the testbed; installed at each end on a cluster)
+    here = str(Path(__file__).resolve().parents[2])
+    remote = shlex.join(["env", f"PYTHONPATH={here}", *argv, "--ssh"])
+    return ssh.login_argv(plan, login, ["ssh", node, remote], node=caller)
 
 
 def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | None = None,
         chunk: int | None = None, show=None, secret: bytes | None = None, copy_links: bool = False,
-        delete: bool = False, dry_run: bool = False) -> dict:
+        delete: bool = False, dry_run: bool = False, congestion: str = "auto", caller: str | None = None) -> dict:
     """Move SRC to DST (NODE:PATH each) on the federation's testbed; the transfer's record
-    data, or with dry_run what it would do: {"changes": [[what, path, ...]], "not_sent": [...]}."""
+    data, or with dry_run what it would do: {"changes": [[what, path, ...]], "not_sent": [...]}.
+    With `caller` (a node), the ends are started from that node over ssh (a third-party
+    transfer when it is at neither end's site)."""
     from geofed.testbed import core
     src_node, src_path = parse_end(src, fed, "source")
     dst_node, dst_path = parse_end(dst, fed, "destination")
@@ -161,20 +237,29 @@ def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | No
         dst_path = str(Path(dst_path) / Path(source).name)
     dest = check_dest(dst_path)
     plan = core.require_up(fed, [fed.node(src_node), fed.node(dst_node)])
+    login = None
+    if caller is not None:
+        from geofed.testbed import ssh
+        check_node(fed, caller, f"--from {caller}")
+        plan, login = ssh.require_up(fed)
     s_site, d_site = fed.node(src_node).site, fed.node(dst_node).site
-    n, buf, bdp = choose(fed, s_site, d_site, streams, buffer)
-    env = dict(os.environ, GEOFED_XFER_SECRET=(secret or secrets.token_bytes(32)).hex())
-    rx = End(end_argv(plan.node(dst_node).netns, ["recv", "--bind", plan.node(dst_node).address, "--dest", dest,
-                                                  "--buffer", str(buf)] + ["--delete"] * delete), env)
+    choice = choose(fed, s_site, d_site, streams, buffer, congestion)
+    n, buf, bdp = choice.streams, choice.buffer, choice.bdp
+    key, over_ssh = secret or secrets.token_bytes(32), caller is not None
+    rx = End(end_argv(plan, dst_node, ["recv", "--bind", plan.node(dst_node).address, "--dest", dest,
+                                       "--buffer", str(buf)] + ["--delete"] * delete, caller, login),
+             dict(os.environ), key, over_ssh)
     tx = None
     try:
         listening = rx.wait_for("listening", 30)
         if not listening or listening["event"] != "listening":
             raise JobFailed(f"transfer: the receiver on {dst_node} did not start: {_why(rx)}")
-        tx = End(end_argv(plan.node(src_node).netns, [
+        tx = End(end_argv(plan, src_node, [
             "send", "--connect", f"{plan.node(dst_node).address}:{listening['port']}", "--source", source,
-            "--streams", str(n), "--chunk", str(chunk or 0), "--buffer", str(buf)]
-            + ["--copy-links"] * copy_links + ["--dry-run"] * dry_run), env)
+            "--streams", str(n), "--chunk", str(chunk or 0), "--buffer", str(buf),
+            "--congestion", choice.congestion, "--switch-above", repr(choice.switch_above),
+            "--switch-below", repr(choice.switch_below_Bps)]
+            + ["--copy-links"] * copy_links + ["--dry-run"] * dry_run, caller, login), dict(os.environ), key, over_ssh)
         bar = Bar(f"transfer {src} -> {dst}")
         while True:
             try:
@@ -210,7 +295,61 @@ def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | No
             "tree": planned["entries"] | {"deleted": sent["deleted"], "not_sent": len(planned["not_sent"])},
             "phases": {"plan_s": sent["plan_s"], "data_s": sent["seconds"], "finish_s": sent["finish_s"]},
             "link": {"src_site": s_site, "dst_site": d_site, "rtt_ms": fed.rtt_ms(s_site, d_site),
-                     "bandwidth_gbps": fed.bandwidth_gbps(s_site, d_site), "bdp_bytes": bdp}}
+                     "bandwidth_gbps": fed.bandwidth_gbps(s_site, d_site), "bdp_bytes": bdp},
+            "started_from": caller or "host",
+            "congestion": congestion_used(choice, congestion, sent, tx.last("probe")),
+            "limit": narrower_end(fed, s_site, d_site, sent, got)}
+
+
+def congestion_used(choice: Choice, asked: str, sent: dict, probe: dict | None) -> dict:
+    """The congestion control the data streams ran, as the kernel reported it on each, and why."""
+    reason = choice.reason
+    if probe:
+        reason += (f"; measured {probe['retransmitted']:.3%} retransmitted and {probe['rate_Bps'] * 8e-6:.0f} Mb/s "
+                   f"in {probe['seconds']:g} s after slow start: "
+                   + ("switched to bbr" if probe["switched"] else "kept cubic"))
+    algorithm = "bbr" if probe and probe["switched"] else choice.congestion
+    return {"asked": asked, "algorithm": algorithm, "reason": reason, "sockets": sent["congestion"],
+            "retransmitted": sent["retransmitted"],
+            "probe": probe and {k: probe[k] for k in ("retransmitted", "rate_Bps", "switched")}}
+
+
+def narrower_end(fed, s_site: str, d_site: str, sent: dict, got: dict) -> dict:
+    """Which of the sender's disk, the receiver's disk, either end's CPU and the network held
+    the transfer, from what each was doing during the data phase: the share of the streams'
+    time spent reading (sender) or writing (receiver), each end's CPU seconds per second
+    (a Python end's work runs mostly on one core), and the rate against the link's TCP
+    goodput. The busiest is named; when no end is busy (all below half), the network. Beside
+    them, how much of the streams' time the sender spent blocked sending (the network or the
+    receiver holding it back) and the receiver waiting for bytes (the network or the sender)."""
+    from geofed.model.network import route
+    wall = max(sent["seconds"], 1e-9)
+    r = route(fed, s_site, d_site)
+    goodput = r.rate_Bps * federation.TCP_PAYLOAD_PER_WIRE_BYTE * (1 - r.loss) * 8 / 1e6 if r.rate_Bps else None
+    rate = sent["bytes"] * 8 / wall / 1e6
+    busy = {"sender disk": sent["read_s"] / (sent["streams"] * wall),
+            "receiver disk": got["written_s"] / (max(got["streams"], 1) * wall),
+            "sender CPU": sent["cpu_s"] / wall, "receiver CPU": got["cpu_s"] / wall}
+    busy = {k: round(v, 3) for k, v in busy.items()}
+    network = rate / goodput if goodput else 0.0
+    end = max(busy, key=busy.get)
+    name = "network" if network >= busy[end] or busy[end] < 0.5 else end
+    waiting = {"sender sending": sent["send_s"] / (sent["streams"] * wall),
+               "receiver waiting": got["waited_s"] / (max(got["streams"], 1) * wall)}
+    return {"narrower": name, "busy": busy, "network": round(network, 3), "goodput_mbps": goodput,
+            "rate_mbps": rate, "waiting": {k: round(v, 3) for k, v in waiting.items()}}
+
+
+def limit_line(data: dict) -> str:
+    """The summary's line on the congestion control and the narrower end."""
+    c, lim = data["congestion"], data["limit"]
+    busy = ", ".join(f"{k} {v:.0%}" for k, v in lim["busy"].items())
+    net = (f"the link: {lim['rate_mbps']:.0f} of {lim['goodput_mbps']:.0f} Mb/s of TCP goodput, {lim['network']:.0%}"
+           if lim["goodput_mbps"] else f"the link: {lim['rate_mbps']:.0f} Mb/s")
+    waiting = ", ".join(f"{k} {v:.0%}" for k, v in lim["waiting"].items())
+    return (f"congestion control {c['algorithm']} (sockets: {', '.join(c['sockets'])}): {c['reason']}; "
+            f"{c['retransmitted']:.2%} retransmitted\n"
+            f"narrower end: {lim['narrower']} ({net}; busy: {busy}; streams blocked: {waiting})")
 
 
 def dry_run_table(preview: dict) -> str:

@@ -1,12 +1,16 @@
 """`geofed bench transfer`: geofed transfer beside iperf3, GridFTP and xrootd on the same link.
 
-On a private copy of the federation (its own name, brought up and taken down here),
-for each link loss and stream count: `geofed transfer` moving bytes made in memory to
-/dev/null (the network and the ends, no disk); iperf3 (Debian's, the network's ceiling:
-the same bytes over as many TCP streams, nothing checked); and the bulk tools centres
-use, from Debian: GridFTP (globus-url-copy -p N to a globus-gridftp-server) and xrootd
-(xrdcp --streams N from an xrootd server), each reading a file of the same size in
-/dev/shm and writing /dev/null. --repeat runs each, interleaved so that all see the same
+On a private copy of the federation (its own name, brought up and taken down here; its
+link's round trip and rate changed with --rtt-ms and --bandwidth-gbps), for each link
+loss and stream count: `geofed transfer` moving bytes made in memory to /dev/null (the
+network and the ends, no disk), its congestion control chosen as the command chooses it;
+iperf3 (Debian's, the network's ceiling: the same bytes over as many TCP streams,
+nothing checked) with the testbed's cubic, and again with bbr (`-C bbr`: what plain TCP
+does with the same congestion control as geofed's on a lossy link); and the bulk tools
+centres use, from Debian, with their default congestion control (cubic, as a centre
+runs them): GridFTP (globus-url-copy -p N to a globus-gridftp-server) and xrootd (xrdcp
+--streams N from an xrootd server), each reading a file of the same size in /dev/shm
+and writing /dev/null. --repeat runs each, interleaved so that all see the same
 machine; medians. The servers (iperf3's, GridFTP's, xrootd's) run as this command's
 foreground children, a service of the private testbed (testbed/services.py) with their
 own configuration under its run directory: stopped when the command ends, or by
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -36,12 +41,15 @@ PEERS = ("gridftp", "xrootd")
 SERVICE = "bench-peers"
 
 
-def iperf3(plan, src: str, dst: str, streams: int, nbytes: int, timeout: float = 300) -> dict:
-    """One iperf3 run: `streams` TCP streams moving `nbytes` from node src to the server at dst."""
+def iperf3(plan, src: str, dst: str, streams: int, nbytes: int, timeout: float = 300,
+           congestion: str | None = None) -> dict:
+    """One iperf3 run: `streams` TCP streams moving `nbytes` from node src to the server at dst,
+    with the testbed's congestion control (cubic) or `congestion`."""
     from geofed.testbed import host
     d, s = plan.node(dst), plan.node(src)
     done = subprocess.run(host.in_netns(s.netns, ["iperf3", "-c", d.address, "-p", str(IPERF3_PORT), "-J",
-                                                  "-P", str(streams), "-n", str(nbytes)]),
+                                                  "-P", str(streams), "-n", str(nbytes)]
+                                        + (["-C", congestion] if congestion else [])),
                           capture_output=True, text=True, timeout=timeout)
     doc = json.loads(done.stdout or "{}")
     if "end" not in doc or doc.get("error"):
@@ -174,64 +182,112 @@ def peer_run(plan, tool: str, src: str, dst: str, streams: int, data: Path, xroo
 
 
 def run(base, streams: list[int], losses: list[float], nbytes: int, repeat: int, lossy_bytes: int,
-        peers: list[str] | tuple[str, ...] = PEERS) -> dict:
-    """The table's rows; a lossy link moves `lossy_bytes` per run (a stream there runs at
-    Mathis' limit, 15 Mb/s at 9 ms and 1 %, so a GB would take minutes)."""
+        peers: list[str] | tuple[str, ...] = PEERS, **link_changes) -> dict:
+    """The table's rows. geofed (its congestion control chosen as `geofed transfer` does)
+    and iperf3 with bbr move `nbytes` per run at every loss; the tools with the testbed's
+    cubic move `lossy_bytes` per run on a lossy link (a cubic stream there runs at Mathis'
+    limit, 15 Mb/s at 9 ms and 1 %, so a GB would take minutes). `link_changes` (rtt_ms,
+    bandwidth_gbps) derive the copy's link from the federation's."""
     from geofed.ops import transfer
     from geofed.testbed import core
-    rows = []
+    rows, choices = [], {}
     for loss in losses:
-        with core.owned_copy(base, "gfxfer", loss=loss) as fed:
+        with core.owned_copy(base, "gfxfer", loss=loss, **link_changes) as fed:
             plan = core.make_plan(fed)
             a, b = (next(n.name for n in fed.nodes() if n.site == s.code) for s in fed.sites[:2])
-            size = nbytes if loss == 0 else lossy_bytes
-            with shm_file(size, peers) as source, peer_servers(plan, a, b, peers, source) as served:
-                rows += [_row(fed, plan, a, b, n, size, repeat, peers, served) | {"loss": loss} for n in streams]
-            auto = transfer.choose(fed, fed.sites[0].code, fed.sites[1].code, None, None)[0]
-    link = base.links[0]
-    return {"link": {"rtt_ms": link.rtt_ms, "bandwidth_gbps": link.bandwidth_gbps}, "auto_streams": auto,
-            "peers": list(peers), "rows": rows}
+            cubic_size = nbytes if loss == 0 else lossy_bytes
+            with shm_file(cubic_size, peers) as source, peer_servers(plan, a, b, peers, source) as served:
+                rows += [_row(fed, plan, a, b, n, nbytes, cubic_size, repeat, peers, served) | {"loss": loss}
+                         for n in streams]
+            auto = transfer.choose(fed, fed.sites[0].code, fed.sites[1].code)
+            choices[f"{loss:g}"] = {"streams": auto.streams, "congestion": auto.congestion, "reason": auto.reason}
+            link = fed.links[0]
+    # the path is as narrow as its narrowest hop: the link, or the nodes' interfaces (5.6 Gb/s on icm-task)
+    path_gbps = fed.path_between(fed.sites[0].code, fed.sites[1].code).bandwidth_gbps
+    return {"link": {"rtt_ms": link.rtt_ms, "bandwidth_gbps": link.bandwidth_gbps, "path_gbps": path_gbps},
+            "auto_streams": auto.streams,
+            "auto": choices, "peers": list(peers), "rows": rows}
 
 
-def _row(fed, plan, a: str, b: str, n: int, size: int, repeat: int, peers, served) -> dict:
+def _row(fed, plan, a: str, b: str, n: int, size: int, cubic_size: int, repeat: int, peers, served) -> dict:
     from geofed.ops import transfer
-    ours, theirs, others = [], [], {p: [] for p in peers}
+    ours, theirs, bbr, others = [], [], [], {p: [] for p in peers}
     for k in range(repeat):
         progress(f"bench transfer: {fed.links[0].loss:g} loss, {n} stream(s), run {k + 1}/{repeat}")
         ours.append(transfer.run(fed, f"{a}:mem:{size}", f"{b}:/dev/null", streams=n))
-        theirs.append(iperf3(plan, a, b, n, size))
+        theirs.append(iperf3(plan, a, b, n, cubic_size))
+        bbr.append(iperf3(plan, a, b, n, size, congestion="bbr"))
         for p in peers:
-            others[p].append(peer_run(plan, p, a, b, n, *served, size))
-    return {"streams": n, "bytes": size, "repeat": repeat,
+            others[p].append(peer_run(plan, p, a, b, n, *served, cubic_size))
+    tools = {"iperf3": theirs, "iperf3_bbr": bbr, **others}
+    return {"streams": n, "bytes": size, "cubic_bytes": cubic_size, "repeat": repeat,
             "geofed_mbps": statistics.median(r["rate_mbps"] for r in ours),
             "geofed_runs_mbps": [r["rate_mbps"] for r in ours],
             "geofed_sender_cpu_s_per_gb": statistics.median(r["sender_cpu_s_per_gb"] for r in ours),
             "geofed_receiver_cpu_s_per_gb": statistics.median(r["receiver_cpu_s_per_gb"] for r in ours),
             "geofed_buffer_bytes": ours[0]["buffer_bytes"],
-            "iperf3_mbps": statistics.median(r["rate_mbps"] for r in theirs),
-            "iperf3_runs_mbps": [r["rate_mbps"] for r in theirs],
-            "iperf3_sender_cpu_s_per_gb": statistics.median(r["sender_cpu_s_per_gb"] for r in theirs),
+            "geofed_congestion": sorted({r["congestion"]["algorithm"] for r in ours}),
+            "geofed_sockets": sorted({c for r in ours for c in r["congestion"]["sockets"]}),
+            "geofed_retransmitted": statistics.median(r["congestion"]["retransmitted"] for r in ours),
+            "geofed_narrower": [r["limit"]["narrower"] for r in ours],
             "iperf3_retransmits": statistics.median(r["retransmits"] for r in theirs),
-            **{f"{p}_mbps": statistics.median(r["rate_mbps"] for r in v) for p, v in others.items()},
-            **{f"{p}_runs_mbps": [r["rate_mbps"] for r in v] for p, v in others.items()},
+            **{f"{p}_mbps": statistics.median(r["rate_mbps"] for r in v) for p, v in tools.items()},
+            **{f"{p}_runs_mbps": [r["rate_mbps"] for r in v] for p, v in tools.items()},
             **{f"{p}_sender_cpu_s_per_gb": statistics.median(r["sender_cpu_s_per_gb"] for r in v)
-               for p, v in others.items()}}
+               for p, v in tools.items()}}
+
+
+def goodput_ceiling_mbps(gbps: float, loss: float) -> float:
+    """What TCP can carry over the link: its rate less headers (1448 payload bytes a frame)
+    and the frames lost, which are sent again."""
+    from geofed.federation import TCP_PAYLOAD_PER_WIRE_BYTE
+    return gbps * 1000 * TCP_PAYLOAD_PER_WIRE_BYTE * (1 - loss)
+
+
+def best(data: dict) -> list[dict]:
+    """Per loss: each tool's best median over the stream counts, and geofed's against the
+    link's goodput ceiling, the best plain TCP measured (iperf3, cubic or bbr) and each peer."""
+    out = []
+    for loss in sorted({r["loss"] for r in data["rows"]}):
+        rows = [r for r in data["rows"] if r["loss"] == loss]
+        tools = ["geofed", "iperf3", "iperf3_bbr", *data.get("peers", [])]
+        top = {t: max(rows, key=lambda r: r.get(t + "_mbps", 0)) for t in tools if t + "_mbps" in rows[0]}
+        link = data["link"]
+        ceiling = goodput_ceiling_mbps(min(link["bandwidth_gbps"], link.get("path_gbps") or math.inf), loss)
+        measured = max(top[t][t + "_mbps"] for t in ("iperf3", "iperf3_bbr") if t in top)
+        ours = top["geofed"]["geofed_mbps"]
+        out.append({"loss": loss, "ceiling_mbps": ceiling, "measured_ceiling_mbps": measured,
+                    "best": {t: {"mbps": r[t + "_mbps"], "streams": r["streams"]} for t, r in top.items()},
+                    "geofed_of_ceiling": ours / ceiling, "geofed_of_measured": ours / measured,
+                    "geofed_over": {t: ours / top[t][t + "_mbps"] for t in top if t != "geofed"}})
+    return out
 
 
 def table(data: dict) -> str:
     link = data["link"]
     cap = link["bandwidth_gbps"] * 1000
-    lines = [f"link {link['rtt_ms']:.4g} ms RTT, {cap:.0f} Mb/s; memory -> /dev/null ({data['rows'][0]['bytes'] / 1e6:.0f} MB "
-             f"per run, {data['rows'][-1]['bytes'] / 1e6:.0f} MB with loss); medians of "
-             f"{data['rows'][0]['repeat']}; geofed's own choice: {data['auto_streams']} streams",
-             f"{'loss':>6} {'streams':>7} {'geofed Mb/s':>11} {'of link':>7} {'iperf3 Mb/s':>11} {'geofed/iperf3':>13}"
-             + "".join(f" {p + ' Mb/s':>12}" for p in data.get("peers", []))
-             + f" {'CPU s/GB geofed':>15} {'iperf3':>7}" + "".join(f" {p:>7}" for p in data.get("peers", []))]
+    peers = data.get("peers", [])
+    lossy = next((r for r in data["rows"] if r["loss"]), None)
+    lines = [f"link {link['rtt_ms']:.4g} ms RTT, {cap:.0f} Mb/s; memory -> /dev/null "
+             f"({data['rows'][0]['bytes'] / 1e6:.0f} MB per run" + (f"; with loss, {lossy['cubic_bytes'] / 1e6:.0f} MB for the tools with cubic" if lossy else "")
+             + f"); medians of {data['rows'][0]['repeat']}",
+             *(f"geofed's own choice at loss {loss}: {c['streams']} streams, {c['congestion']} ({c['reason']})"
+               for loss, c in data.get("auto", {}).items()),
+             f"{'loss':>6} {'streams':>7} {'geofed Mb/s':>11} {'cc':>5} {'of link':>7} {'iperf3 Mb/s':>11} "
+             f"{'geofed/iperf3':>13} {'iperf3 bbr':>10}" + "".join(f" {p + ' Mb/s':>12}" for p in peers)
+             + f" {'CPU s/GB geofed':>15} {'iperf3':>7}" + "".join(f" {p:>7}" for p in peers)]
     for r in data["rows"]:
-        lines.append(f"{r['loss']:>6g} {r['streams']:>7} {r['geofed_mbps']:>11.0f} {r['geofed_mbps'] / cap:>7.1%} "
-                     f"{r['iperf3_mbps']:>11.0f} {r['geofed_mbps'] / r['iperf3_mbps']:>13.3f}"
-                     + "".join(f" {r[p + '_mbps']:>12.0f}" for p in data.get("peers", []))
+        lines.append(f"{r['loss']:>6g} {r['streams']:>7} {r['geofed_mbps']:>11.0f} "
+                     f"{'/'.join(r.get('geofed_congestion', ['cubic'])):>5} {r['geofed_mbps'] / cap:>7.1%} "
+                     f"{r['iperf3_mbps']:>11.0f} {r['geofed_mbps'] / r['iperf3_mbps']:>13.3f} "
+                     f"{r.get('iperf3_bbr_mbps', float('nan')):>10.0f}"
+                     + "".join(f" {r[p + '_mbps']:>12.0f}" for p in peers)
                      + f" {r['geofed_sender_cpu_s_per_gb']:>15.2f} {r['iperf3_sender_cpu_s_per_gb']:>7.2f}"
-                     + "".join(f" {r.get(p + '_sender_cpu_s_per_gb', float('nan')):>7.2f}"
-                               for p in data.get("peers", [])))
+                     + "".join(f" {r.get(p + '_sender_cpu_s_per_gb', float('nan')):>7.2f}" for p in peers))
+    if "iperf3_bbr_mbps" in data["rows"][0]:
+        for b in best(data):
+            tops = ", ".join(f"{t} {v['mbps']:.0f} ({v['streams']})" for t, v in b["best"].items())
+            lines.append(f"loss {b['loss']:g}, best (streams): {tops}; geofed {b['geofed_of_ceiling']:.1%} of the "
+                         f"path's TCP goodput ({b['ceiling_mbps']:.0f} Mb/s), {b['geofed_of_measured']:.1%} of the "
+                         f"best plain TCP measured ({b['measured_ceiling_mbps']:.0f})")
     return "\n".join(lines)

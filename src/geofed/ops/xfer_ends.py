@@ -3,10 +3,11 @@
     python -m geofed.ops.xfer_ends recv --bind ADDR --dest PATH [--delete]   (prints its port, then waits)
     python -m geofed.ops.xfer_ends send --connect ADDR:PORT --source PATH --streams N [--copy-links] [--dry-run]
 
-Both read the transfer's secret from GEOFED_XFER_SECRET (hex), never from the command
-line. Every connection starts with a mutual challenge: each side sends 16 random bytes
-and the other answers with HMAC-SHA256(secret, role + challenge), so neither end talks
-to a peer that does not know the secret.
+Both read the transfer's secret from GEOFED_XFER_SECRET (hex) or, started over ssh
+(--ssh), from the first line of their standard input; never from the command line.
+Every connection starts with a mutual challenge: each side sends 16 random bytes and
+the other answers with HMAC-SHA256(secret, role + challenge), so neither end talks to a
+peer that does not know the secret.
 
 One control connection, then N data connections. Over the control connection the
 sender streams its plan while it walks the source (once): a head (the protocol version,
@@ -76,6 +77,14 @@ PARTIAL = ".geofed-partial"
 MANIFEST = ".geofed-partial.manifest"
 NULL_SINK = "/dev/null"
 MEM_PREFIX = "mem:"
+SO_SNDBUFFORCE, SO_RCVBUFFORCE = 32, 33  # linux/asm-generic/socket.h; Python's socket module has neither
+# struct tcp_info (linux/tcp.h, Linux 4.19 on): tcpi_bytes_sent and tcpi_bytes_retrans
+TCP_INFO_SENT = struct.Struct("<QQ")
+TCP_INFO_SENT_AT = 200
+# The window in which the sender measures the path's loss: after slow start, whose
+# overshoot of the link's queue loses frames on any path (298 retransmissions in the
+# first second of 2 cubic streams on a clean 9 ms link, none after).
+PROBE_FROM_S, PROBE_FOR_S = 1.0, 1.0
 
 
 class Refused(RuntimeError):
@@ -97,8 +106,22 @@ def cpu_seconds() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def secret() -> bytes:
-    return bytes.fromhex(os.environ["GEOFED_XFER_SECRET"])
+def secret(over_ssh: bool) -> bytes:
+    """The transfer's secret: from the environment, or for an end started over ssh (which
+    passes no environment, and shows a command line to every user of the node) the first
+    line of its standard input; such an end then stops when its standard input closes,
+    that is when its ssh session ends."""
+    if not over_ssh:
+        return bytes.fromhex(os.environ["GEOFED_XFER_SECRET"])
+    key = bytes.fromhex(sys.stdin.readline().strip())
+    threading.Thread(target=stop_at_end_of_input, daemon=True).start()
+    return key
+
+
+def stop_at_end_of_input() -> None:
+    while sys.stdin.readline():
+        pass
+    os._exit(1)  # said to no one: the session that read this end's output is gone
 
 
 def leave() -> NoReturn:
@@ -155,8 +178,35 @@ def pieces(extents: list, chunk: int) -> list[tuple[int, int]]:
     return out
 
 
+def congestion(sock: socket.socket) -> str:
+    """The congestion control the kernel runs on this socket."""
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).split(b"\0")[0].decode()
+
+
+def sent_and_retransmitted(sock: socket.socket) -> tuple[int, int]:
+    """Bytes this socket has sent and, of them, sent again (the kernel's TCP_INFO)."""
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_SENT_AT + TCP_INFO_SENT.size)
+    return TCP_INFO_SENT.unpack_from(info, TCP_INFO_SENT_AT)
+
+
+def retransmitted_share(counts: list[tuple[int, int]]) -> float:
+    sent = sum(c[0] for c in counts)
+    return sum(c[1] for c in counts) / sent if sent else 0.0
+
+
 def set_buffers(sock: socket.socket, nbytes: int) -> None:
-    if nbytes > 0:  # 0: leave Linux's autotuning alone
+    """The socket's send and receive buffers (0: Linux's autotuning left alone). Linux caps
+    SO_SNDBUF and SO_RCVBUF at net.core.wmem_max and rmem_max (4 MB on this host, and not
+    settable in a namespace): 2 streams of 15.6 MB asked on a 50 ms, 10 Gb/s link got 4
+    MB each, 1649 Mb/s where iperf3, autotuned, moved 2375. Root sets them past the cap
+    (SO_SNDBUFFORCE, SO_RCVBUFFORCE); another user whose buffers would be capped leaves
+    autotuning on, which may grow them to tcp_rmem's maximum."""
+    if nbytes <= 0:
+        return
+    if os.geteuid() == 0:
+        sock.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, nbytes)
+        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, nbytes)
+    elif nbytes <= min(int(Path(f"/proc/sys/net/core/{m}").read_text()) for m in ("rmem_max", "wmem_max")):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, nbytes)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, nbytes)
 
@@ -276,6 +326,8 @@ class Receiver:
         self.lock = threading.Lock()
         self.corrupt = 0
         self.received = 0
+        self.streams = 0
+        self.waited_s = self.written_s = 0.0  # summed over the data threads: waiting for bytes, writing them
         self.files_left = 0
         self.deleted: list[str] = []
         self.finished = threading.Event()
@@ -448,17 +500,23 @@ class Receiver:
 
     def data(self, sock: socket.socket) -> None:
         buf = memoryview(bytearray(self.chunk))
+        with self.lock:
+            self.streams += 1
         while True:
+            t0 = time.perf_counter()
             try:
                 number, count, length, want = BUNDLE.unpack(bytes(recv_exact(sock, BUNDLE.size)))
             except ConnectionError:
                 return
             table = bytes(recv_exact(sock, PIECE.size * count))
             payload = recv_exact(sock, length, buf)
+            t1 = time.perf_counter()
             ok = digest(payload) == want
             with self.lock:
                 self.received += length
                 self.corrupt += not ok
+                self.waited_s += t1 - t0
+            t2 = time.perf_counter()
             at, done = 0, 0
             for k in range(count if ok else 0):
                 idx, off, n = PIECE.unpack_from(table, k * PIECE.size)
@@ -470,11 +528,11 @@ class Receiver:
                     done += 1
                 else:
                     done += self.arrived(e, off, piece, want)
-            if done:
-                with self.lock:
-                    self.files_left -= done
-                    if self.files_left == 0:
-                        self.finished.set()
+            with self.lock:
+                self.written_s += time.perf_counter() - t2
+                self.files_left -= done
+                if done and self.files_left == 0:
+                    self.finished.set()
             sock.sendall(ACK.pack(number, ok))
 
     def arrived(self, e: dict, off: int, piece: memoryview, want: bytes) -> bool:
@@ -622,7 +680,7 @@ def take_plan(rx: Receiver, sock: socket.socket) -> dict:
 
 
 def recv_main(a) -> int:
-    key = secret()
+    key = secret(a.ssh)
     srv = socket.create_server((a.bind, 0), backlog=64)
     emit(event="listening", port=srv.getsockname()[1])
     srv.settimeout(0.1)  # wake up to see the data threads finish the transfer
@@ -666,7 +724,8 @@ def recv_main(a) -> int:
         rx.finish()
         send_json(control, {"done": True, "deleted": len(rx.deleted)})
         emit(event="done", bytes=rx.received, seconds=time.perf_counter() - t0, cpu_s=cpu_seconds(),
-             corrupt=rx.corrupt, deleted=len(rx.deleted))
+             corrupt=rx.corrupt, deleted=len(rx.deleted), streams=rx.streams, waited_s=rx.waited_s,
+             written_s=rx.written_s)
         leave()
     finally:
         srv.close()
@@ -696,7 +755,7 @@ def send_plan(control: socket.socket, a) -> tuple[list[dict], list[str], int]:
 
 def send_main(a) -> int:
     started = time.perf_counter()
-    key = secret()
+    key = secret(a.ssh)
     host, port = a.connect.rsplit(":", 1)
     mem = a.source.startswith(MEM_PREFIX)
 
@@ -704,6 +763,9 @@ def send_main(a) -> int:
         s = socket.create_connection((host, int(port)))
         set_buffers(s, a.buffer)
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # After connecting: the route's congestion control (the testbed's routes name
+        # cubic) is applied at connect and would replace one set before it.
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, a.congestion.encode())
         handshake(s, key, b"send", b"recv")
         s.sendall(kind)
         return s
@@ -733,7 +795,10 @@ def send_main(a) -> int:
         recv_json(control)  # the receiver's end: nothing was changed
         emit(event="dry_run", changes=answer["changes"], not_sent=not_sent)
         return 0
-    state = {"sent": 0, "resent": 0, "acked": 0, "left": len(sending)}
+    state = {"sent": 0, "resent": 0, "acked": 0, "left": len(sending), "read_s": 0.0, "send_s": 0.0}
+    socks: list[socket.socket] = []
+    tcp_counts: dict[socket.socket, tuple[int, int]] = {}  # each data socket's last TCP_INFO counts
+    algorithms: set[str] = set()
     lock = threading.Lock()
     all_acked = threading.Event()
     if not sending:
@@ -778,6 +843,8 @@ def send_main(a) -> int:
 
     def stream() -> None:
         sock = connect(b"D")
+        with lock:
+            socks.append(sock)
         buf = memoryview(bytearray(chunk)) if not mem else None
         threading.Thread(target=acks, args=(sock,), daemon=True).start()
         while not all_acked.is_set():
@@ -786,24 +853,55 @@ def send_main(a) -> int:
             except queue.Empty:
                 continue
             bundle = sending[number]
+            read_s = 0.0
             if mem:
                 data = memoryview(pattern)[:bundle[0][2]]
                 # Every memory chunk of a length holds the same bytes: hashing them again
                 # would only spend the sender's CPU (the receiver still checks each one).
                 sums = pattern_digests.get(len(data)) or pattern_digests.setdefault(len(data), digest(data))
             else:
+                t0 = time.perf_counter()
                 data = read(bundle, buf)
+                read_s = time.perf_counter() - t0  # the digest after it is CPU
                 sums = digest(data)
+            t1 = time.perf_counter()
             sock.sendall(BUNDLE.pack(number, len(bundle), len(data), sums) + b"".join(PIECE.pack(*p) for p in bundle))
             sock.sendall(data)
             with lock:
                 state["sent"] += len(data)
+                state["send_s"] += time.perf_counter() - t1
+                state["read_s"] += read_s
+        with lock:
+            tcp_counts[sock] = sent_and_retransmitted(sock)
+            algorithms.add(congestion(sock))
         sock.close()
+
+    def probe() -> None:
+        """Switch the data streams to bbr if, after slow start, they retransmit more than
+        --switch-above of what they send and deliver less than --switch-below bytes/s (the
+        path's loss holds them below the link)."""
+        if all_acked.wait(PROBE_FROM_S):
+            return
+        with lock:
+            before = {s: sent_and_retransmitted(s) for s in socks}
+        if all_acked.wait(PROBE_FOR_S):
+            return
+        with lock:
+            deltas = [tuple(n - m for n, m in zip(sent_and_retransmitted(s), before[s])) for s in before]
+            share = retransmitted_share(deltas)
+            rate = sum(sent - again for sent, again in deltas) / PROBE_FOR_S
+            switch = share > a.switch_above and rate < a.switch_below
+            if switch:
+                for s in socks:
+                    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, b"bbr")
+        emit(event="probe", retransmitted=share, rate_Bps=rate, switched=switch, seconds=PROBE_FOR_S)
 
     t0 = time.perf_counter()
     threads = [threading.Thread(target=stream, daemon=True) for _ in range(a.streams if sending else 0)]
     for t in threads:
         t.start()
+    if a.switch_above and a.congestion != "bbr" and sending:
+        threading.Thread(target=probe, daemon=True).start()
     last = 0.0
     while not all_acked.wait(0.25):
         if not any(t.is_alive() for t in threads):
@@ -819,9 +917,13 @@ def send_main(a) -> int:
     except ConnectionError:
         emit(event="error", message="the receiver ended before confirming the files")
         return 1
+    finish_s = time.perf_counter() - t0 - seconds
+    for t in threads:  # each has read its socket's counts and closed it
+        t.join()
     emit(event="done", bytes=state["sent"], acked=state["acked"], held=skipped, total=total, seconds=seconds,
          resent=state["resent"], cpu_s=cpu_seconds(), streams=a.streams, chunk=chunk, deleted=end["deleted"],
-         plan_s=plan_s, finish_s=time.perf_counter() - t0 - seconds)
+         plan_s=plan_s, finish_s=finish_s, read_s=state["read_s"], send_s=state["send_s"],
+         congestion=sorted(algorithms), retransmitted=retransmitted_share(list(tcp_counts.values())))
     leave()
 
 
@@ -840,8 +942,15 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--streams", type=int, default=4)
     s.add_argument("--chunk", type=int, default=0, help="bytes; 0: from the bytes to move (chunk_for)")
     s.add_argument("--buffer", type=int, default=0)
+    s.add_argument("--congestion", default="cubic", help="the data streams' TCP congestion control")
+    s.add_argument("--switch-above", type=float, default=0.0,
+                   help="switch to bbr if after slow start the streams retransmit more than this share (0: never) ...")
+    s.add_argument("--switch-below", type=float, default=0.0, help="... and deliver fewer bytes/s than this")
     s.add_argument("--copy-links", action="store_true")
     s.add_argument("--dry-run", action="store_true")
+    for end in (r, s):
+        end.add_argument("--ssh", action="store_true", help="started over ssh: the secret is the first line of "
+                                                            "standard input, whose end stops this end")
     a = ap.parse_args(argv)
     try:
         return recv_main(a) if a.end == "recv" else send_main(a)

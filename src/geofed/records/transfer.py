@@ -15,7 +15,8 @@ class TransferParams(Params):
     streams: int = param(4, "parallel TCP streams")
 
 
-@kind("ops.transfer", version=2, added={"tree": {}})
+@kind("ops.transfer", version=3,
+      added={"tree": {}, "congestion": {}, "limit": {}, "started_from": "host"})
 class OpsTransfer:
     """`geofed transfer`, `geofed demo`: one bulk transfer between nodes.
 
@@ -40,6 +41,17 @@ class OpsTransfer:
         phases: seconds at the sender: plan_s (connecting, walking the source, the plan, the
             receiver's answer), data_s (= seconds), finish_s (the receiver's links, deletions and
             directories' metadata); empty in records made before it
+        started_from: the node the ends were started from over ssh (a third-party transfer when at
+            neither end's site), or host (the testbed's host, in the nodes' namespaces)
+        congestion: the data streams' TCP congestion control: asked (auto, cubic, bbr), algorithm
+            (what ran), reason, sockets (what the kernel reported on the streams), retransmitted
+            (share of the bytes sent again), probe (the share measured after slow start, whether it
+            switched to bbr); empty before version 3
+        limit: the narrower end: narrower (sender disk, receiver disk, sender CPU, receiver CPU,
+            network), busy (each end's share of the data phase reading, writing, on CPU), network (the
+            rate against the link's TCP goodput), goodput_mbps, rate_mbps, waiting (the share of the
+            streams' time the sender was blocked sending, the receiver waiting for bytes); empty before
+            version 3
     """
     source: str
     destination: str
@@ -58,19 +70,25 @@ class OpsTransfer:
     link: dict
     tree: dict
     phases: dict = field(default_factory=dict)
+    started_from: str = "host"
+    congestion: dict = field(default_factory=dict)
+    limit: dict = field(default_factory=dict)
 
 
-@kind("bench.transfer")
+@kind("bench.transfer", version=2, added={"auto": {}})
 class BenchTransfer:
     """`geofed bench transfer`: geofed transfer beside iperf3, GridFTP and xrootd per stream count and loss.
 
     Attributes:
-        link: rtt_ms, bandwidth_gbps of the link
+        link: rtt_ms, bandwidth_gbps of the link, path_gbps (its narrowest hop, nodes' interfaces included;
+            not in records made before it)
         auto_streams: the stream count geofed chooses on this link
         rows: per loss and stream count: geofed_mbps, iperf3_mbps, <peer>_mbps, CPU per GB, runs
         peers: peer tools beside iperf3 (gridftp, xrootd)
+        auto: per loss, geofed's own choice on the link: streams, congestion, reason; empty in version 1
     """
     link: dict
     auto_streams: int
     rows: list
     peers: list = field(default_factory=list)
+    auto: dict = field(default_factory=dict)

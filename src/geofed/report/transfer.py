@@ -20,9 +20,11 @@ def transfers(records: list[Record], outdir: Path) -> str:
         rows.append([d.source, d.destination, f"{d.moved_bytes / 1e6:.1f}", f"{d.held_bytes / 1e6:.1f}",
                      f"{d.seconds:.2f}", f"{d.rate_mbps:.0f}",
                      f"{d.rate_mbps / (cap * 1000):.1%}" if cap else "-", d.streams, d.corrupt_found,
-                     f"{d.sender_cpu_s_per_gb:.2f} / {d.receiver_cpu_s_per_gb:.2f}"])
+                     f"{d.sender_cpu_s_per_gb:.2f} / {d.receiver_cpu_s_per_gb:.2f}",
+                     # records made before version 3 have neither
+                     d.congestion.get("algorithm", "-"), d.limit.get("narrower", "-")])
     return table(["source", "destination", "moved MB", "already there MB", "s", "Mb/s", "of link", "streams",
-                  "damaged chunks resent", "CPU s/GB send / receive"], rows)
+                  "damaged chunks resent", "CPU s/GB send / receive", "congestion control", "narrower end"], rows)
 
 
 @section("bench.transfer", "geofed transfer beside iperf3, GridFTP and xrootd: streams and loss (seed 004)", order=71, each=True)
@@ -33,11 +35,15 @@ def bench(r: Record, k: int, outdir: Path) -> Iterator[str]:
            f"{cap:.0f} Mb/s; memory to /dev/null; medians; geofed's own choice on this link: "
            f"{d.auto_streams} streams · {esc(r.created)}</p>")
     peers = d.peers
-    yield table(["loss", "streams", "geofed Mb/s", "of link", "iperf3 Mb/s", "geofed / iperf3"]
+    yield table(["loss", "streams", "geofed Mb/s", "congestion control", "of link", "iperf3 Mb/s", "geofed / iperf3",
+                 "iperf3 bbr Mb/s"]
                 + [f"{p} Mb/s" for p in peers] + ["CPU s/GB geofed", "CPU s/GB iperf3"]
                 + [f"CPU s/GB {p}" for p in peers],
-                [[f"{x['loss']:g}", x["streams"], f"{x['geofed_mbps']:.0f}", f"{x['geofed_mbps'] / cap:.1%}",
-                  f"{x['iperf3_mbps']:.0f}", f"{x['geofed_mbps'] / x['iperf3_mbps']:.3f}"]
+                # records made before the congestion control was chosen lack its columns
+                [[f"{x['loss']:g}", x["streams"], f"{x['geofed_mbps']:.0f}",
+                  "/".join(x.get("geofed_congestion", ["-"])), f"{x['geofed_mbps'] / cap:.1%}",
+                  f"{x['iperf3_mbps']:.0f}", f"{x['geofed_mbps'] / x['iperf3_mbps']:.3f}",
+                  num(x.get("iperf3_bbr_mbps"), ".0f")]
                  + [f"{x[p + '_mbps']:.0f}" for p in peers]
                  + [f"{x['geofed_sender_cpu_s_per_gb']:.2f}", f"{x['iperf3_sender_cpu_s_per_gb']:.2f}"]
                  # records made before the peers' CPU was measured lack it
@@ -49,6 +55,8 @@ def bench(r: Record, k: int, outdir: Path) -> Iterator[str]:
         pts = [x for x in d.rows if x["loss"] == loss]
         ax.plot([x["streams"] for x in pts], [x["geofed_mbps"] for x in pts], "o-", label="geofed transfer")
         ax.plot([x["streams"] for x in pts], [x["iperf3_mbps"] for x in pts], "s--", label="iperf3")
+        if "iperf3_bbr_mbps" in pts[0]:
+            ax.plot([x["streams"] for x in pts], [x["iperf3_bbr_mbps"] for x in pts], "d--", label="iperf3 -C bbr")
         for p, style in zip(peers, ("^-.", "v:")):
             ax.plot([x["streams"] for x in pts], [x[p + "_mbps"] for x in pts], style, label=p)
         if loss == 0:

@@ -126,9 +126,10 @@ def require_up(fed: Federation) -> tuple[Plan, dict]:
     return plan, state
 
 
-def login_argv(plan: Plan, state: dict, argv: list[str]) -> list[str]:
-    """`argv` as the testbed's user on the storage site's login node, as after an ssh login."""
-    login = plan.node(plan.fed.site(plan.fed.storage).login_node.name)
+def login_argv(plan: Plan, state: dict, argv: list[str], node: str | None = None) -> list[str]:
+    """`argv` as the testbed's user on `node` (default: the storage site's login node), as
+    after an ssh login."""
+    login = plan.node(node or plan.fed.site(plan.fed.storage).login_node.name)
     home = ssh_dir(plan.fed.name) / "home"
     return in_node(login.netns, login.node.name,
                    ["runuser", "-u", state["user"], "--", "env", f"HOME={home}", f"USER={state['user']}",

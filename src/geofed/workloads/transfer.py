@@ -9,7 +9,7 @@ from geofed import validate
 from geofed.errors import UserError
 from geofed.ops import transfer_bench
 from geofed.params import Params, param
-from geofed.validate import choices, positive_int_list, probability
+from geofed.validate import choices, nonnegative_float, positive_int_list, probability
 from geofed.workloads import Context, Workload
 
 
@@ -27,6 +27,8 @@ class TransferParams(Params):
     size: str = param("1G", "bytes per run")
     lossy_size: str = param("64M", "bytes per run on a lossy link")
     repeat: int = param(3, "runs per cell; medians")
+    rtt_ms: float = param(0.0, "the link's round trip in ms (0: the federation's)", type=nonnegative_float)
+    bandwidth_gbps: float = param(0.0, "the link's rate in Gb/s (0: the federation's)", type=nonnegative_float)
     peers: str = param(",".join(transfer_bench.PEERS),
                        "bulk tools beside iperf3: gridftp,xrootd ('none' for iperf3 alone)",
                        type=lambda t: ",".join(choices(transfer_bench.PEERS, none=True)(t)))
@@ -45,7 +47,9 @@ class Transfer(Workload, kind="bench.transfer", Params=TransferParams, needs_pla
         data = transfer_bench.run(ctx.fed, positive_int_list(params.streams), losses(params.loss),
                                   validate.parse_size(params.size, "--size"), params.repeat,
                                   validate.parse_size(params.lossy_size, "--lossy-size"),
-                                  [p for p in params.peers.split(",") if p])
+                                  [p for p in params.peers.split(",") if p],
+                                  **{k: v for k, v in (("rtt_ms", params.rtt_ms),
+                                                       ("bandwidth_gbps", params.bandwidth_gbps)) if v})
         return self.record(ctx, params, data)
 
     def table(self, rec) -> str:
