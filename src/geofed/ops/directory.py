@@ -284,11 +284,12 @@ ADMIN_ACCESS = ["access to attrs=userPassword by anonymous auth by * none", "acc
 
 
 def reader_access(base: str, reader: str) -> list[str]:
-    """A home's rights for geofed's bind account (docs/directory.md): search of the base
-    entry, read of the user and group subtrees (the activation attribute with them),
-    nothing else, no write anywhere. Users still bind (users check)."""
+    """A home's rights for geofed's bind account (docs/directory.md): read of the base
+    entry (its contextCSN says whether anything changed), read of the user and group
+    subtrees (the activation attribute with them), nothing else, no write anywhere.
+    Users still bind (users check)."""
     return ["access to attrs=userPassword by anonymous auth by * none",
-            f'access to dn.base="{base}" by dn.exact="{reader}" search by * none',
+            f'access to dn.base="{base}" by dn.exact="{reader}" read by * none',
             *(f'access to dn.subtree="ou={ou},{base}" by dn.exact="{reader}" read by * none'
               for ou in ("people", "groups")),
             "access to * by * none"]
@@ -300,6 +301,7 @@ def _slapd_conf(d: Path, suffix: str, rootdn: str, password: str, tls: Path, ind
     conf = "\n".join([*(f"include {s}" for s in schemas),
                       f"pidfile {d}/slapd.pid", f"argsfile {d}/slapd.args",
                       "modulepath /usr/lib/ldap", "moduleload back_mdb", "moduleload back_ldap", "moduleload back_meta",
+                      "moduleload syncprov",
                       f"TLSCACertificateFile {tls}/ca.pem", f"TLSCertificateFile {tls}/server.pem",
                       f"TLSCertificateKeyFile {tls}/server.key", "sizelimit unlimited", extra,
                       "database mdb", "maxsize 4294967296",
@@ -309,7 +311,9 @@ def _slapd_conf(d: Path, suffix: str, rootdn: str, password: str, tls: Path, ind
                       "dbnosync",
                       f'suffix "{suffix}"', f'rootdn "{rootdn}"',
                       f"rootpw {userbase.ssha(password)}", f"directory {d}/data",
-                      *(f"index {i}" for i in indexes), *access, ""])
+                      *(f"index {i}" for i in indexes), *access,
+                      # contextCSN in the base entry, moved by every write: sync's mark (syncstate).
+                      "overlay syncprov", ""])
     path = d / "slapd.conf"
     path.write_text(conf)
     os.chmod(path, 0o600)
