@@ -329,10 +329,11 @@ def _base_entry(dn: str) -> tuple[str, dict]:
     return dn, {"objectClass": ["organizationalUnit"], "ou": value}
 
 
-def _slapadd(conf: Path, suffix: str, entries: list[tuple[str, dict]]) -> float:
-    """Load entries offline into the database `conf` names; the seconds slapadd took."""
+def _slapadd(conf: Path, suffix: str, entries: list[tuple[str, dict]], before: str = "") -> float:
+    """Load entries (after the LDIF `before`) offline into the database `conf` names; the
+    seconds slapadd took."""
     ldif = conf.parent / "load.ldif"
-    ldif.write_text(ldapcli.entries_text(entries))
+    ldif.write_text(before + ldapcli.entries_text(entries))
     t0 = time.monotonic()
     res = subprocess.run([SLAPADD, "-q", "-f", str(conf), "-b", suffix, "-l", str(ldif)], capture_output=True, text=True)
     seconds = time.monotonic() - t0
@@ -340,6 +341,20 @@ def _slapadd(conf: Path, suffix: str, entries: list[tuple[str, dict]]) -> float:
     if res.returncode != 0:
         raise host.HostError(f"slapadd into {conf.parent}: {' '.join(res.stderr.strip().splitlines()[-2:])}")
     return seconds
+
+
+def _admin_copy(admin: dict, into: Path) -> Path:
+    """The admin server's configuration (schema, indexes, overlays) for a fresh database
+    under `into`; its path."""
+    conf_text = (Path(admin["dir"]) / "slapd.conf").read_text()
+    data = f"directory {admin['dir']}/data"
+    if data not in conf_text.splitlines():
+        raise host.HostError(f"{admin['dir']}/slapd.conf has no line {data!r}")
+    (into / "data").mkdir(parents=True)
+    conf = into / "slapd.conf"
+    conf.write_text(conf_text.replace(data, f"directory {into}/data"))
+    os.chmod(conf, 0o600)
+    return conf
 
 
 def bulk_load_floor(state: dict, entries: list[tuple[str, dict]], into: Path) -> float:
@@ -352,15 +367,40 @@ def bulk_load_floor(state: dict, entries: list[tuple[str, dict]], into: Path) ->
     if not entries:
         raise UserError("bulk load floor: no entries to load")
     admin = state["servers"]["admin"]
-    conf_text = (Path(admin["dir"]) / "slapd.conf").read_text()
-    data = f"directory {admin['dir']}/data"
-    if data not in conf_text.splitlines():
-        raise host.HostError(f"bulk load floor: {admin['dir']}/slapd.conf has no line {data!r}")
-    (into / "data").mkdir(parents=True)
-    conf = into / "slapd.conf"
-    conf.write_text(conf_text.replace(data, f"directory {into}/data"))
-    os.chmod(conf, 0o600)
+    conf = _admin_copy(admin, into)
     return _slapadd(conf, admin["base"], admin_entries(admin["base"], admin["nss_dn"], _secret()) + entries)
+
+
+def load_admin_offline(fed_name: str, state: dict, entries: list[tuple[str, dict]],
+                       unchanged: Callable[[], bool]) -> bool:
+    """Add `entries` to the admin directory as slapadd loads a database, not one write at a
+    time (40,000 adds: 9.8 s over LDAP, 2.0 s by slapadd here): its entries now (slapcat,
+    which reads beside the running slapd) and `entries` go into a fresh database, which
+    replaces the old one while slapd is stopped for a moment. Not done (False) where
+    `unchanged()` no longer holds once the database is made: someone wrote meanwhile.
+    HostError where slapadd refuses an entry (it loads all or nothing); the running
+    database is then untouched."""
+    admin = state["servers"]["admin"]
+    top = Path(admin["dir"])
+    fresh = top / "offline"
+    shutil.rmtree(fresh, ignore_errors=True)
+    try:
+        res = subprocess.run(["slapcat", "-f", str(top / "slapd.conf"), "-b", admin["base"]], capture_output=True,
+                             text=True)
+        if res.returncode != 0:
+            raise host.HostError(f"slapcat of {top}: {' '.join(res.stderr.strip().splitlines()[-2:])}")
+        _slapadd(_admin_copy(admin, fresh), admin["base"], entries, before=res.stdout.rstrip("\n") + "\n\n")
+        if not unchanged():
+            return False
+
+        def swap() -> None:
+            (top / "data").rename(fresh / "old")
+            (fresh / "data").rename(top / "data")
+        pid = services.Service.of(fed_name, SERVICE).restart("admin", lambda: _answers(admin), swap)
+        state["daemons"]["admin"]["pid"] = pid
+        return True
+    finally:
+        shutil.rmtree(fresh, ignore_errors=True)
 
 
 def admin_entries(base: str, nss_dn: str, nss_password: str) -> list[tuple[str, dict]]:

@@ -48,6 +48,10 @@ FETCH = 200  # names in one search for whole owned entries
 # ldapmodify processes writing to the admin server at once: 40,000 adds took 14.2 s in
 # one and 11.1 s in two here (2 cores); slapd commits one write at a time anyway.
 STREAMS = 2
+# A first sync of at least this many entries into an admin directory holding none of
+# ours loads them offline (slapadd) instead: 2,000 entries take well under a second
+# either way, slapd's restart is a fixed cost.
+OFFLINE_MIN = 2000
 
 
 # ---------------------------------------------------------------- connections
@@ -532,8 +536,11 @@ def _sync_full(fed: Federation, state: dict, sites: dict, marks: dict, dry_run: 
     t_plan = time.monotonic()
     errors = []
     if not dry_run and changes:
-        progress(f"writing {len(changes)} changes to the admin directory")
-        errors = apply(admin, changes)
+        # Nothing of ours there yet (the plan is all adds): a bulk load, if big enough.
+        if (owned_users or owned_groups or len(changes) < OFFLINE_MIN or marks["admin"] is None
+                or not _load_offline(fed, state, changes, marks["admin"], progress)):
+            progress(f"writing {len(changes)} changes to the admin directory")
+            errors = apply(admin, changes)
     t_apply = time.monotonic()
     paths = []
     if dry_run:
@@ -559,6 +566,24 @@ def _sync_full(fed: Federation, state: dict, sites: dict, marks: dict, dry_run: 
                "files": time.monotonic() - t_apply, "total": time.monotonic() - t0, "read_each": read_s}
     return result(dry_run, m.read, len(m.users), len(m.groups), changes, errors, m.collisions, seconds, paths,
                   incremental=False)
+
+
+def _load_offline(fed: Federation, state: dict, adds: list[dict], mark: list[str], progress) -> bool:
+    """The first sync's adds loaded by slapadd (directory.load_admin_offline); False where
+    that was not done and they are still to write."""
+    from geofed.ops import syncstate
+    admin = state["servers"]["admin"]
+    progress(f"loading {len(adds)} entries into the admin directory offline (slapadd; slapd stopped a moment)")
+    try:
+        done = directory.load_admin_offline(fed.name, state, [(c["dn"], {"objectClass": c["classes"],
+                                                                         **c["attributes"]}) for c in adds],
+                                            lambda: syncstate.admin_mark(admin, state["ca"]) == mark)
+    except HostError as e:  # all or nothing: ldapmodify names each refused entry
+        progress(f"the offline load failed ({e}); writing the entries one by one")
+        return False
+    if not done:
+        progress("the admin directory changed meanwhile; writing the entries one by one")
+    return done
 
 
 def owned_after(have: dict, changes: list[dict], kind: str) -> dict:
