@@ -381,15 +381,30 @@ def load_admin_offline(fed_name: str, state: dict, entries: list[tuple[str, dict
     HostError where slapadd refuses an entry (it loads all or nothing); the running
     database is then untouched."""
     admin = state["servers"]["admin"]
+    res = subprocess.run(["slapcat", "-f", str(Path(admin["dir"]) / "slapd.conf"), "-b", admin["base"]],
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        raise host.HostError(f"slapcat of {admin['dir']}: {' '.join(res.stderr.strip().splitlines()[-2:])}")
+    return _replace_admin_data(fed_name, state, res.stdout.rstrip("\n") + "\n\n", entries, unchanged)
+
+
+def empty_admin(fed_name: str, state: dict) -> None:
+    """The admin directory as `up` made it, with nothing else (the benchmark's next first sync)."""
+    admin = state["servers"]["admin"]
+    _replace_admin_data(fed_name, state, "", admin_entries(admin["base"], admin["nss_dn"], admin["nss_password"]),
+                        lambda: True)
+
+
+def _replace_admin_data(fed_name: str, state: dict, before: str, entries: list[tuple[str, dict]],
+                        unchanged: Callable[[], bool]) -> bool:
+    """Load the LDIF `before` and `entries` into a fresh database, and restart the admin
+    slapd on it in place of its own if `unchanged()` still holds then."""
+    admin = state["servers"]["admin"]
     top = Path(admin["dir"])
     fresh = top / "offline"
     shutil.rmtree(fresh, ignore_errors=True)
     try:
-        res = subprocess.run(["slapcat", "-f", str(top / "slapd.conf"), "-b", admin["base"]], capture_output=True,
-                             text=True)
-        if res.returncode != 0:
-            raise host.HostError(f"slapcat of {top}: {' '.join(res.stderr.strip().splitlines()[-2:])}")
-        _slapadd(_admin_copy(admin, fresh), admin["base"], entries, before=res.stdout.rstrip("\n") + "\n\n")
+        _slapadd(_admin_copy(admin, fresh), admin["base"], entries, before=before)
         if not unchanged():
             return False
 
