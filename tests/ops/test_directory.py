@@ -504,7 +504,7 @@ def test_a_first_sync_into_an_empty_admin_directory_loads_offline(fed, tmp_path,
         # slapadd refusing: the same adds one by one, over LDAP.
         empty_admin()
         before = directory.read_state(FED)["daemons"]["admin"]["pid"]
-        monkeypatch.setattr(directory, "_slapadd", lambda *a, **k: (_ for _ in ()).throw(HostError("refused")))
+        monkeypatch.setattr(directory, "SLAPADD", "/bin/false")
         data = users.sync(fed, out=tmp_path)
         assert not data["errors"] and (passwd(tmp_path), groups(tmp_path)) == expected
         assert directory.read_state(FED)["daemons"]["admin"]["pid"] == before

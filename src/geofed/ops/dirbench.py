@@ -132,6 +132,8 @@ def _three_syncs(fed, tmp: Path, changed: float, n_changed: int, homes: dict, pr
     progress(f"changing {n_changed} users at each home")
     expected = _change(fed, homes, n_changed)
     runs.append(dict(_sync(fed, f"{changed:.0%} changed", tmp), expected_changes=expected))
+    took = ", ".join(f"{r['run']} {r['seconds']['total']:.2f} s" for r in runs)
+    progress(f"took: {took}; the floor {floor_s:.2f} s")
     return (*runs, floor_s)
 
 

@@ -329,11 +329,10 @@ def _base_entry(dn: str) -> tuple[str, dict]:
     return dn, {"objectClass": ["organizationalUnit"], "ou": value}
 
 
-def _slapadd(conf: Path, suffix: str, entries: list[tuple[str, dict]], before: str = "") -> float:
-    """Load entries (after the LDIF `before`) offline into the database `conf` names; the
-    seconds slapadd took."""
+def _slapadd(conf: Path, suffix: str, entries: list[tuple[str, dict]]) -> float:
+    """Load entries offline into the database `conf` names; the seconds slapadd took."""
     ldif = conf.parent / "load.ldif"
-    ldif.write_text(before + ldapcli.entries_text(entries))
+    ldif.write_text(ldapcli.entries_text(entries))
     t0 = time.monotonic()
     res = subprocess.run([SLAPADD, "-q", "-f", str(conf), "-b", suffix, "-l", str(ldif)], capture_output=True, text=True)
     seconds = time.monotonic() - t0
@@ -372,20 +371,22 @@ def bulk_load_floor(state: dict, entries: list[tuple[str, dict]], into: Path) ->
 
 
 def load_admin_offline(fed_name: str, state: dict, entries: list[tuple[str, dict]],
-                       unchanged: Callable[[], bool]) -> bool:
+                       unchanged: Callable[[], bool], meanwhile: Callable[[], None] = lambda: None) -> bool:
     """Add `entries` to the admin directory as slapadd loads a database, not one write at a
     time (40,000 adds: 9.8 s over LDAP, 2.0 s by slapadd here): its entries now (slapcat,
     which reads beside the running slapd) and `entries` go into a fresh database, which
-    replaces the old one while slapd is stopped for a moment. Not done (False) where
-    `unchanged()` no longer holds once the database is made: someone wrote meanwhile.
-    HostError where slapadd refuses an entry (it loads all or nothing); the running
-    database is then untouched."""
+    replaces the old one while slapd is stopped for a moment. The LDIF goes to slapadd as
+    it is made, and `meanwhile` runs once it is all written, while slapadd still indexes
+    (two cores: the caller's own work beside it). Not done (False) where `unchanged()` no
+    longer holds once the database is made: someone wrote meanwhile. HostError where
+    slapadd refuses an entry (it loads all or nothing); the running database is then
+    untouched."""
     admin = state["servers"]["admin"]
     res = subprocess.run(["slapcat", "-f", str(Path(admin["dir"]) / "slapd.conf"), "-b", admin["base"]],
                          capture_output=True, text=True)
     if res.returncode != 0:
         raise host.HostError(f"slapcat of {admin['dir']}: {' '.join(res.stderr.strip().splitlines()[-2:])}")
-    return _replace_admin_data(fed_name, state, res.stdout.rstrip("\n") + "\n\n", entries, unchanged)
+    return _replace_admin_data(fed_name, state, res.stdout.rstrip("\n") + "\n\n", entries, unchanged, meanwhile)
 
 
 def empty_admin(fed_name: str, state: dict) -> None:
@@ -395,16 +396,39 @@ def empty_admin(fed_name: str, state: dict) -> None:
                         lambda: True)
 
 
+OFFLINE_CHUNK = 5000  # entries made into LDIF and handed to slapadd at a time
+
+
 def _replace_admin_data(fed_name: str, state: dict, before: str, entries: list[tuple[str, dict]],
-                        unchanged: Callable[[], bool]) -> bool:
-    """Load the LDIF `before` and `entries` into a fresh database, and restart the admin
-    slapd on it in place of its own if `unchanged()` still holds then."""
+                        unchanged: Callable[[], bool], meanwhile: Callable[[], None] = lambda: None) -> bool:
+    """Load the LDIF `before` and `entries` into a fresh database (streamed to slapadd), and
+    restart the admin slapd on it in place of its own if `unchanged()` still holds then."""
     admin = state["servers"]["admin"]
     top = Path(admin["dir"])
     fresh = top / "offline"
     shutil.rmtree(fresh, ignore_errors=True)
     try:
-        _slapadd(_admin_copy(admin, fresh), admin["base"], entries, before=before)
+        conf = _admin_copy(admin, fresh)
+        with open(fresh / "slapadd.err", "w+") as err:
+            proc = subprocess.Popen([SLAPADD, "-q", "-f", str(conf), "-b", admin["base"]], stdin=subprocess.PIPE,
+                                    stdout=subprocess.DEVNULL, stderr=err, text=True)
+            try:
+                try:
+                    proc.stdin.write(before)
+                    for i in range(0, len(entries), OFFLINE_CHUNK):
+                        proc.stdin.write(ldapcli.entries_text(entries[i:i + OFFLINE_CHUNK]) + "\n")
+                    proc.stdin.close()
+                except BrokenPipeError:
+                    pass  # slapadd stopped at a refused entry: its status and message say which
+                meanwhile()
+                status = proc.wait()
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            err.seek(0)
+            if status != 0:
+                raise host.HostError(f"slapadd into {fresh}: {' '.join(err.read().strip().splitlines()[-2:])}")
         if not unchanged():
             return False
 

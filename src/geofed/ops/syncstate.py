@@ -37,6 +37,7 @@ import hashlib
 import json
 import os
 import pickle
+import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -116,23 +117,28 @@ def load_cache(fed: Federation, summary: dict) -> dict:
             cache = pickle.load(f)
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError) as e:
         raise Doubtful(f"its cache cannot be read ({e})") from None
-    if not isinstance(cache, dict) or cache.get("marks") != summary["marks"]:
+    if not isinstance(cache, dict) or cache.get("token") != summary.get("token"):
         raise Doubtful("its cache is not of the last sync")
     return cache
 
 
-def save(fed: Federation, marks: dict, summary: dict, cache: dict) -> None:
-    """Both files, the cache first (each replaced whole: a crash leaves the old pair,
-    whose marks then disagree with the servers' or each other's)."""
+def pack(cache: dict) -> tuple[str, bytes]:
+    """The cache as it is saved, with the token that ties it to its summary."""
+    token = secrets.token_hex(16)
+    return token, pickle.dumps(dict(cache, token=token), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def save(fed: Federation, marks: dict, summary: dict, packed: tuple[str, bytes]) -> None:
+    """Both files, the cache first (each replaced whole: a crash between them leaves a
+    summary whose token the cache does not hold)."""
     d = _dir(fed)
-    cache["marks"] = marks
-    for name, write in ((CACHE, lambda f: pickle.dump(cache, f, protocol=pickle.HIGHEST_PROTOCOL)),
-                        (SUMMARY, lambda f: f.write(json.dumps(dict(summary, version=VERSION, sha256=fed.sha256,
-                                                                    marks=marks)).encode()))):
+    token, data = packed
+    for name, text in ((CACHE, data), (SUMMARY, json.dumps(dict(summary, version=VERSION, sha256=fed.sha256,
+                                                                marks=marks, token=token)).encode())):
         tmp = d / f".{name}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as f:
-            write(f)
+            f.write(text)
         tmp.replace(d / name)
 
 
@@ -372,7 +378,7 @@ def sync_changes(fed: Federation, state: dict, sites: dict, marks: dict, summary
         cache["merge"] = merged
         marks = dict(marks, admin=admin_mark(admin, state["ca"]) if changes else marks["admin"])
         save(fed, marks, users.summary_of(read, len(merged["users"]), len(merged["groups"]), merged["collisions"], out),
-             cache)
+             pack(cache))
     seconds = {"read": t_read - t0, "merge": t_plan - t_read, "write": t_apply - t_plan,
                "files": time.monotonic() - t_apply, "total": time.monotonic() - t0, "read_each": read_s}
     return users.result(dry_run, read, len(merged["users"]), len(merged["groups"]), changes, errors,
