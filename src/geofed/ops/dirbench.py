@@ -20,11 +20,13 @@ import shutil
 import tempfile
 import time
 import tomllib
+from functools import partial
 from pathlib import Path
 
 from geofed import federation, records
 from geofed.errors import UserError
 from geofed.ops import directory, syncstate, userbase, users
+from geofed.ops.transfer_bench import children_cpu_s, process_cpu_s
 from geofed.testbed import core, host
 
 NAME = "dirbench"
@@ -102,8 +104,8 @@ def run(base, n_users: int, n_groups: int, changed: float, progress, repeats: in
         shutil.rmtree(tmp)
     runs = [_median([r[k] for r in repeated]) for k in range(3)]
     floors = sorted(r[3] for r in repeated)
-    floor = {"tool": "slapadd", "entries": runs[0]["changes"], "seconds": floors[len(floors) // 2], "each": floors,
-             "homes": homes_load}
+    floor = {"tool": "slapadd", "entries": runs[0]["changes"], "seconds": floors[len(floors) // 2][0],
+             "each": [f[0] for f in floors], "cpu_s": floors[len(floors) // 2][1], "homes": homes_load}
     ok = (runs[0]["seconds"]["total"] < FIRST_SYNC_FLOOR_RATIO * floor["seconds"] and runs[1]["changes"] == 0
           and runs[1]["seconds"]["total"] < NO_CHANGE_TARGET_S
           and runs[2]["seconds"]["total"] < RESYNC_TARGET_S
@@ -120,11 +122,12 @@ def run(base, n_users: int, n_groups: int, changed: float, progress, repeats: in
 def _three_syncs(fed, tmp: Path, changed: float, n_changed: int, homes: dict, progress) -> tuple:
     """The first sync, the floor beside it, a sync with nothing changed, one after changes at home."""
     progress("first sync")
-    first = users.sync(fed, out=tmp)  # passwd and group too: they are part of a sync
-    runs = [dict(_summary("first sync", first), expected_changes=first["merged_users"] + first["merged_groups"])]
+    first, cpu = _cpu_of(lambda: users.sync(fed, out=tmp))  # passwd and group too: they are part of a sync
+    runs = [dict(_summary("first sync", first), cpu_s=cpu,
+                 expected_changes=first["merged_users"] + first["merged_groups"])]
     progress(f"the floor: slapadd of the first sync's {len(first['changes'])} entries into a fresh admin database")
     added = [(c["dn"], {"objectClass": c["classes"], **c["attributes"]}) for c in first["changes"] if c["op"] == "add"]
-    floor_s = directory.bulk_load_floor(directory.read_state(NAME), added, tmp / "floor")
+    floor_s, floor_cpu = _cpu_of(partial(directory.bulk_load_floor, directory.read_state(NAME), added, tmp / "floor"))
     shutil.rmtree(tmp / "floor")
     del first, added
     progress("no change")
@@ -134,7 +137,7 @@ def _three_syncs(fed, tmp: Path, changed: float, n_changed: int, homes: dict, pr
     runs.append(dict(_sync(fed, f"{changed:.0%} changed", tmp), expected_changes=expected))
     took = ", ".join(f"{r['run']} {r['seconds']['total']:.2f} s" for r in runs)
     progress(f"took: {took}; the floor {floor_s:.2f} s")
-    return (*runs, floor_s)
+    return (*runs, (floor_s, floor_cpu["client"]))
 
 
 def _median(runs: list[dict]) -> dict:
@@ -144,7 +147,26 @@ def _median(runs: list[dict]) -> dict:
 
 
 def _sync(fed, what: str, out: Path) -> dict:
-    return _summary(what, users.sync(fed, out=out))  # passwd and group too: they are part of a sync
+    data, cpu = _cpu_of(lambda: users.sync(fed, out=out))  # passwd and group too: they are part of a sync
+    return dict(_summary(what, data), cpu_s=cpu)
+
+
+def _cpu_of(work) -> tuple:
+    """What `work` returns, and the CPU seconds it cost: this process, the clients it ran
+    (ldapsearch, ldapmodify, slapadd) and the directory's servers (the host's load makes
+    wall times several times these; on an idle host of two cores a sync takes at least
+    half its CPU seconds)."""
+    def servers() -> dict:
+        state = directory.read_state(NAME)
+        return {k: process_cpu_s(d["pid"]) for k, d in state["daemons"].items()}
+
+    def own() -> float:
+        return time.process_time() + children_cpu_s()
+    before, t = servers(), own()
+    out = work()
+    after, t = servers(), own() - t
+    # A server restarted meanwhile (the offline load) counts from its start.
+    return out, {"client": t, "servers": {k: v - (before[k] if v >= before.get(k, 0) else 0) for k, v in after.items()}}
 
 
 def _summary(what: str, data: dict) -> dict:
@@ -204,6 +226,10 @@ def format_table(rec: records.Record) -> str:
         lines.append("each repeat's total [s] (medians above): " + "; ".join(
             f"{r['run']}: " + ", ".join(f"{t:.2f}" for t in r["totals"]) for r in d.runs)
             + "; floor: " + ", ".join(f"{t:.2f}" for t in d.floor["each"]))
+    if "cpu_s" in d.runs[0]:
+        lines.append("CPU [s] (geofed and its clients + servers): " + "; ".join(
+            f"{r['run']}: {r['cpu_s']['client']:.2f} + {sum(r['cpu_s']['servers'].values()):.2f}" for r in d.runs)
+            + f"; floor: {d.floor['cpu_s']:.2f}")
     f = d.floor
     lines.append(f"floor: {f['tool']} of the first sync's {f['entries']} entries into a fresh admin database "
                  f"{f['seconds']:.2f} s; first sync / floor = {first_ratio(d):.2f}; the homes' own loads: "
