@@ -335,7 +335,7 @@ def sync_changes(fed: Federation, state: dict, sites: dict, marks: dict, summary
     owned = cache["owned"]
     changes = users.plan(sub, {n: owned["user"][n] for n in names if n in owned["user"]},
                          {n: owned["group"][n] for n in group_names if n in owned["group"]}, admin["base"], fetch)
-    merged = {"users": {**outside, **sub.users},
+    merged = {"users": {**outside, **{n: u["_site"] for n, u in sub.users.items()}},
               "groups": {**{n: g for n, g in prior["groups"].items() if n not in group_names}, **sub.groups},
               "refused_users": (prior["refused_users"] - names) | sub.refused_users,
               "refused_groups": (prior["refused_groups"] - group_names) | sub.refused_groups,

@@ -232,11 +232,11 @@ class Merge:
         return self._wanted[kind]
 
 
-def merge(fed: Federation, homes: dict[str, HomeRead], held: dict, outside: dict | None = None) -> Merge:
+def merge(fed: Federation, homes: dict[str, HomeRead], held: dict, outside: dict[str, str] | None = None) -> Merge:
     """The merged users and groups, and every collision refused.
 
     `held` describes the admin directory's hand-made entries: {"users": {name: dn},
-    "groups": {name: dn}, "uids": {id: dn}, "gids": {id: dn}}. `outside`: merged users
+    "groups": {name: dn}, "uids": {id: dn}, "gids": {id: dn}}. `outside`: merged users (name -> site)
     that `homes` does not hold (an incremental sync merges only the names that changed),
     which groups may still list as members.
     """
@@ -313,7 +313,7 @@ def merge(fed: Federation, homes: dict[str, HomeRead], held: dict, outside: dict
             m.refuse("id-taken", name, "group", f"gidNumber {gid} belongs to the hand-made {held['gids'][gid]}", sources)
             continue
         members = sorted(u for u in {x.lower() for x in g["members"]}
-                         if (m.users.get(u) or outside.get(u) or {}).get("_site") == code)
+                         if (m.users[u]["_site"] if u in m.users else outside.get(u)) == code)
         m.groups[name] = {"gidNumber": gid, "memberUid": members, "geofedSite": code, "geofedSource": g["dn"]}
     return m
 
@@ -559,7 +559,7 @@ def _sync_full(fed: Federation, state: dict, sites: dict, marks: dict, dry_run: 
         owned = {kind: owned_after(have, changes, kind) for kind, have in (("user", owned_users), ("group", owned_groups))}
         settled["state"] = syncstate.pack({
             "homes": {code: syncstate.cache_home(h) for code, h in homes.items()},
-            "merge": {"users": m.users, "groups": m.groups, "refused_users": m.refused_users,
+            "merge": {"users": {n: u["_site"] for n, u in m.users.items()}, "groups": m.groups, "refused_users": m.refused_users,
                       "refused_groups": m.refused_groups, "collisions": m.collisions,
                       "want": {"user": m.want("user"), "group": m.want("group")}},
             "owned": owned, "final": final, "held": held})
