@@ -174,7 +174,7 @@ SAMPLES = {
                                  "geofed_runs_mbps": [900.0], "geofed_sender_cpu_s_per_gb": 0.5,
                                  "iperf3_mbps": 950.0, "iperf3_runs_mbps": [950.0],
                                  "iperf3_sender_cpu_s_per_gb": 0.4}]},
-    "directory.sync": {"dry_run": False, "sites": {"W": {"activated": 10}}, "merged_users": 10, "merged_groups": 2,
+    "directory.sync": {"dry_run": False, "incremental": True, "sites": {"W": {"activated": 10}}, "merged_users": 10, "merged_groups": 2,
                        "changes": [], "errors": [], "collisions": [],
                        "counts": {f"{op}_{k}s": 0 for op in ("add", "modify", "delete") for k in ("user", "group")},
                        "seconds": _SYNC_SECONDS, "files": ["out/passwd", "out/group"]},

@@ -338,3 +338,179 @@ def test_a_refused_write_is_named_and_the_others_are_made(fed, home, tmp_path):
     finally:
         home["admin"].delete(hand)
         ok(home["admin"])
+
+
+def _record(res) -> dict:
+    """The directory.sync record a `users sync` saved."""
+    import json
+    path = re.search(r"^record: (\S+)$", res.stdout, re.M).group(1)
+    return json.loads(Path(path).read_text())["data"]
+
+
+def test_an_incremental_sync_picks_up_a_change_an_add_and_a_delete_at_each_home(fed, home, tmp_path):
+    """After a sync, the next reads only what changed (the record says incremental) and
+    makes what a full read would: a full sync from no state afterwards changes nothing."""
+    m, h = home["M"], home["H"]
+    md, hd = fed.site("M").directory, fed.site("H").directory
+    assert sync(fed, tmp_path).returncode == 0
+    res = sync(fed, tmp_path)
+    assert res.returncode == 0 and "made 0 changes" in res.stdout and _record(res)["incremental"], res.stdout
+    m_new, h_new = userbase.ldap_user_dn(md, "mnew"), userbase.ad_user_dn(hd, "hnew")
+    kredel, hau = userbase.ldap_user_dn(md, "kredel"), userbase.ad_user_dn(hd, "hau")
+    m.add(m_new, ["inetOrgPerson", "posixAccount"], {"uid": "mnew", "cn": "M New", "sn": "New", "uidNumber": 14010,
+                                                     "gidNumber": 500, "homeDirectory": "/home/mnew",
+                                                     "employeeType": "bwgrid"})
+    ok(m)
+    m.modify(f"cn=bwgrid,ou=groups,{md.base}", {"memberUid": [("MODIFY_ADD", ["mnew"])]})
+    ok(m)
+    h.add(h_new, ["user"], {"sAMAccountName": "hnew", "uidNumber": 14011, "gidNumber": 3000,
+                            "employeeType": "bwgrid", "userAccountControl": 544})
+    ok(h)
+    # At AD a member added changes the group, not the user: its members are read again.
+    h.modify(f"CN=bwgrid,CN=Users,{hd.base}", {"member": [("MODIFY_ADD", [h_new])]})
+    ok(h)
+    for c, dn in ((m, kredel), (h, hau)):
+        c.modify(dn, {"loginShell": [("MODIFY_REPLACE", ["/bin/zsh"])]})
+        ok(c)
+    try:
+        res = sync(fed, tmp_path)
+        assert res.returncode == 0 and _record(res)["incremental"], res.stdout + res.stderr
+        for line in ("+ user mnew", "+ user hnew", "~ user kredel loginShell: '/bin/bash' -> '/bin/zsh'",
+                     "~ user hau loginShell: '/bin/bash' -> '/bin/zsh'", "~ group mabwgrid", "~ group hdbwgrid"):
+            assert line in res.stdout, res.stdout
+        pw, gr = passwd(tmp_path), groups(tmp_path)
+        assert pw["mnew"][2] == "114010" and pw["hnew"][2] == "214011"
+        assert pw["kredel"][6] == pw["hau"][6] == "/bin/zsh"
+        assert "mnew" in gr["mabwgrid"][3].split(",") and "hnew" in gr["hdbwgrid"][3].split(",")
+        _full_read_agrees(fed, tmp_path)
+        m.delete(m_new)
+        ok(m)
+        h.delete(h_new)
+        ok(h)
+        res = sync(fed, tmp_path)
+        assert res.returncode == 0 and _record(res)["incremental"], res.stdout + res.stderr
+        assert "- user mnew" in res.stdout and "- user hnew" in res.stdout, res.stdout
+        pw, gr = passwd(tmp_path), groups(tmp_path)
+        assert {"mnew", "hnew"}.isdisjoint(pw)
+        assert "mnew" not in gr["mabwgrid"][3].split(",") and "hnew" not in gr["hdbwgrid"][3].split(",")
+        _full_read_agrees(fed, tmp_path)
+    finally:
+        for c, dn in ((m, m_new), (h, h_new)):
+            c.delete(dn)  # gone already where the test got that far
+        m.modify(f"cn=bwgrid,ou=groups,{md.base}", {"memberUid": [("MODIFY_DELETE", ["mnew"])]})
+        for c, dn in ((m, kredel), (h, hau)):
+            c.modify(dn, {"loginShell": [("MODIFY_REPLACE", ["/bin/bash"])]})
+            ok(c)
+    assert sync(fed, tmp_path).returncode == 0
+    assert passwd(tmp_path)["kredel"][6] == "/bin/bash"
+
+
+def _full_read_agrees(fed, out):
+    """A sync that reads everything (its state dropped) finds nothing left to change."""
+    from geofed.ops import syncstate
+    syncstate.drop(fed)
+    res = sync(fed, out)
+    assert res.returncode == 0 and not _record(res)["incremental"] and "made 0 changes" in res.stdout, res.stdout
+
+
+def test_a_lost_or_doubtful_state_falls_back_to_a_full_read(fed, home, tmp_path):
+    from geofed.ops import syncstate
+    m, admin = home["M"], home["admin"]
+    kredel = userbase.ldap_user_dn(fed.site("M").directory, "kredel")
+    state_dir = directory.run_dir(FED)
+
+    def shell(value):
+        m.modify(kredel, {"loginShell": [("MODIFY_REPLACE", [value])]})
+        ok(m)
+
+    def synced_full(value):
+        res = sync(fed, tmp_path)
+        assert res.returncode == 0 and not _record(res)["incremental"], res.stdout + res.stderr
+        assert passwd(tmp_path)["kredel"][6] == value
+    assert sync(fed, tmp_path).returncode == 0
+    older = (state_dir / syncstate.CACHE).read_bytes()
+    try:
+        # Lost: the cache gone.
+        shell("/bin/zsh")
+        (state_dir / syncstate.CACHE).unlink()
+        synced_full("/bin/zsh")
+        # Not of the last sync: an older cache put back.
+        shell("/bin/sh")
+        (state_dir / syncstate.CACHE).write_bytes(older)
+        synced_full("/bin/sh")
+        # Unreadable.
+        shell("/bin/zsh")
+        (state_dir / syncstate.CACHE).write_bytes(b"not a cache")
+        synced_full("/bin/zsh")
+        # The merged directory written by hand: what it holds is read again.
+        hand = f"uid=kredel2,ou=people,{fed.directory.base}"
+        admin.add(hand, ["account", "posixAccount"], {"uid": "kredel2", "cn": "x", "uidNumber": 998,
+                                                      "gidNumber": 998, "homeDirectory": "/tmp"})
+        ok(admin)
+        try:
+            synced_full("/bin/zsh")
+            assert "kredel2" in passwd(tmp_path)
+        finally:
+            admin.delete(hand)
+            ok(admin)
+        synced_full("/bin/zsh")
+        assert "kredel2" not in passwd(tmp_path)
+    finally:
+        shell("/bin/bash")
+    res = sync(fed, tmp_path)
+    assert res.returncode == 0 and _record(res)["incremental"] and passwd(tmp_path)["kredel"][6] == "/bin/bash"
+
+
+def test_a_first_sync_into_an_empty_admin_directory_loads_offline(fed, tmp_path, monkeypatch):
+    """With none of sync's entries in the admin directory, the first sync's adds go in by
+    slapadd with slapd stopped a moment; a hand-made entry there survives. A failed
+    offline load writes the entries one by one."""
+    from geofed.ops import syncstate
+    state = directory.read_state(FED)
+    base = fed.directory.base
+    hand = f"cn=local,ou=groups,{base}"
+
+    def admin():  # a connection of its own each time: the server restarts between them
+        return users.connect(state["servers"]["admin"], state["ca"])
+
+    def empty_admin():
+        c = admin()
+        c.search(base, f"(objectClass={users.OWNED_CLASS})", attributes=["geofedSite"])
+        for dn in [e.entry_dn for e in c.entries]:
+            c.delete(dn)
+            ok(c)
+        c.unbind()
+        syncstate.drop(fed)
+    c = admin()
+    c.add(hand, ["posixGroup"], {"cn": "local", "gidNumber": 77})
+    ok(c)
+    c.unbind()
+    monkeypatch.setattr(users, "OFFLINE_MIN", 1)
+    try:
+        assert sync(fed, tmp_path).returncode == 0
+        expected = passwd(tmp_path), groups(tmp_path)
+        empty_admin()
+        before = directory.read_state(FED)["daemons"]["admin"]["pid"]
+        data = users.sync(fed, out=tmp_path)
+        assert not data["errors"] and data["counts"]["add_users"] == len(expected[0])
+        assert directory.read_state(FED)["daemons"]["admin"]["pid"] != before  # loaded offline
+        assert (passwd(tmp_path), groups(tmp_path)) == expected
+        c = admin()
+        c.search(hand, "(objectClass=*)", attributes=["gidNumber"])
+        assert c.entries[0].gidNumber.value == "77"
+        c.unbind()
+        res = sync(fed, tmp_path)
+        assert res.returncode == 0 and "made 0 changes" in res.stdout
+        # slapadd refusing: the same adds one by one, over LDAP.
+        empty_admin()
+        before = directory.read_state(FED)["daemons"]["admin"]["pid"]
+        monkeypatch.setattr(directory, "SLAPADD", "/bin/false")
+        data = users.sync(fed, out=tmp_path)
+        assert not data["errors"] and (passwd(tmp_path), groups(tmp_path)) == expected
+        assert directory.read_state(FED)["daemons"]["admin"]["pid"] == before
+    finally:
+        c = admin()
+        c.delete(hand)
+        ok(c)
+        c.unbind()
+    _full_read_agrees(fed, tmp_path)

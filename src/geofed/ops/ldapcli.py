@@ -114,13 +114,15 @@ def _run(tool: str, server: dict, ca: str, args: list[str], stdin: str = "") -> 
         os.close(read)
 
 
-def search(server: dict, ca: str, base: str, flt: str, attrs: list[str]) -> list[tuple[str, dict[str, list[str]]]]:
-    """Every entry under `base` matching `flt`, with `attrs`.
+def search(server: dict, ca: str, base: str, flt: str, attrs: list[str],
+           scope: str = "sub") -> list[tuple[str, dict[str, list[str]]]]:
+    """Every entry under `base` (`scope` "base": `base` itself) matching `flt`, with
+    `attrs` (["1.1"]: none, the DNs alone).
 
     In one search, not paged: Samba pages by looking each entry up again (18,000 users
     took 6.5 s paged, 1.2 s in one search here). Paged only where the server refuses
     so many at once (sizeLimitExceeded: Active Directory's MaxPageSize is 1000)."""
-    args = ["-LLL", "-o", "ldif-wrap=no", "-b", base, flt, *attrs]
+    args = ["-LLL", "-o", "ldif-wrap=no", "-s", scope, "-b", base, flt, *attrs]
     res = _run("ldapsearch", server, ca, args)
     if res.returncode == SIZE_LIMIT_EXCEEDED:
         res = _run("ldapsearch", server, ca, ["-E", f"pr={PAGE}/noprompt", *args])

@@ -5,12 +5,14 @@ from __future__ import annotations
 from geofed.records import Sanity, kind
 
 
-@kind("directory.sync")
+@kind("directory.sync", version=2, added={"incremental": False})
 class DirectorySync:
     """`geofed ops users sync`: what one sync of the federation's users changed and refused.
 
     Attributes:
         dry_run: changes shown, not made
+        incremental: only what changed since the last sync was read and merged (its state held); false in
+            version 1
         sites: site -> what was read there (activated, ...)
         merged_users: users in the merged directory
         merged_groups: groups in the merged directory
@@ -22,6 +24,7 @@ class DirectorySync:
         files: passwd and group files written
     """
     dry_run: bool
+    incremental: bool
     sites: dict
     merged_users: int
     merged_groups: int

@@ -111,6 +111,16 @@ class Service:
                       **fields}
         self.save()
 
+    @classmethod
+    def of(cls, fed_name: str, name: str) -> Service:
+        """A service that runs, from its marker: to restart one of its daemons."""
+        svc = cls.__new__(cls)
+        svc.fed_name, svc.name, svc.dir = fed_name, name, service_dir(fed_name, name)
+        svc.state = read(fed_name, name)
+        if svc.state is None:
+            raise host.HostError(f"{name} of {fed_name} is not up")
+        return svc
+
     def save(self) -> None:
         host.write_json(self.dir / MARKER, self.state)
 
@@ -163,6 +173,16 @@ class Service:
                 raise host.HostError(f"{self.name}: {d.key} was not ready after {d.deadline_s:g} s: {host.log_tail(log)}")
             time.sleep(POLL_S)  # polling the probe until its deadline
         return proc.pid
+
+
+    def restart(self, key: str, ready: Callable[[], bool], while_stopped: Callable[[], None],
+                deadline_s: float = 60.0) -> int:
+        """Stop one daemon (its process group), run `while_stopped` (its data swapped, say),
+        and start it again with the same command line; its new pid once its probe holds."""
+        d = self.state["daemons"][key]
+        host.terminate([d["pid"]], grace=d["grace_s"], groups=True)
+        while_stopped()
+        return self.start(Daemon(key, d["argv"], ready, d["netns"], deadline_s, d["grace_s"]))
 
 
 def up(fed_name: str, name: str, start: Callable[[Service], None], progress: Progress = _quiet,

@@ -26,6 +26,9 @@ class DirectoryParams(Params):
     users: int = param(20000, "users per site")
     groups: int = param(2000, "groups per site")
     changed: float = param(0.01, "fraction of users changed before the re-sync", type=fraction)
+    repeats: int = param(1, "times the three syncs run on the same loaded homes (the record: medians)")
+    h_server: str = param("ad", "site H's server: Samba's AD DC, or OpenLDAP where loading Samba with that many "
+                          "takes too long", choices=("ad", "ldap"))
 
 
 class Directory(Workload, kind="directory.bench", Params=DirectoryParams, command="bench directory",
@@ -38,7 +41,8 @@ class Directory(Workload, kind="directory.bench", Params=DirectoryParams, comman
 
     def run(self, ctx: Context, params: DirectoryParams):
         from geofed.ops import dirbench
-        return dirbench.run(ctx.fed, params.users, params.groups, params.changed, ctx.progress)
+        return dirbench.run(ctx.fed, params.users, params.groups, params.changed, ctx.progress, params.repeats,
+                            params.h_server == "ad")
 
     def sanity(self, rec) -> Sanity:
         """every sync as expected (the record's check) and within the targets."""
