@@ -18,7 +18,7 @@ import pytest
 from conftest import needs_root, run_geofed
 from geofed import federation
 from geofed.errors import UserError
-from geofed.ops import directory, userbase, users
+from geofed.ops import directory, userbase, users, usersync
 from geofed.testbed.host import HostError
 
 pytestmark = [needs_root, pytest.mark.slow]
@@ -485,13 +485,13 @@ def test_a_first_sync_into_an_empty_admin_directory_loads_offline(fed, tmp_path,
     c.add(hand, ["posixGroup"], {"cn": "local", "gidNumber": 77})
     ok(c)
     c.unbind()
-    monkeypatch.setattr(users, "OFFLINE_MIN", 1)
+    monkeypatch.setattr(usersync, "OFFLINE_MIN", 1)
     try:
         assert sync(fed, tmp_path).returncode == 0
         expected = passwd(tmp_path), groups(tmp_path)
         empty_admin()
         before = directory.read_state(FED)["daemons"]["admin"]["pid"]
-        data = users.sync(fed, out=tmp_path)
+        data = usersync.sync(fed, out=tmp_path)
         assert not data["errors"] and data["counts"]["add_users"] == len(expected[0])
         assert directory.read_state(FED)["daemons"]["admin"]["pid"] != before  # loaded offline
         assert (passwd(tmp_path), groups(tmp_path)) == expected
@@ -505,7 +505,7 @@ def test_a_first_sync_into_an_empty_admin_directory_loads_offline(fed, tmp_path,
         empty_admin()
         before = directory.read_state(FED)["daemons"]["admin"]["pid"]
         monkeypatch.setattr(directory, "SLAPADD", "/bin/false")
-        data = users.sync(fed, out=tmp_path)
+        data = usersync.sync(fed, out=tmp_path)
         assert not data["errors"] and (passwd(tmp_path), groups(tmp_path)) == expected
         assert directory.read_state(FED)["daemons"]["admin"]["pid"] == before
     finally:

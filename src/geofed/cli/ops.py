@@ -20,7 +20,7 @@ from geofed import federation, records, validate
 from geofed.cli import options
 from geofed.cli.common import command_argv, down_command, emit
 from geofed.errors import UserError
-from geofed.ops import directory, monitor, nss, users
+from geofed.ops import directory, monitor, nss, users, usersync
 from geofed.params import add_options, from_args
 from geofed.records.ops import METRICS
 from geofed.progress import progress
@@ -51,7 +51,7 @@ def cmd_directory_status(args) -> int:
 
 def cmd_users_sync(args) -> int:
     fed = federation.load(args.federation)
-    data = users.sync(fed, dry_run=args.dry_run, out=None if args.dry_run else Path(args.out), progress=progress)
+    data = usersync.sync(fed, dry_run=args.dry_run, out=None if args.dry_run else Path(args.out), progress=progress)
     n = len(data["changes"])
     lines = [users.describe(c) for c in data["changes"]] + \
         [f"! refused {c['entry']} {c['name']} ({c['kind']}): {c['detail']}; {', '.join(c['sources'])}"

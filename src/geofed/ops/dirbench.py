@@ -25,7 +25,7 @@ from pathlib import Path
 
 from geofed import federation, records
 from geofed.errors import UserError
-from geofed.ops import directory, syncstate, userbase, users
+from geofed.ops import directory, syncstate, userbase, users, usersync
 from geofed.ops.transfer_bench import children_cpu_s, process_cpu_s
 from geofed.testbed import core, host
 
@@ -122,7 +122,7 @@ def run(base, n_users: int, n_groups: int, changed: float, progress, repeats: in
 def _three_syncs(fed, tmp: Path, changed: float, n_changed: int, homes: dict, progress) -> tuple:
     """The first sync, the floor beside it, a sync with nothing changed, one after changes at home."""
     progress("first sync")
-    first, cpu = _cpu_of(lambda: users.sync(fed, out=tmp))  # passwd and group too: they are part of a sync
+    first, cpu = _cpu_of(lambda: usersync.sync(fed, out=tmp))  # passwd and group too: they are part of a sync
     runs = [dict(_summary("first sync", first), cpu_s=cpu,
                  expected_changes=first["merged_users"] + first["merged_groups"])]
     progress(f"the floor: slapadd of the first sync's {len(first['changes'])} entries into a fresh admin database")
@@ -147,7 +147,7 @@ def _median(runs: list[dict]) -> dict:
 
 
 def _sync(fed, what: str, out: Path) -> dict:
-    data, cpu = _cpu_of(lambda: users.sync(fed, out=out))  # passwd and group too: they are part of a sync
+    data, cpu = _cpu_of(lambda: usersync.sync(fed, out=out))  # passwd and group too: they are part of a sync
     return dict(_summary(what, data), cpu_s=cpu)
 
 

@@ -160,6 +160,12 @@ def files_digest(out: Path) -> str | None:
     return h.hexdigest()
 
 
+def summary_of(read: dict, merged_users: int, merged_groups: int, collisions: list, out: Path | None) -> dict:
+    """What a sync that finds nothing changed reports (the state's summary)."""
+    return {"sites": read, "merged_users": merged_users, "merged_groups": merged_groups, "collisions": collisions,
+            "files": {"at": str(out), "digest": files_digest(out)} if out is not None else None}
+
+
 # ---------------------------------------------------------------- the homes' changes
 
 
@@ -377,7 +383,7 @@ def sync_changes(fed: Federation, state: dict, sites: dict, marks: dict, summary
             paths = [out / "passwd", out / "group"]
         cache["merge"] = merged
         marks = dict(marks, admin=admin_mark(admin, state["ca"]) if changes else marks["admin"])
-        save(fed, marks, users.summary_of(read, len(merged["users"]), len(merged["groups"]), merged["collisions"], out),
+        save(fed, marks, summary_of(read, len(merged["users"]), len(merged["groups"]), merged["collisions"], out),
              pack(cache))
     seconds = {"read": t_read - t0, "merge": t_plan - t_read, "write": t_apply - t_plan,
                "files": time.monotonic() - t_apply, "total": time.monotonic() - t0, "read_each": read_s}

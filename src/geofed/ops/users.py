@@ -25,7 +25,6 @@ slapd or to Samba's AD with the DN at home); the merged directory holds no passw
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import re
 import ssl
@@ -49,10 +48,6 @@ FETCH = 200  # names in one search for whole owned entries
 # ldapmodify processes writing to the admin server at once: 40,000 adds took 14.2 s in
 # one and 11.1 s in two here (2 cores); slapd commits one write at a time anyway.
 STREAMS = 2
-# A first sync of at least this many entries into an admin directory holding none of
-# ours loads them offline (slapadd) instead: 2,000 entries take well under a second
-# either way, slapd's restart is a fixed cost.
-OFFLINE_MIN = 2000
 
 
 # ---------------------------------------------------------------- connections
@@ -501,114 +496,6 @@ def fetch_owned(server: dict, ca: str, kind: str, dns: list[str]) -> dict[str, d
     return {dn: found.get(dn.lower(), {"dn": dn}) for dn in dns}
 
 
-def sync(fed: Federation, dry_run: bool = False, out: Path | None = None, progress=lambda _m: None) -> dict:
-    """Read the homes, merge, apply to the admin directory, write the files; the sync's record data.
-    Only what changed since the last sync where its state holds (`syncstate`), else everything."""
-    state = directory.require_up(fed)
-    directory.enter(state)
-    # Hundreds of thousands of dicts and strings, made and unpickled, none in a cycle:
-    # the cyclic collector's passes over them are pure cost (pickle's load of the state
-    # at 100,000 users per site: 11.2 s with it, 6.9 s without, on the loaded host).
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        return _sync(fed, state, dry_run, out, progress)
-    finally:
-        if collecting:
-            gc.enable()
-
-
-def _sync(fed: Federation, state: dict, dry_run: bool, out: Path | None, progress) -> dict:
-    from geofed.ops import syncstate
-    t0 = time.monotonic()
-    sites = {s.code: (s, directory.home(fed, state, s.code)) for s in fed.sites if s.directory}
-    marks = syncstate.read_marks(fed, state, sites)
-    summary = syncstate.load_summary(fed)
-    why = syncstate.doubt(summary, marks)
-    if why is None:
-        try:
-            return syncstate.sync_changes(fed, state, sites, marks, summary, dry_run, out, progress, t0)
-        except syncstate.Doubtful as e:
-            why = str(e)
-    progress(f"reading everything: {why}")
-    return _sync_full(fed, state, sites, marks, dry_run, out, progress, t0)
-
-
-def _sync_full(fed: Federation, state: dict, sites: dict, marks: dict, dry_run: bool, out: Path | None, progress,
-               t0: float) -> dict:
-    from geofed.ops import syncstate
-    homes, (owned_users, owned_groups, held), read_s = read_all(sites, state)
-    for code, home in homes.items():
-        progress(f"site {code}: {len(home.users)} users, {len(home.groups)} groups read")
-    t_read = time.monotonic()
-    m = merge(fed, homes, held)
-    admin = state["servers"]["admin"]
-
-    def fetch(kind: str, dns: list[str]) -> dict[str, dict]:
-        return fetch_owned(admin, state["ca"], kind, dns)
-    changes = plan(m, owned_users, owned_groups, admin["base"], fetch)
-    t_plan = time.monotonic()
-    settled = {}
-
-    def settle() -> None:
-        """passwd and group, and the state to keep, as the plan leaves the admin directory."""
-        final = {"user": final_entries(m, owned_users, "user", fetch),
-                 "group": final_entries(m, owned_groups, "group", fetch)}
-        settled["paths"] = write_files(out, {**held["users"], **final["user"]},
-                                       {**held["groups"], **final["group"]}) if out is not None else []
-        owned = {kind: owned_after(have, changes, kind) for kind, have in (("user", owned_users), ("group", owned_groups))}
-        settled["state"] = syncstate.pack({
-            "homes": {code: syncstate.cache_home(h) for code, h in homes.items()},
-            "merge": {"users": {n: u["_site"] for n, u in m.users.items()}, "groups": m.groups, "refused_users": m.refused_users,
-                      "refused_groups": m.refused_groups, "collisions": m.collisions,
-                      "want": {"user": m.want("user"), "group": m.want("group")}},
-            "owned": owned, "final": final, "held": held})
-    errors = []
-    if not dry_run and changes:
-        # Nothing of ours there yet (the plan is all adds): a bulk load, if big enough.
-        if (owned_users or owned_groups or len(changes) < OFFLINE_MIN or marks["admin"] is None
-                or not _load_offline(fed, state, changes, marks["admin"], settle, progress)):
-            progress(f"writing {len(changes)} changes to the admin directory")
-            errors = apply(admin, changes)
-    t_apply = time.monotonic()
-    paths = []
-    if dry_run:
-        pass
-    elif errors:
-        syncstate.drop(fed)
-        if out is not None:
-            paths = files_from_admin(state, out)
-    else:
-        if not settled:
-            settle()
-        paths = settled["paths"]
-        marks = dict(marks, admin=syncstate.admin_mark(admin, state["ca"]) if changes else marks["admin"])
-        syncstate.save(fed, marks, summary_of(m.read, len(m.users), len(m.groups), m.collisions, out),
-                       settled["state"])
-    seconds = {"read": t_read - t0, "merge": t_plan - t_read, "write": t_apply - t_plan,
-               "files": time.monotonic() - t_apply, "total": time.monotonic() - t0, "read_each": read_s}
-    return result(dry_run, m.read, len(m.users), len(m.groups), changes, errors, m.collisions, seconds, paths,
-                  incremental=False)
-
-
-def _load_offline(fed: Federation, state: dict, adds: list[dict], mark: list[str], meanwhile, progress) -> bool:
-    """The first sync's adds loaded by slapadd (directory.load_admin_offline), `meanwhile`
-    run while slapadd indexes; False where that was not done and they are still to write."""
-    from geofed.ops import syncstate
-    admin = state["servers"]["admin"]
-    progress(f"loading {len(adds)} entries into the admin directory offline (slapadd; slapd stopped a moment)")
-    try:
-        done = directory.load_admin_offline(fed.name, state, [(c["dn"], {"objectClass": c["classes"],
-                                                                         **c["attributes"]}) for c in adds],
-                                            lambda: syncstate.admin_mark(admin, state["ca"]) == mark, meanwhile)
-    except HostError as e:  # all or nothing: ldapmodify names each refused entry
-        progress(f"the offline load failed ({e}); writing the entries one by one")
-        return False
-    if not done:
-        progress("the admin directory changed meanwhile; writing the entries one by one")
-    return done
-
-
 def owned_after(have: dict, changes: list[dict], kind: str) -> dict:
     """The owned entries of a kind (DN and digest) once `changes` are made."""
     out = dict(have)
@@ -631,13 +518,6 @@ def files_from_admin(state: dict, out: Path) -> list[Path]:
     whole = fetch_owned(admin, state["ca"], "group", [e["dn"] for e in owned_groups.values()])
     owned_groups = {n: whole[e["dn"]] for n, e in owned_groups.items()}
     return write_files(out, {**held["users"], **owned_users}, {**held["groups"], **owned_groups})
-
-
-def summary_of(read: dict, merged_users: int, merged_groups: int, collisions: list, out: Path | None) -> dict:
-    """What a sync that finds nothing changed reports (the state's summary)."""
-    from geofed.ops import syncstate
-    return {"sites": read, "merged_users": merged_users, "merged_groups": merged_groups, "collisions": collisions,
-            "files": {"at": str(out), "digest": syncstate.files_digest(out)} if out is not None else None}
 
 
 def result(dry_run: bool, read: dict, merged_users: int, merged_groups: int, changes: list, errors: list,
