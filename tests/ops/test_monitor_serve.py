@@ -165,13 +165,13 @@ def test_a_path_is_judged_against_model_and_reference_and_alerted_once(tmp_path,
 
     fill(store, t, 1, 0.2, metric="loss")  # above the schedule's threshold
     state, reason = judge.assess_path(store, st, fed, "A1-B1")
-    assert state == "degraded" and "loss A1>B1 20.00 % beyond threshold 5.00 %" in reason
+    assert state == "degraded" and "loss A1-B1 20.00 % beyond threshold 5.00 %" in reason
     store.set_meta("federation", str(fed.path))
     store.set_meta("judge", asdict(st))
     store.close()
     res = run_geofed("monitor", "status", str(tmp_path / "m.sqlite"))
     assert res.returncode == 1, res.stderr
-    assert re.match(r"A1-B1\s+degraded\s+loss A1>B1 20.00 % beyond threshold", res.stdout)
+    assert re.match(r"A1-B1\s+degraded\s+loss A1-B1 20.00 % beyond threshold", res.stdout)
 
 
 def test_an_alert_that_cannot_be_sent_is_sent_later_once(tmp_path, receiver):
@@ -242,7 +242,7 @@ webhook = "{webhook}"
     ("[mpi]\nevery_s = \"often\"", "[mpi].every_s: expected a number, got 'often'"),
     ("[judge.thresholds]\ndelay = 3", "[judge.thresholds]: unknown metric 'delay'"),
     ("[mpi]\nrandom = 4", "[mpi] random = 4: gfmon-input has 3 node pairs"),
-    ("[judge]\nwindow = 0", "[judge] window must be at least 1"),
+    ("[judge]\nwindow = 0", "[judge] window and loss_periods must be at least 1"),
 ])
 def test_a_bad_schedule_is_refused_in_one_line(tmp_path, change, error):
     fed = write_two_site(tmp_path, "gfmon-input")

@@ -147,14 +147,17 @@ def loads(text: str, path: Path) -> Schedule:
     if owd.rate_hz <= 0 or owd.period_s <= 0:
         raise UserError(f"{path}: [owd] rate_hz and period_s must be positive")
     jdoc = dict(doc.get("judge", {}))
-    thresholds = jdoc.pop("thresholds", {})
-    if not isinstance(thresholds, dict) or any(isinstance(v, bool) or not isinstance(v, (int, float))
-                                               for v in thresholds.values()):
-        raise UserError(f"{path}: [judge.thresholds]: expected metric = number, got {thresholds!r}")
+    per_metric = {table: jdoc.pop(table, {}) for table in ("thresholds", "tolerances")}
+    for table, given in per_metric.items():
+        if not isinstance(given, dict) or any(isinstance(v, bool) or not isinstance(v, (int, float))
+                                              for v in given.values()):
+            raise UserError(f"{path}: [judge.{table}]: expected metric = number, got {given!r}")
     settings = _table(judge.Settings, jdoc, f"{path}: [judge]")
-    if settings.window < 1 or settings.reference_samples < 2:
-        raise UserError(f"{path}: [judge] window must be at least 1 and reference_samples at least 2")
-    settings = replace(settings, thresholds=thresholds, bw_bytes=bw_bytes,
+    if settings.window < 1 or settings.reference_samples < 2 or settings.loss_periods < 1:
+        raise UserError(f"{path}: [judge] window and loss_periods must be at least 1 and reference_samples at least 2")
+    if settings.loss_floor <= 0:
+        raise UserError(f"{path}: [judge] loss_floor must be positive (a rate no path is held below)")
+    settings = replace(settings, **per_metric, bw_bytes=bw_bytes, probe_datagrams=owd.rate_hz * owd.period_s,
                        stale_s=jdoc.get("stale_s", 3 * owd.period_s + owd.lost_after_s))
     store = Path(doc["store"])
     return Schedule(path=path, federation=str(fed.path), store=store if store.is_absolute() else path.parent / store,
@@ -171,22 +174,23 @@ def path_name(a: str, b: str) -> str:
 class PathScheduler:
     """Tests run on sets of resources (paths, a node's sink port), never two at once
     on one: a test whose resources are busy waits until all are free. It remembers
-    which tests held a resource when (`held`), so a probe period a throughput test
-    filled the queue of is known as such."""
+    which tests loaded a resource when (`held`), so a probe period a throughput test
+    filled the queue of is known as such; a test that does not load it (a 1-byte
+    ping-pong) is exclusive all the same but spoils no period."""
 
     HISTORY_S = 3600.0
 
     def __init__(self):
-        self._busy: dict[str, tuple[str, float]] = {}  # resource -> (test, since)
-        self._past: list[tuple[str, str, float, float]] = []  # (resource, test, start, end)
+        self._busy: dict[str, tuple[str, float, bool]] = {}  # resource -> (test, since, loads)
+        self._past: list[tuple[str, str, float, float]] = []  # (resource, test, start, end) of loading tests
         self._cond = threading.Condition()
 
     @contextmanager
-    def holding(self, resources: set[str], test: str):
+    def holding(self, resources: set[str], test: str, loads: bool = True):
         with self._cond:
             self._cond.wait_for(lambda: not (resources & self._busy.keys()))
             since = time.time()
-            self._busy.update({r: (test, since) for r in resources})
+            self._busy.update({r: (test, since, loads) for r in resources})
         try:
             yield
         finally:
@@ -194,14 +198,16 @@ class PathScheduler:
                 end = time.time()
                 for r in resources:
                     self._busy.pop(r)
-                    self._past.append((r, test, since, end))
+                    if loads:
+                        self._past.append((r, test, since, end))
                 self._past = [p for p in self._past if p[3] > end - self.HISTORY_S]
                 self._cond.notify_all()
 
     def held(self, resource: str, t0: float, t1: float) -> list[str]:
         """The tests that held `resource` at some time in [t0, t1)."""
         with self._cond:
-            spans = self._past + [(r, test, since, float("inf")) for r, (test, since) in self._busy.items()]
+            spans = self._past + [(r, test, since, float("inf")) for r, (test, since, loads) in self._busy.items()
+                                  if loads]
             return sorted({test for r, test, start, end in spans if r == resource and start < t1 and end > t0})
 
 
@@ -297,22 +303,18 @@ def placement_of(fed, a: str, b: str):
     return parse(code, fed)
 
 
-def mpi_samples(fed, a: str, b: str, mpi: Mpi, bw_bytes: int) -> list[Sample]:
-    """IMB PingPong between a and b: the latency of 1 byte, the bandwidth of bw_size."""
+def mpi_sample(fed, a: str, b: str, mpi: Mpi, metric: str, size: int) -> Sample:
+    """IMB PingPong between a and b: the latency (1 byte) or the bandwidth of `size` bytes."""
     from geofed.launch import runner
     t, path = time.time(), path_name(a, b)
-    out = []
-    for metric, size in (("latency_us", 1), ("bw_MBps", bw_bytes)):
-        try:
-            data = runner.run_ranks(fed, placement_of(fed, a, b), "pingpong",
-                                    {"size": size, "seconds": mpi.seconds, "iterations": 1000},
-                                    timeout=mpi.timeout_s, what=f"monitor pingpong {path}")
-        except (JobFailed, UserError) as e:
-            out.append(Sample(t, path, a, b, metric, None, None, str(e)))
-            continue
-        half_rtt_s = data["pairs"][0]["median_ms"] / 2e3
-        out.append(Sample(t, path, a, b, metric, half_rtt_s * 1e6 if size == 1 else size / half_rtt_s / 1e6))
-    return out
+    try:
+        data = runner.run_ranks(fed, placement_of(fed, a, b), "pingpong",
+                                {"size": size, "seconds": mpi.seconds, "iterations": 1000},
+                                timeout=mpi.timeout_s, what=f"monitor pingpong {path}")
+    except (JobFailed, UserError) as e:
+        return Sample(t, path, a, b, metric, None, None, str(e))
+    half_rtt_s = data["pairs"][0]["median_ms"] / 2e3
+    return Sample(t, path, a, b, metric, half_rtt_s * 1e6 if metric == "latency_us" else size / half_rtt_s / 1e6)
 
 
 def throughput_sample(plan, a: str, b: str, tp: Throughput) -> Sample:
@@ -353,6 +355,18 @@ class Service:
             state, reason = judge.assess_path(self.store, self.s.judge, self.fed, path)
             alerts.reconcile(self.store, self.s.alerts, self.fed.name, path, state, reason, self.log)
 
+    def spoiled(self, a: str, b: str, t0: float, t1: float) -> str | None:
+        """What spoils the probe's datagrams of path a-b sent in [t0, t1), if anything:
+        tests that loaded the path, a restart of a link's emulator on it (the datagrams
+        in flight and those arriving meanwhile are lost)."""
+        from geofed.testbed import core
+        what = self.scheduler.held(path_name(a, b), t0, t1)
+        links = self.fed.route(self.fed.node(a).site, self.fed.node(b).site)
+        if any(stopped - self.s.owd.lost_after_s < t1 and started > t0
+               for link in links for stopped, started in core.restarts(self.plan, link.name)):
+            what.append("link restart")
+        return ",".join(what) or None
+
     def tests(self) -> list[tuple[str, str, float]]:
         """(test, key, every_s) of every scheduled exclusive test."""
         out = []
@@ -371,9 +385,9 @@ class Service:
             pairs = [tuple(key.split("-"))] if key != "random" else \
                 self.rng.sample(list(combinations([n.name for n in self.fed.nodes()], 2)), self.s.mpi.random)
             for a, b in pairs:
-                with self.scheduler.holding({path_name(a, b)}, "mpi"):
-                    for sample in mpi_samples(self.fed, a, b, self.s.mpi, self.bw_bytes):
-                        self.keep(sample)
+                for metric, size in (("latency_us", 1), ("bw_MBps", self.bw_bytes)):
+                    with self.scheduler.holding({path_name(a, b)}, "mpi", loads=size > 1):
+                        self.keep(mpi_sample(self.fed, a, b, self.s.mpi, metric, size))
                 self.judge(path_name(a, b))
         else:
             a, b = key.split("-")
@@ -398,7 +412,8 @@ class Service:
                 self.running[(test, key)] = thread
                 thread.start()
 
-    def run(self) -> None:
+    def run(self, until: float = float("inf")) -> None:
+        """Serve until stopped (KeyboardInterrupt) or until the Unix time `until`."""
         s = self.s
         probes = {}
         try:
@@ -412,11 +427,10 @@ class Service:
             p0 = (time.time() // period + 1) * period  # the first whole period the probes see
             next_fold = time.time()
             self.log(f"serving {len(s.paths)} path(s) of {self.fed.name} into {s.store}")
-            while True:
-                now = time.time()
+            while (now := time.time()) < until:
                 if now >= p0 + period + s.owd.lost_after_s:
                     for (a, b, src, dst), probe in probes.items():
-                        during = ",".join(self.scheduler.held(path_name(a, b), p0, p0 + period)) or None
+                        during = self.spoiled(a, b, p0, p0 + period)
                         for sample in owd_samples(p0, path_name(a, b), src, dst, *probe.period(p0, p0 + period),
                                                   during):
                             self.keep(sample)
