@@ -71,6 +71,7 @@ def run(base, minutes: float, progress, keep: Path | None = None, **link_changes
         where = keep or Path(tmp)
         where.mkdir(parents=True, exist_ok=True)
         hook, schedule = where / "alerts.jsonl", where / "schedule.toml"
+        hook.write_text("")  # this run's alerts only
         schedule.write_text(accelerated(fed.path, where / "m.sqlite", link_paths(fed), f'command = "cat >> {hook}"'))
         s = monitor_serve.load(schedule)
         progress(f"serving the accelerated schedule on {', '.join(monitor_serve.path_name(*p) for p in s.paths)} "

@@ -9,13 +9,14 @@ from geofed.errors import UserError
 from geofed.ops import monitor_bench
 from geofed.params import Params, param
 from geofed.records import Sanity
+from geofed.validate import positive_float
 from geofed.workloads import RESULT_KIND, Context, Workload
 
 
 class MonitorParams(Params):
     minutes: float = param(60.0, "how long the quiet run lasts")
-    gbps: float = param(0.0, "the links' rate for the run (0: the federation's); the halved-bandwidth check "
-                             "needs a rate the host carries")
+    gbps: float | None = param(None, "the links' rate for the run (default: the federation's); the halved-bandwidth "
+                                     "check needs a rate the host carries", type=positive_float)
     keep: str = param("", "a directory to keep the schedule, the store, the alerts and the service's log in "
                           "(default: removed)")
 
@@ -26,9 +27,6 @@ class Monitor(Workload, kind=RESULT_KIND, Params=MonitorParams, needs_placement=
     def check(self, ctx: Context, params: MonitorParams) -> None:
         if not ctx.fed.links:
             raise UserError(f"{ctx.fed.path}: no link to monitor")
-        if params.minutes <= 0 or params.gbps < 0:
-            raise UserError(f"--minutes {params.minutes:g} --gbps {params.gbps:g}: expected a positive time "
-                            "and a rate of 0 or more")
 
     def run(self, ctx: Context, params: MonitorParams):
         changes = {"bandwidth_gbps": params.gbps} if params.gbps else {}
