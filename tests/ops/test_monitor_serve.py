@@ -174,6 +174,21 @@ def test_a_path_is_judged_against_model_and_reference_and_alerted_once(tmp_path,
     assert re.match(r"A1-B1\s+degraded\s+loss A1-B1 20.00 % beyond threshold", res.stdout)
 
 
+def test_one_failed_test_is_a_hiccup_two_in_a_row_are_down(tmp_path):
+    fed = federation.load(Path(write_two_site(tmp_path, "gfmon-fails")))
+    store = Store(tmp_path / "m.sqlite")
+    st = judge.Settings(reference_samples=3)
+    t = fill(store, time.time() - 20, 3, 1000.0, metric="latency_us")
+    store.add(Sample(t, "A1-B1", "A1", "B1", "latency_us", None, None, "no result within --timeout 30 s"))
+    assert judge.assess_path(store, st, fed, "A1-B1") == ("ok", "")  # the level of the tests that ran
+    store.add(Sample(t + 1, "A1-B1", "A1", "B1", "latency_us", None, None, "no result within --timeout 30 s"))
+    assert judge.assess_path(store, st, fed, "A1-B1") == \
+        ("down", "latency_us A1>B1: no result within --timeout 30 s (2 tests in a row)")
+    fill(store, t + 2, 1, 1000.0, metric="latency_us")
+    assert judge.assess_path(store, st, fed, "A1-B1") == ("ok", "")
+    store.close()
+
+
 def test_an_alert_that_cannot_be_sent_is_sent_later_once(tmp_path, receiver):
     store = Store(tmp_path / "m.sqlite")
     dead = alerts.Channels(webhook="http://127.0.0.1:9/nothing-listens")
@@ -242,7 +257,7 @@ webhook = "{webhook}"
     ("[mpi]\nevery_s = \"often\"", "[mpi].every_s: expected a number, got 'often'"),
     ("[judge.thresholds]\ndelay = 3", "[judge.thresholds]: unknown metric 'delay'"),
     ("[mpi]\nrandom = 4", "[mpi] random = 4: gfmon-input has 3 node pairs"),
-    ("[judge]\nwindow = 0", "[judge] window and loss_periods must be at least 1"),
+    ("[judge]\nwindow = 0", "[judge] window, loss_periods and down_after must be at least 1"),
 ])
 def test_a_bad_schedule_is_refused_in_one_line(tmp_path, change, error):
     fed = write_two_site(tmp_path, "gfmon-input")

@@ -11,7 +11,8 @@ samples), against
   `reference_tolerance` of its level, widened by the samples' clock error bound;
 - thresholds the schedule sets per metric (a ceiling for delays and loss, a floor
   for bandwidths; loss has `loss_degraded` unless one is set);
-and a test that failed, or a probe that got nothing through, is down. A path is as
+and a probe period that got nothing through, or `down_after` failed tests in a row,
+is down. A path is as
 bad as its worst series. Sustained level shifts (ops/shifts.py) are named beside it.
 
 Loss is judged per path on counts, not on a period's rate: at 0.1 % a period of a few
@@ -46,6 +47,7 @@ SHIFT_SAMPLES = 200  # the newest samples the level-shift detector looks at
 @dataclass(frozen=True)
 class Settings:
     window: int = 3  # a test's samples (MPI, throughput) whose median is its current level
+    down_after: int = 2  # a test's failures in a row that make its path down
     model_tolerance: float = 0.5
     reference_samples: int = 10
     reference_tolerance: float = 0.1
@@ -142,13 +144,17 @@ def assess_series(store: Store, st: Settings, fed, path: str, src: str, dst: str
     name = f"{metric} {src}>{dst}"
     # a probe's sample is already the median of a period's datagrams
     recent = store.latest(path, src, dst, metric, 1 if metric in PROBE_METRICS else st.window)
-    if not recent:
-        return "ok", ""
-    if recent[-1].error:
-        return "down", f"{name}: {recent[-1].error}"
+    # A probe period with nothing through is thousands of datagrams lost: down at once.
+    # One test that timed out may be the host's hiccup: down when `down_after` in a row did.
+    in_a_row = 1 if metric in PROBE_METRICS else st.down_after
+    failed = store.latest(path, src, dst, metric, in_a_row)
+    if len(failed) == in_a_row and all(s.error for s in failed):
+        return "down", f"{name}: {failed[-1].error}" + (f" ({in_a_row} tests in a row)" if in_a_row > 1 else "")
     values = [s.value for s in recent if s.value is not None]
+    if not values:
+        return "ok", ""
     level = statistics.median(values)
-    bound = max((s.bound or 0.0) for s in recent)
+    bound = max((s.bound or 0.0) for s in recent if s.value is not None)
     reasons = []
     limit = st.thresholds.get(metric)
     if limit is not None and worse_by(metric, level, limit) > bound:

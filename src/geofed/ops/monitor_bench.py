@@ -32,7 +32,7 @@ lost_after_s = 1
 every_s = {mpi_every_s}
 bw_size = "1M"
 seconds = 0.5
-timeout_s = 15
+timeout_s = 30
 [throughput]
 every_s = {throughput_every_s}
 seconds = 2
