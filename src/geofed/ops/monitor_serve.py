@@ -39,6 +39,7 @@ from geofed.ops.monitor_store import Sample, Store
 from geofed.testbed import host
 
 PR_SET_PDEATHSIG = 1
+STALL_S = 30.0  # how long a period waits for a probe's ends to tell it before they count as lost
 
 
 @dataclass(frozen=True)
@@ -219,12 +220,15 @@ def _die_with_parent() -> None:
 
 class OwdProbe:
     """The one-way probe of one direction: a receiver at dst, a sender at src, their
-    lines gathered by two threads; `period` makes one period's sample of them."""
+    lines gathered by two threads; `period` makes one period's sample of them once both
+    ends have told everything up to its end (`told`): a host too busy to read their
+    lines for a while delays a sample, it does not lose datagrams."""
 
     def __init__(self, src, dst, owd: Owd):
         self.src, self.dst, self.owd = src, dst, owd
         self.sent: dict[int, int] = {}  # seq -> send time (ns)
         self.got: dict[int, tuple[int, int]] = {}  # seq -> (delay ns, bound ns)
+        self.sent_until = self.seen_until = 0  # ns: the newest send, the newest arrival (or idle) told
         self.lock = threading.Lock()
         self.procs: list[subprocess.Popen] = []
         self.start()
@@ -253,11 +257,20 @@ class OwdProbe:
                 handle([int(x) for x in line.split()])
 
     def _on_sent(self, f: list[int]) -> None:
-        self.sent[f[0]] = f[1]
+        self.sent[f[0]] = self.sent_until = f[1]
 
     def _on_received(self, f: list[int]) -> None:
+        if len(f) == 1:  # idle: everything that arrived before this time was told
+            self.seen_until = f[0]
+            return
         seq, sent, arrived, bound = f
         self.got[seq] = (arrived - sent, bound)
+        self.seen_until = max(self.seen_until, arrived)
+
+    def told(self, t1: float) -> bool:
+        """Whether both ends have told what was sent before t1 and what arrived in time."""
+        with self.lock:
+            return self.sent_until >= t1 * 1e9 and self.seen_until >= (t1 + self.owd.lost_after_s) * 1e9
 
     def alive(self) -> bool:
         return all(p.poll() is None for p in self.procs)
@@ -268,14 +281,15 @@ class OwdProbe:
             p.wait()
 
     def period(self, t0: float, t1: float) -> tuple[list[int], list[int], int]:
-        """(delays ns, bounds ns, lost) of the datagrams sent in [t0, t1); forgets them."""
-        lo, hi = int(t0 * 1e9), int(t1 * 1e9)
+        """(delays ns, bounds ns, lost) of the datagrams sent in [t0, t1), a datagram
+        later than `lost_after_s` lost; forgets them."""
+        lo, hi, late = int(t0 * 1e9), int(t1 * 1e9), self.owd.lost_after_s * 1e9
         with self.lock:
             seqs = [s for s, at in self.sent.items() if lo <= at < hi]
-            got = [self.got.pop(s) for s in seqs if s in self.got]
+            got = [self.got[s] for s in seqs if s in self.got and self.got[s][0] <= late]
             for s in [s for s, at in self.sent.items() if at < hi]:
                 self.sent.pop(s)
-                self.got.pop(s, None)
+            self.got = {s: v for s, v in self.got.items() if s in self.sent}  # the rest is told or too late
         return [d for d, _ in got], [b for _, b in got], len(seqs) - len(got)
 
 
@@ -429,7 +443,8 @@ class Service:
             next_fold = time.time()
             self.log(f"serving {len(s.paths)} path(s) of {self.fed.name} into {s.store}")
             while (now := time.time()) < until:
-                if now >= p0 + period + s.owd.lost_after_s:
+                told = all(probe.told(p0 + period) for probe in probes.values())
+                if now >= p0 + period + s.owd.lost_after_s and (told or now >= p0 + period + STALL_S):
                     for (a, b, src, dst), probe in probes.items():
                         during = self.spoiled(a, b, p0, p0 + period)
                         for sample in owd_samples(p0, path_name(a, b), src, dst, *probe.period(p0, p0 + period),

@@ -1,7 +1,8 @@
 """A light one-way delay and loss probe (OWAMP's idea): a sender stamps UDP datagrams
 with the time it sends them, a receiver subtracts that from the time they arrive.
 
-    python -m geofed.ops.owd receive --bind IP      (prints `port N`, then a line per datagram)
+    python -m geofed.ops.owd receive --bind IP      (prints `port N`, then a line per datagram,
+                                                     and the time alone while nothing arrives)
     python -m geofed.ops.owd send --to IP:PORT --rate HZ   (prints a line per datagram sent)
 
 The two clocks are CLOCK_REALTIME of the two hosts, so a delay is only as good as
@@ -31,6 +32,7 @@ TIMEX_BYTES = 256  # struct timex is 208 bytes on x86_64 and arm64; room to spar
 MAXERROR_OFFSET = 24  # after `unsigned modes` (padded to 8), `long offset`, `long freq`
 SO_TIMESTAMPNS = 35  # Linux's; Python's socket module does not name it
 SO_RCVBUFFORCE = 33  # Linux's: root's receive buffer beyond net.core.rmem_max
+IDLE_S = 0.2  # a receiver with nothing arriving says so this often
 RCVBUF_BYTES = 4 << 20
 
 
@@ -93,8 +95,13 @@ def receive(bind: str) -> None:
     me = boot_id()
     err, err_read = clock_maxerror_ns(), time.monotonic()
     stamp = struct.Struct("qq")
+    sock.settimeout(IDLE_S)
     while True:
-        data, anc, _flags, _addr = sock.recvmsg(2048, socket.CMSG_SPACE(stamp.size))
+        try:
+            data, anc, _flags, _addr = sock.recvmsg(2048, socket.CMSG_SPACE(stamp.size))
+        except TimeoutError:
+            print(time.time_ns(), flush=True)  # nothing arrived: all that did before now is told
+            continue
         arrived = next((s * 10**9 + ns for level, kind, raw in anc
                         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS
                         for s, ns in [stamp.unpack(raw[:stamp.size])]), time.time_ns())
