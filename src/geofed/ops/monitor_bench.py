@@ -73,7 +73,8 @@ def run(base, minutes: float, progress, keep: Path | None = None, **link_changes
         where.mkdir(parents=True, exist_ok=True)
         hook, schedule = where / "alerts.jsonl", where / "schedule.toml"
         hook.write_text("")  # this run's alerts only
-        schedule.write_text(accelerated(fed.path, where / "m.sqlite", link_paths(fed), f'command = "cat >> {hook}"'))
+        hook_line = f'command = "(cat; echo) >> {hook}"'  # the hook reads one JSON object, no line's end
+        schedule.write_text(accelerated(fed.path, where / "m.sqlite", link_paths(fed), hook_line))
         s = monitor_serve.load(schedule)
         progress(f"serving the accelerated schedule on {', '.join(monitor_serve.path_name(*p) for p in s.paths)} "
                  f"for {minutes:g} min{f' (store, alerts and log in {keep})' if keep else ''}")
