@@ -174,6 +174,19 @@ def test_a_path_is_judged_against_model_and_reference_and_alerted_once(tmp_path,
     assert re.match(r"A1-B1\s+degraded\s+loss A1-B1 20.00 % beyond threshold", res.stdout)
 
 
+def test_a_burst_in_one_period_is_a_stall_a_loss_in_two_is_a_rate(tmp_path):
+    fed = federation.load(Path(write_two_site(tmp_path, "gfmon-burst")))
+    store = Store(tmp_path / "m.sqlite")
+    st = judge.Settings(reference_samples=3, probe_datagrams=5000)
+    t = fill(store, time.time() - 20, 3, 0.0, metric="loss")
+    t = fill(store, t, 1, 5 / 5000, metric="loss")  # 5 lost at once in one period of one direction
+    assert judge.assess_path(store, st, fed, "A1-B1") == ("ok", "")
+    fill(store, t, 1, 3 / 5000, metric="loss", src="B1", dst="A1")  # and the way back too
+    state, reason = judge.assess_path(store, st, fed, "A1-B1")
+    assert state == "degraded" and reason.startswith("loss A1-B1 8 of 15000 datagrams (0.053 %) in the newest 2 periods")
+    store.close()
+
+
 def test_one_failed_test_is_a_hiccup_two_in_a_row_are_down(tmp_path):
     fed = federation.load(Path(write_two_site(tmp_path, "gfmon-fails")))
     store = Store(tmp_path / "m.sqlite")
@@ -257,7 +270,7 @@ webhook = "{webhook}"
     ("[mpi]\nevery_s = \"often\"", "[mpi].every_s: expected a number, got 'often'"),
     ("[judge.thresholds]\ndelay = 3", "[judge.thresholds]: unknown metric 'delay'"),
     ("[mpi]\nrandom = 4", "[mpi] random = 4: gfmon-input has 3 node pairs"),
-    ("[judge]\nwindow = 0", "[judge] window, loss_periods and down_after must be at least 1"),
+    ("[judge]\nwindow = 0", "[judge] window, loss_periods, loss_spread and down_after must be at least 1"),
 ])
 def test_a_bad_schedule_is_refused_in_one_line(tmp_path, change, error):
     fed = write_two_site(tmp_path, "gfmon-input")

@@ -20,7 +20,10 @@ thousand datagrams loses a handful or none, so the datagrams lost in both direct
 over the newest `loss_periods` periods are held against what the path's reference
 loss rate (at least `loss_floor`) makes likely; fewer than `loss_alpha` of quiet
 windows would lose that many (Poisson), so an isolated lost datagram alerts nobody
-and a sustained 0.1 % does (docs/monitor.md, "Detection limits").
+and a sustained 0.1 % does (docs/monitor.md, "Detection limits"). Random loss falls
+in every period and both ways; a burst (the host stalled the link for a moment) in
+one period of one direction, below the threshold, is not a loss rate: the lost
+datagrams must fall in `loss_spread` samples of the window.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ class Settings:
     loss_periods: int = 2  # the probe periods whose lost datagrams are judged together
     loss_alpha: float = 1e-5  # how unlikely a window's loss must be on the reference to be degraded
     loss_floor: float = 1e-6  # the reference loss rate assumed at least (a path that lost nothing yet)
+    loss_spread: int = 2  # samples of the window (a period, a direction) that lost some: one burst is a stall
     thresholds: dict = field(default_factory=dict)  # metric -> bound
     tolerances: dict = field(default_factory=dict)  # metric -> its own reference_tolerance
     probe_datagrams: float = 100.0  # datagrams a probe sends per period and direction (the schedule's)
@@ -113,7 +117,7 @@ def poisson_tail(k: int, mean: float) -> float:
 def assess_loss(store: Store, st: Settings, path: str) -> tuple[str, str]:
     """(state, reason) of a path's loss: both directions' datagrams over the newest
     `loss_periods` periods, against the reference rate and the threshold."""
-    lost = sent = 0
+    lost = sent = lossy = 0
     expected = 0.0
     for p, src, dst, metric in store.series_keys():
         if p != path or metric != "loss":
@@ -123,6 +127,7 @@ def assess_loss(store: Store, st: Settings, path: str) -> tuple[str, str]:
         for s in store.latest(path, src, dst, metric, st.loss_periods):
             lost += round(s.value * st.probe_datagrams)
             sent += round(st.probe_datagrams)
+            lossy += s.value > 0
             expected += rate * st.probe_datagrams
     if not sent:
         return "ok", ""
@@ -131,7 +136,7 @@ def assess_loss(store: Store, st: Settings, path: str) -> tuple[str, str]:
     if share > limit:
         return "degraded", f"{name} {_fmt('loss', share)} beyond threshold {_fmt('loss', limit)}"
     p = poisson_tail(lost, expected)
-    if p < st.loss_alpha:
+    if p < st.loss_alpha and lossy >= st.loss_spread:
         return "degraded", (f"{name} {lost} of {sent} datagrams ({share * 100:.3f} %) in the newest "
                             f"{st.loss_periods} periods, p = {p:.0e} at its reference {expected / sent * 100:.4f} %")
     return "ok", ""

@@ -154,9 +154,10 @@ def loads(text: str, path: Path) -> Schedule:
                                               for v in given.values()):
             raise UserError(f"{path}: [judge.{table}]: expected metric = number, got {given!r}")
     settings = _table(judge.Settings, jdoc, f"{path}: [judge]")
-    if min(settings.window, settings.loss_periods, settings.down_after) < 1 or settings.reference_samples < 2:
-        raise UserError(f"{path}: [judge] window, loss_periods and down_after must be at least 1 and "
-                        "reference_samples at least 2")
+    if min(settings.window, settings.loss_periods, settings.loss_spread, settings.down_after) < 1 \
+            or settings.reference_samples < 2:
+        raise UserError(f"{path}: [judge] window, loss_periods, loss_spread and down_after must be at least 1 "
+                        "and reference_samples at least 2")
     if settings.loss_floor <= 0:
         raise UserError(f"{path}: [judge] loss_floor must be positive (a rate no path is held below)")
     settings = replace(settings, **per_metric, bw_bytes=bw_bytes, probe_datagrams=owd.rate_hz * owd.period_s,
