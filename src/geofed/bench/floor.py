@@ -40,11 +40,11 @@ def measure_link(fed, a_node, b_node, count: int) -> dict:
     probe_min = mpi_min = float("inf")
     try:
         for _ in range(BLOCKS):
-            core.set_link_delay(plan, link.name, hold)
+            core.restart_link(plan, link.name, hold)
             floor_rtt, _ = probe.rtt_samples_ms(a_node, b_node, count=per_block)
             blocks["probe_floor"].append(statistics.median(floor_rtt) / 2 * 1e3 - hold)
             blocks["mpi_floor"].append(mpi_latency_us(fed, link.a, link.b, per_block)["median"] - hold)
-            core.set_link_delay(plan, link.name, None)
+            core.restart_link(plan, link.name)
             rtt, _ = probe.rtt_samples_ms(a_node, b_node, count=per_block)
             blocks["probe"].append(statistics.median(rtt) / 2 * 1e3)
             probe_min = min(probe_min, min(rtt) / 2 * 1e3)
@@ -52,7 +52,7 @@ def measure_link(fed, a_node, b_node, count: int) -> dict:
             blocks["mpi"].append(mpi["median"])
             mpi_min = min(mpi_min, mpi["min"])
     finally:
-        core.set_link_delay(plan, link.name, None)
+        core.restart_link(plan, link.name)
     med = {k: statistics.median(v) for k, v in blocks.items()}
     # each block's link less the floor measured just before it: their scatter is the
     # measurement's own, what the host's drift does to a contribution on this link

@@ -11,12 +11,24 @@ samples), against
   `reference_tolerance` of its level, widened by the samples' clock error bound;
 - thresholds the schedule sets per metric (a ceiling for delays and loss, a floor
   for bandwidths; loss has `loss_degraded` unless one is set);
-and a test that failed, or a probe that got nothing through, is down. A path is as
+and a probe period that got nothing through, or `down_after` failed tests in a row,
+is down. A path is as
 bad as its worst series. Sustained level shifts (ops/shifts.py) are named beside it.
+
+Loss is judged per path on counts, not on a period's rate: at 0.1 % a period of a few
+thousand datagrams loses a handful or none, so the datagrams lost in both directions
+over the newest `loss_periods` periods are held against what the path's reference
+loss rate (at least `loss_floor`) makes likely; fewer than `loss_alpha` of quiet
+windows would lose that many (Poisson), so an isolated lost datagram alerts nobody
+and a sustained 0.1 % does (docs/monitor.md, "Detection limits"). Random loss falls
+in every period and both ways; a burst (the host stalled the link for a moment) in
+one period of one direction, below the threshold, is not a loss rate: the lost
+datagrams must fall in `loss_spread` samples of the window.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -38,20 +50,28 @@ SHIFT_SAMPLES = 200  # the newest samples the level-shift detector looks at
 @dataclass(frozen=True)
 class Settings:
     window: int = 3  # a test's samples (MPI, throughput) whose median is its current level
+    down_after: int = 2  # a test's failures in a row that make its path down
     model_tolerance: float = 0.5
     reference_samples: int = 10
     reference_tolerance: float = 0.1
     reference_sigmas: float = 5.0
     loss_degraded: float = 0.01  # the loss threshold unless [judge.thresholds] sets one
+    loss_periods: int = 2  # the probe periods whose lost datagrams are judged together
+    loss_alpha: float = 1e-5  # how unlikely a window's loss must be on the reference to be degraded
+    loss_floor: float = 1e-6  # the reference loss rate assumed at least (a path that lost nothing yet)
+    loss_spread: int = 2  # samples of the window (a period, a direction) that lost some: one burst is a stall
     thresholds: dict = field(default_factory=dict)  # metric -> bound
+    tolerances: dict = field(default_factory=dict)  # metric -> its own reference_tolerance
+    probe_datagrams: float = 100.0  # datagrams a probe sends per period and direction (the schedule's)
     bw_bytes: int = 1 << 20  # the MPI bandwidth message (its model depends on it)
     stale_s: float = 60.0  # a path with no probe sample for this long is down (is the service running?)
 
     def __post_init__(self):
-        unknown = set(self.thresholds) - set(METRICS)
-        if unknown:
-            raise UserError(f"[judge.thresholds]: unknown metric {sorted(unknown)[0]!r} "
-                            f"(known: {', '.join(METRICS)})")
+        for table in ("thresholds", "tolerances"):
+            unknown = set(getattr(self, table)) - set(METRICS)
+            if unknown:
+                raise UserError(f"[judge.{table}]: unknown metric {sorted(unknown)[0]!r} "
+                                f"(known: {', '.join(METRICS)})")
 
 
 def model(fed, metric: str, src: str, dst: str, bw_bytes: int) -> float | None:
@@ -81,20 +101,67 @@ def worse_by(metric: str, level: float, than: float) -> float:
     return level - than if METRICS[metric][1] else than - level
 
 
+def poisson_tail(k: int, mean: float) -> float:
+    """P(X >= k) for X ~ Poisson(mean > 0); 1 when k is not above the mean (never significant)."""
+    if k <= mean:
+        return 1.0
+    term = math.exp(-mean + k * math.log(mean) - math.lgamma(k + 1))
+    tail, i = 0.0, k
+    while term > tail * 1e-12:  # terms fall at least geometrically beyond the mean
+        tail += term
+        i += 1
+        term *= mean / i
+    return tail
+
+
+def assess_loss(store: Store, st: Settings, path: str) -> tuple[str, str]:
+    """(state, reason) of a path's loss: both directions' datagrams over the newest
+    `loss_periods` periods, against the reference rate and the threshold."""
+    lost = sent = lossy = 0
+    expected = 0.0
+    for p, src, dst, metric in store.series_keys():
+        if p != path or metric != "loss":
+            continue
+        ref = reference(store, st, path, src, dst, metric)
+        rate = max(ref[0] if ref else 0.0, st.loss_floor)
+        for s in store.latest(path, src, dst, metric, st.loss_periods):
+            lost += round(s.value * st.probe_datagrams)
+            sent += round(st.probe_datagrams)
+            lossy += s.value > 0
+            expected += rate * st.probe_datagrams
+    if not sent:
+        return "ok", ""
+    name, share = f"loss {path}", lost / sent
+    limit = st.thresholds.get("loss", st.loss_degraded)
+    if share > limit:
+        return "degraded", f"{name} {_fmt('loss', share)} beyond threshold {_fmt('loss', limit)}"
+    p = poisson_tail(lost, expected)
+    if p < st.loss_alpha and lossy >= st.loss_spread:
+        return "degraded", (f"{name} {lost} of {sent} datagrams ({share * 100:.3f} %) in the newest "
+                            f"{st.loss_periods} periods, p = {p:.0e} at its reference {expected / sent * 100:.4f} %")
+    return "ok", ""
+
+
 def assess_series(store: Store, st: Settings, fed, path: str, src: str, dst: str, metric: str) -> tuple[str, str]:
-    """(state, reason) of one series."""
+    """(state, reason) of one series (of loss: the path's, both directions together)."""
+    if metric == "loss":
+        return assess_loss(store, st, path)
     name = f"{metric} {src}>{dst}"
     # a probe's sample is already the median of a period's datagrams
     recent = store.latest(path, src, dst, metric, 1 if metric in PROBE_METRICS else st.window)
-    if not recent:
-        return "ok", ""
-    if recent[-1].error:
-        return "down", f"{name}: {recent[-1].error}"
+    # A probe period with nothing through is thousands of datagrams lost: down at once.
+    # One test that timed out may be the host's hiccup: down when `down_after` in a row did.
+    in_a_row = 1 if metric in PROBE_METRICS else st.down_after
+    failed = store.latest(path, src, dst, metric, in_a_row)
+    if len(failed) == in_a_row and all(s.error for s in failed):
+        return "down", f"{name}: {failed[-1].error}" + (f" ({in_a_row} tests in a row)" if in_a_row > 1 else "")
     values = [s.value for s in recent if s.value is not None]
+    if not values:
+        return "ok", ""
     level = statistics.median(values)
-    bound = max((s.bound or 0.0) for s in recent)
+    bound = max((s.bound or 0.0) for s in recent if s.value is not None)
     reasons = []
-    limit = st.thresholds.get(metric, st.loss_degraded if metric == "loss" else None)
+    limit = st.thresholds.get(metric)
     if limit is not None and worse_by(metric, level, limit) > bound:
         reasons.append(f"{name} {_fmt(metric, level)} beyond threshold {_fmt(metric, limit)}")
     expected = model(fed, metric, src, dst, st.bw_bytes)
@@ -102,13 +169,18 @@ def assess_series(store: Store, st: Settings, fed, path: str, src: str, dst: str
         reasons.append(f"{name} {_fmt(metric, level)} vs model {_fmt(metric, expected)} "
                        f"({(level / expected - 1) * 100:+.0f} %)")
     ref = reference(store, st, path, src, dst, metric)
-    if ref and metric != "loss":
+    if ref:
         ref_level, spread = ref
-        allowed = max(st.reference_sigmas * spread, st.reference_tolerance * abs(ref_level)) + bound
+        allowed = reference_slack(st, metric, ref_level, spread) + bound
         if worse_by(metric, level, ref_level) > allowed:
             reasons.append(f"{name} {_fmt(metric, level)} vs reference {_fmt(metric, ref_level)} "
                            f"({(level / ref_level - 1) * 100:+.0f} %)")
     return ("degraded" if reasons else "ok"), "; ".join(reasons)
+
+
+def reference_slack(st: Settings, metric: str, level: float, spread: float) -> float:
+    """How far a series may be off its reference level (before the clock's bound)."""
+    return max(st.reference_sigmas * spread, st.tolerances.get(metric, st.reference_tolerance) * abs(level))
 
 
 def reference(store: Store, st: Settings, path: str, src: str, dst: str, metric: str) -> tuple[float, float] | None:
@@ -153,7 +225,7 @@ def assess_path(store: Store, st: Settings, fed, path: str) -> tuple[str, str]:
         if p != path:
             continue
         state, reason = assess_series(store, st, fed, path, src, dst, metric)
-        if state != "ok":
+        if state != "ok" and reason not in reasons:  # loss: one reason for both directions
             reasons.append(reason)
             worst = max(worst, state, key=STATES.index)
     return worst, "; ".join(reasons)

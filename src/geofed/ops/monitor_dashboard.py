@@ -50,7 +50,7 @@ def band(st: judge.Settings, metric: str, ref: tuple[float, float] | None) -> tu
     if ref is None or metric == "loss":
         return None
     level, spread = ref
-    half = max(st.reference_sigmas * spread, st.reference_tolerance * abs(level))
+    half = judge.reference_slack(st, metric, level, spread)
     return level - half, level + half
 
 

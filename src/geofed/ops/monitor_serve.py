@@ -39,6 +39,7 @@ from geofed.ops.monitor_store import Sample, Store
 from geofed.testbed import host
 
 PR_SET_PDEATHSIG = 1
+STALL_S = 30.0  # how long a period waits for a probe's ends to tell it before they count as lost
 
 
 @dataclass(frozen=True)
@@ -147,14 +148,19 @@ def loads(text: str, path: Path) -> Schedule:
     if owd.rate_hz <= 0 or owd.period_s <= 0:
         raise UserError(f"{path}: [owd] rate_hz and period_s must be positive")
     jdoc = dict(doc.get("judge", {}))
-    thresholds = jdoc.pop("thresholds", {})
-    if not isinstance(thresholds, dict) or any(isinstance(v, bool) or not isinstance(v, (int, float))
-                                               for v in thresholds.values()):
-        raise UserError(f"{path}: [judge.thresholds]: expected metric = number, got {thresholds!r}")
+    per_metric = {table: jdoc.pop(table, {}) for table in ("thresholds", "tolerances")}
+    for table, given in per_metric.items():
+        if not isinstance(given, dict) or any(isinstance(v, bool) or not isinstance(v, (int, float))
+                                              for v in given.values()):
+            raise UserError(f"{path}: [judge.{table}]: expected metric = number, got {given!r}")
     settings = _table(judge.Settings, jdoc, f"{path}: [judge]")
-    if settings.window < 1 or settings.reference_samples < 2:
-        raise UserError(f"{path}: [judge] window must be at least 1 and reference_samples at least 2")
-    settings = replace(settings, thresholds=thresholds, bw_bytes=bw_bytes,
+    if min(settings.window, settings.loss_periods, settings.loss_spread, settings.down_after) < 1 \
+            or settings.reference_samples < 2:
+        raise UserError(f"{path}: [judge] window, loss_periods, loss_spread and down_after must be at least 1 "
+                        "and reference_samples at least 2")
+    if settings.loss_floor <= 0:
+        raise UserError(f"{path}: [judge] loss_floor must be positive (a rate no path is held below)")
+    settings = replace(settings, **per_metric, bw_bytes=bw_bytes, probe_datagrams=owd.rate_hz * owd.period_s,
                        stale_s=jdoc.get("stale_s", 3 * owd.period_s + owd.lost_after_s))
     store = Path(doc["store"])
     return Schedule(path=path, federation=str(fed.path), store=store if store.is_absolute() else path.parent / store,
@@ -171,22 +177,23 @@ def path_name(a: str, b: str) -> str:
 class PathScheduler:
     """Tests run on sets of resources (paths, a node's sink port), never two at once
     on one: a test whose resources are busy waits until all are free. It remembers
-    which tests held a resource when (`held`), so a probe period a throughput test
-    filled the queue of is known as such."""
+    which tests loaded a resource when (`held`), so a probe period a throughput test
+    filled the queue of is known as such; a test that does not load it (a 1-byte
+    ping-pong) is exclusive all the same but spoils no period."""
 
     HISTORY_S = 3600.0
 
     def __init__(self):
-        self._busy: dict[str, tuple[str, float]] = {}  # resource -> (test, since)
-        self._past: list[tuple[str, str, float, float]] = []  # (resource, test, start, end)
+        self._busy: dict[str, tuple[str, float, bool]] = {}  # resource -> (test, since, loads)
+        self._past: list[tuple[str, str, float, float]] = []  # (resource, test, start, end) of loading tests
         self._cond = threading.Condition()
 
     @contextmanager
-    def holding(self, resources: set[str], test: str):
+    def holding(self, resources: set[str], test: str, loads: bool = True):
         with self._cond:
             self._cond.wait_for(lambda: not (resources & self._busy.keys()))
             since = time.time()
-            self._busy.update({r: (test, since) for r in resources})
+            self._busy.update({r: (test, since, loads) for r in resources})
         try:
             yield
         finally:
@@ -194,14 +201,16 @@ class PathScheduler:
                 end = time.time()
                 for r in resources:
                     self._busy.pop(r)
-                    self._past.append((r, test, since, end))
+                    if loads:
+                        self._past.append((r, test, since, end))
                 self._past = [p for p in self._past if p[3] > end - self.HISTORY_S]
                 self._cond.notify_all()
 
     def held(self, resource: str, t0: float, t1: float) -> list[str]:
         """The tests that held `resource` at some time in [t0, t1)."""
         with self._cond:
-            spans = self._past + [(r, test, since, float("inf")) for r, (test, since) in self._busy.items()]
+            spans = self._past + [(r, test, since, float("inf")) for r, (test, since, loads) in self._busy.items()
+                                  if loads]
             return sorted({test for r, test, start, end in spans if r == resource and start < t1 and end > t0})
 
 
@@ -212,12 +221,15 @@ def _die_with_parent() -> None:
 
 class OwdProbe:
     """The one-way probe of one direction: a receiver at dst, a sender at src, their
-    lines gathered by two threads; `period` makes one period's sample of them."""
+    lines gathered by two threads; `period` makes one period's sample of them once both
+    ends have told everything up to its end (`told`): a host too busy to read their
+    lines for a while delays a sample, it does not lose datagrams."""
 
     def __init__(self, src, dst, owd: Owd):
         self.src, self.dst, self.owd = src, dst, owd
         self.sent: dict[int, int] = {}  # seq -> send time (ns)
         self.got: dict[int, tuple[int, int]] = {}  # seq -> (delay ns, bound ns)
+        self.sent_until = self.seen_until = 0  # ns: the newest send, the newest arrival (or idle) told
         self.lock = threading.Lock()
         self.procs: list[subprocess.Popen] = []
         self.start()
@@ -246,11 +258,20 @@ class OwdProbe:
                 handle([int(x) for x in line.split()])
 
     def _on_sent(self, f: list[int]) -> None:
-        self.sent[f[0]] = f[1]
+        self.sent[f[0]] = self.sent_until = f[1]
 
     def _on_received(self, f: list[int]) -> None:
+        if len(f) == 1:  # idle: everything that arrived before this time was told
+            self.seen_until = f[0]
+            return
         seq, sent, arrived, bound = f
         self.got[seq] = (arrived - sent, bound)
+        self.seen_until = max(self.seen_until, arrived)
+
+    def told(self, t1: float) -> bool:
+        """Whether both ends have told what was sent before t1 and what arrived in time."""
+        with self.lock:
+            return self.sent_until >= t1 * 1e9 and self.seen_until >= (t1 + self.owd.lost_after_s) * 1e9
 
     def alive(self) -> bool:
         return all(p.poll() is None for p in self.procs)
@@ -261,14 +282,15 @@ class OwdProbe:
             p.wait()
 
     def period(self, t0: float, t1: float) -> tuple[list[int], list[int], int]:
-        """(delays ns, bounds ns, lost) of the datagrams sent in [t0, t1); forgets them."""
-        lo, hi = int(t0 * 1e9), int(t1 * 1e9)
+        """(delays ns, bounds ns, lost) of the datagrams sent in [t0, t1), a datagram
+        later than `lost_after_s` lost; forgets them."""
+        lo, hi, late = int(t0 * 1e9), int(t1 * 1e9), self.owd.lost_after_s * 1e9
         with self.lock:
             seqs = [s for s, at in self.sent.items() if lo <= at < hi]
-            got = [self.got.pop(s) for s in seqs if s in self.got]
+            got = [self.got[s] for s in seqs if s in self.got and self.got[s][0] <= late]
             for s in [s for s, at in self.sent.items() if at < hi]:
                 self.sent.pop(s)
-                self.got.pop(s, None)
+            self.got = {s: v for s, v in self.got.items() if s in self.sent}  # the rest is told or too late
         return [d for d, _ in got], [b for _, b in got], len(seqs) - len(got)
 
 
@@ -297,22 +319,18 @@ def placement_of(fed, a: str, b: str):
     return parse(code, fed)
 
 
-def mpi_samples(fed, a: str, b: str, mpi: Mpi, bw_bytes: int) -> list[Sample]:
-    """IMB PingPong between a and b: the latency of 1 byte, the bandwidth of bw_size."""
+def mpi_sample(fed, a: str, b: str, mpi: Mpi, metric: str, size: int) -> Sample:
+    """IMB PingPong between a and b: the latency (1 byte) or the bandwidth of `size` bytes."""
     from geofed.launch import runner
     t, path = time.time(), path_name(a, b)
-    out = []
-    for metric, size in (("latency_us", 1), ("bw_MBps", bw_bytes)):
-        try:
-            data = runner.run_ranks(fed, placement_of(fed, a, b), "pingpong",
-                                    {"size": size, "seconds": mpi.seconds, "iterations": 1000},
-                                    timeout=mpi.timeout_s, what=f"monitor pingpong {path}")
-        except (JobFailed, UserError) as e:
-            out.append(Sample(t, path, a, b, metric, None, None, str(e)))
-            continue
-        half_rtt_s = data["pairs"][0]["median_ms"] / 2e3
-        out.append(Sample(t, path, a, b, metric, half_rtt_s * 1e6 if size == 1 else size / half_rtt_s / 1e6))
-    return out
+    try:
+        data = runner.run_ranks(fed, placement_of(fed, a, b), "pingpong",
+                                {"size": size, "seconds": mpi.seconds, "iterations": 1000},
+                                timeout=mpi.timeout_s, what=f"monitor pingpong {path}")
+    except (JobFailed, UserError) as e:
+        return Sample(t, path, a, b, metric, None, None, str(e))
+    half_rtt_s = data["pairs"][0]["median_ms"] / 2e3
+    return Sample(t, path, a, b, metric, half_rtt_s * 1e6 if metric == "latency_us" else size / half_rtt_s / 1e6)
 
 
 def throughput_sample(plan, a: str, b: str, tp: Throughput) -> Sample:
@@ -353,6 +371,18 @@ class Service:
             state, reason = judge.assess_path(self.store, self.s.judge, self.fed, path)
             alerts.reconcile(self.store, self.s.alerts, self.fed.name, path, state, reason, self.log)
 
+    def spoiled(self, a: str, b: str, t0: float, t1: float) -> str | None:
+        """What spoils the probe's datagrams of path a-b sent in [t0, t1), if anything:
+        tests that loaded the path, a restart of a link's emulator on it (the datagrams
+        in flight and those arriving meanwhile are lost)."""
+        from geofed.testbed import core
+        what = self.scheduler.held(path_name(a, b), t0, t1)
+        links = self.fed.route(self.fed.node(a).site, self.fed.node(b).site)
+        if any(stopped - self.s.owd.lost_after_s < t1 and started > t0
+               for link in links for stopped, started in core.restarts(self.plan, link.name)):
+            what.append("link restart")
+        return ",".join(what) or None
+
     def tests(self) -> list[tuple[str, str, float]]:
         """(test, key, every_s) of every scheduled exclusive test."""
         out = []
@@ -371,9 +401,9 @@ class Service:
             pairs = [tuple(key.split("-"))] if key != "random" else \
                 self.rng.sample(list(combinations([n.name for n in self.fed.nodes()], 2)), self.s.mpi.random)
             for a, b in pairs:
-                with self.scheduler.holding({path_name(a, b)}, "mpi"):
-                    for sample in mpi_samples(self.fed, a, b, self.s.mpi, self.bw_bytes):
-                        self.keep(sample)
+                for metric, size in (("latency_us", 1), ("bw_MBps", self.bw_bytes)):
+                    with self.scheduler.holding({path_name(a, b)}, "mpi", loads=size > 1):
+                        self.keep(mpi_sample(self.fed, a, b, self.s.mpi, metric, size))
                 self.judge(path_name(a, b))
         else:
             a, b = key.split("-")
@@ -398,7 +428,8 @@ class Service:
                 self.running[(test, key)] = thread
                 thread.start()
 
-    def run(self) -> None:
+    def run(self, until: float = float("inf")) -> None:
+        """Serve until stopped (KeyboardInterrupt) or until the Unix time `until`."""
         s = self.s
         probes = {}
         try:
@@ -412,11 +443,11 @@ class Service:
             p0 = (time.time() // period + 1) * period  # the first whole period the probes see
             next_fold = time.time()
             self.log(f"serving {len(s.paths)} path(s) of {self.fed.name} into {s.store}")
-            while True:
-                now = time.time()
-                if now >= p0 + period + s.owd.lost_after_s:
+            while (now := time.time()) < until:
+                told = all(probe.told(p0 + period) for probe in probes.values())
+                if now >= p0 + period + s.owd.lost_after_s and (told or now >= p0 + period + STALL_S):
                     for (a, b, src, dst), probe in probes.items():
-                        during = ",".join(self.scheduler.held(path_name(a, b), p0, p0 + period)) or None
+                        during = self.spoiled(a, b, p0, p0 + period)
                         for sample in owd_samples(p0, path_name(a, b), src, dst, *probe.period(p0, p0 + period),
                                                   during):
                             self.keep(sample)

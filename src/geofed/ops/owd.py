@@ -1,7 +1,8 @@
 """A light one-way delay and loss probe (OWAMP's idea): a sender stamps UDP datagrams
 with the time it sends them, a receiver subtracts that from the time they arrive.
 
-    python -m geofed.ops.owd receive --bind IP      (prints `port N`, then a line per datagram)
+    python -m geofed.ops.owd receive --bind IP      (prints `port N`, then a line per datagram,
+                                                     and the time alone while nothing arrives)
     python -m geofed.ops.owd send --to IP:PORT --rate HZ   (prints a line per datagram sent)
 
 The two clocks are CLOCK_REALTIME of the two hosts, so a delay is only as good as
@@ -30,6 +31,9 @@ TIME_ERROR = 5  # adjtimex's return when the clock is not synchronised
 TIMEX_BYTES = 256  # struct timex is 208 bytes on x86_64 and arm64; room to spare
 MAXERROR_OFFSET = 24  # after `unsigned modes` (padded to 8), `long offset`, `long freq`
 SO_TIMESTAMPNS = 35  # Linux's; Python's socket module does not name it
+SO_RCVBUFFORCE = 33  # Linux's: root's receive buffer beyond net.core.rmem_max
+IDLE_S = 0.2  # a receiver with nothing arriving says so this often
+RCVBUF_BYTES = 4 << 20
 
 
 def boot_id() -> bytes:
@@ -80,13 +84,24 @@ def send(to: str, rate_hz: float, size: int) -> None:
 def receive(bind: str) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # the kernel's arrival stamp
+    # A busy host may leave the receiver unscheduled for a moment: the kernel keeps what
+    # arrives meanwhile (at 1000 datagrams a second, seconds of them) instead of losing it.
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF_BYTES)
+    except PermissionError:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF_BYTES)  # up to net.core.rmem_max
     sock.bind((bind, 0))
     print("port", sock.getsockname()[1], flush=True)
     me = boot_id()
     err, err_read = clock_maxerror_ns(), time.monotonic()
     stamp = struct.Struct("qq")
+    sock.settimeout(IDLE_S)
     while True:
-        data, anc, _flags, _addr = sock.recvmsg(2048, socket.CMSG_SPACE(stamp.size))
+        try:
+            data, anc, _flags, _addr = sock.recvmsg(2048, socket.CMSG_SPACE(stamp.size))
+        except TimeoutError:
+            print(time.time_ns(), flush=True)  # nothing arrived: all that did before now is told
+            continue
         arrived = next((s * 10**9 + ns for level, kind, raw in anc
                         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS
                         for s, ns in [stamp.unpack(raw[:stamp.size])]), time.time_ns())

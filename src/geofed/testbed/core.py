@@ -294,14 +294,19 @@ def _shape(netns: str, dev: str, gbps: float) -> None:
         raise host.HostError(f"in {netns}: tc tbf on {dev}: {res.stderr.strip()}")
 
 
-def _emulator_argv(plan: Plan, l: LinkPlan, hold_us: float | None) -> list[str]:
-    """The emulator of link `l`, holding each frame for the fibre's propagation of its
-    direction, or for `hold_us` both ways (the floor's measurement)."""
-    link = l.link
-    ways = [link.way(link.a), link.way(link.b)]
+def _ways(l: LinkPlan, hold_us: float | None, changes: dict) -> list:
+    """The link's two ways as the emulator runs them: as the federation has them with
+    `changes` made to both, or holding each frame `hold_us` (the floor's measurement)."""
+    ways = [replace(l.link.way(s), **changes) for s in (l.link.a, l.link.b)]
     if hold_us is not None:
         # The floor is the host's path: no fibre, and none of the link's randomness.
         ways = [replace(w, propagation_ms=hold_us / 1e3, jitter_us=0.0, loss=0.0, credits_bytes=None) for w in ways]
+    return ways
+
+
+def _emulator_argv(plan: Plan, l: LinkPlan, ways: list) -> list[str]:
+    """The emulator of link `l` running its two ways (`_ways`)."""
+    link = l.link
 
     def flags(w, prefix: str) -> list[str]:
         return [f"--{prefix}delay-us", f"{w.propagation_ms * 1e3:.3f}",
@@ -350,11 +355,12 @@ def _start_emulator(plan: Plan, l: LinkPlan) -> dict:
     return emu
 
 
-def _run_emulator(plan: Plan, l: LinkPlan, hold_us: float | None) -> dict:
+def _run_emulator(plan: Plan, l: LinkPlan, hold_us: float | None, **changes) -> dict:
     log = f"{plan.state_dir}/link-{l.link.a}{l.link.b}.log"
-    proc = host.spawn_ready(_emulator_argv(plan, l, hold_us), log)
-    held = [hold_us] * 2 if hold_us is not None else [l.link.way(s).propagation_ms * 1e3 for s in (l.link.a, l.link.b)]
-    return {"pid": proc.pid, "delay_us": dict(zip((l.link.a, l.link.b), held)), "netns": l.netns, "proc": proc}
+    ways = _ways(l, hold_us, changes)
+    proc = host.spawn_ready(_emulator_argv(plan, l, ways), log)
+    return {"pid": proc.pid, "delay_us": {s: w.propagation_ms * 1e3 for s, w in zip((l.link.a, l.link.b), ways)},
+            "netns": l.netns, "proc": proc}
 
 
 def _stop_emulator(emu: dict) -> None:
@@ -362,18 +368,30 @@ def _stop_emulator(emu: dict) -> None:
     emu["proc"].wait()
 
 
-def set_link_delay(plan: Plan, link_name: str, hold_us: float | None) -> None:
+def restart_link(plan: Plan, link_name: str, hold_us: float | None = None, **changes) -> None:
     """Restart a running testbed's emulator of one link with a fixed hold both ways (the
-    floor's MPI measurement), or with the fibre's (None); the state file follows, and live
-    changes made before (testbed/live.py) are undone: the link is the file's again."""
+    floor's MPI measurement), or with fields of both its ways changed (propagation_ms,
+    bandwidth_gbps, loss, ...; none: as the federation has them). Live changes made before
+    (testbed/live.py) are undone. The frames in flight and those that arrive while it
+    restarts are lost: the gap goes into the state file (`restarts`), so that monitoring
+    judges what it spoiled apart."""
     state = read_state(plan)
     l = next(x for x in plan.links if x.link.name == link_name)
     emu = state["emulators"][link_name]
+    stopped = time.time()
     host.terminate([emu["pid"]])
-    new = _run_emulator(plan, l, hold_us)
+    new = _run_emulator(plan, l, hold_us, **changes)
     emu.update(pid=new["pid"], delay_us=new["delay_us"])  # the process is the testbed's now, as at up
     emu.pop("ways", None)
+    emu.setdefault("restarts", []).append({"stopped": stopped, "started": time.time(),
+                                           "changes": changes if hold_us is None else {"hold_us": hold_us}})
     write_state(plan, state)
+
+
+def restarts(plan: Plan, link_name: str) -> list[tuple[float, float]]:
+    """(stopped, started) of every restart of a link's emulator since the testbed came up."""
+    emu = (read_state(plan) or {"emulators": {}})["emulators"].get(link_name, {})
+    return [(r["stopped"], r["started"]) for r in emu.get("restarts", [])]
 
 
 def down(fed_name: str) -> list[str]:
