@@ -148,6 +148,14 @@ def drop(fed: Federation) -> None:
         (_dir(fed) / name).unlink(missing_ok=True)
 
 
+def abandon(fed: Federation, state: dict, out: Path | None) -> list[Path]:
+    """After refused writes the admin directory is not what a state would say: the state is
+    dropped (the next sync reads everything), passwd and group written from the admin
+    directory as it is."""
+    drop(fed)
+    return users.files_from_admin(state, out) if out is not None else []
+
+
 def files_digest(out: Path) -> str | None:
     """The digest of passwd and group in `out` as they are now; None if one is missing."""
     h = hashlib.sha256()
@@ -359,13 +367,9 @@ def sync_changes(fed: Federation, state: dict, sites: dict, marks: dict, summary
         errors = users.apply(admin, changes)
     t_apply = time.monotonic()
     paths = []
-    if dry_run:
-        pass
-    elif errors:
-        drop(fed)
-        if out is not None:
-            paths = users.files_from_admin(state, out)
-    else:
+    if errors:
+        paths = abandon(fed, state, out)
+    elif not dry_run:
         for kind, touched, refused in (("user", names, sub.refused_users), ("group", group_names, sub.refused_groups)):
             final, have, want = cache["final"][kind], owned[kind], sub.want(kind)
             for name in touched:

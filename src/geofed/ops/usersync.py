@@ -89,13 +89,9 @@ def _sync_full(fed: Federation, state: dict, sites: dict, marks: dict, dry_run: 
             errors = users.apply(admin, changes)
     t_apply = time.monotonic()
     paths = []
-    if dry_run:
-        pass
-    elif errors:
-        syncstate.drop(fed)
-        if out is not None:
-            paths = users.files_from_admin(state, out)
-    else:
+    if errors:
+        paths = syncstate.abandon(fed, state, out)
+    elif not dry_run:
         if not settled:
             settle()
         paths = settled["paths"]
