@@ -4,7 +4,7 @@ from geofed import records, report
 def test_the_directory_sections_show_each_sync_its_refusals_and_the_scale_run(tmp_path):
     counts = {f"{op}_{kind}s": 0 for op in ("add", "modify", "delete") for kind in ("user", "group")}
     sync = records.make("directory.sync", {
-        "dry_run": False, "files": [], "sites": {"M": {"activated": 5, "groups": 4}}, "merged_users": 5, "merged_groups": 4,
+        "dry_run": False, "incremental": False, "files": [], "sites": {"M": {"activated": 5, "groups": 4}}, "merged_users": 5, "merged_groups": 4,
         "counts": dict(counts, add_users=5), "changes": [], "errors": [], "seconds": {"total": 0.3},
         "collisions": [{"kind": "same-name", "entry": "user", "name": "hau", "detail": "activated at M and H",
                         "sources": ["M:uid=hau", "H:CN=hau"]}]}, federation="ma-hd")
