@@ -48,24 +48,32 @@ def write_fed(tmp_path):
 
 
 @contextmanager
+def readable_federation(text: str):
+    """The federation `text` from a file that every user reads (jobs and transfer ends run
+    as the testbed's users; pytest's tmp_path is root's alone), removed afterwards."""
+    from geofed import federation
+    top = Path(tempfile.mkdtemp(prefix="geofed-test-fed-"))
+    try:
+        os.chmod(top, 0o755)
+        (top / "fed.toml").write_text(text)
+        yield federation.load(top / "fed.toml")
+    finally:
+        shutil.rmtree(top)
+
+
+@contextmanager
 def slurm_testbed(text: str):
     """The testbed of the federation `text` with its Slurm up, taken down afterwards,
-    leaving nothing. Its file lies where every user reads it (jobs run as the cluster's
-    user; pytest's tmp_path is root's alone)."""
-    from geofed import federation
+    leaving nothing."""
     from geofed.testbed import core, slurm
-    top = Path(tempfile.mkdtemp(prefix="geofed-test-fed-"))
-    os.chmod(top, 0o755)
-    (top / "fed.toml").write_text(text)
-    fed = federation.load(top / "fed.toml")
-    try:
-        core.up(fed)
-        slurm.up(fed)
-        yield fed
-    finally:
-        slurm.down(fed.name)
-        core.down(fed.name)
-        shutil.rmtree(top)
+    with readable_federation(text) as fed:
+        try:
+            core.up(fed)
+            slurm.up(fed)
+            yield fed
+        finally:
+            slurm.down(fed.name)
+            core.down(fed.name)
     assert no_leftovers(fed.name) == []
 
 

@@ -6,16 +6,14 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from geofed import federation
 from geofed.ops import xfer_ends
 from geofed.testbed import core, host, services, ssh
-from tests.conftest import GEOFED, needs_root, no_leftovers, run_geofed
+from tests.conftest import GEOFED, needs_root, no_leftovers, readable_federation, run_geofed
 from tests.ops.test_bulk_transfer import _ends, verified
 
 NAME = "xfer-3rd-test"
@@ -30,18 +28,14 @@ THREE_SITES = f'name = "{NAME}"\n[local]\nlatency_us = 2.0\n' \
 def fed():
     if os.geteuid() != 0:
         pytest.skip("needs root")
-    top = Path(tempfile.mkdtemp(prefix="geofed-test-3rd-"))
-    os.chmod(top, 0o755)  # the ends run as the testbed's user
-    (top / "fed.toml").write_text(THREE_SITES)
-    f = federation.load(top / "fed.toml")
-    try:
-        core.up(f)
-        ssh.up(f)
-        yield f
-    finally:
-        ssh.down(NAME)
-        core.down(NAME)
-        shutil.rmtree(top)
+    with readable_federation(THREE_SITES) as f:  # the ends run as the testbed's user
+        try:
+            core.up(f)
+            ssh.up(f)
+            yield f
+        finally:
+            ssh.down(NAME)
+            core.down(NAME)
     assert no_leftovers(NAME) == []
 
 

@@ -6,14 +6,12 @@ included."""
 
 import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import needs_root, no_leftovers, run_geofed, run_group, two_site_federation
-from geofed import federation
+from conftest import needs_root, no_leftovers, readable_federation, run_geofed, run_group, two_site_federation
 from geofed.testbed import core, host, services, slurm
 from geofed.testbed import slurm_federation as sf
 
@@ -28,20 +26,16 @@ NAME = f"gfsfed-{os.getpid()}"
 def fed():
     """Sites A (2 nodes, the storage site) and B (1 node), each its own cluster, joined in
     the Slurm federation NAME; taken down with `testbed down` alone."""
-    top = Path(tempfile.mkdtemp(prefix="geofed-test-fed-"))
-    os.chmod(top, 0o755)  # jobs run as the clusters' users
-    (top / "fed.toml").write_text(two_site_federation(NAME, rtt_ms=9.0))
-    fed = federation.load(top / "fed.toml")
     dirs = [services.service_dir(NAME, s) for s in (sf.SERVICE, "slurm-siteA", "slurm-siteB")]
     daemons = []
-    try:
-        core.up(fed)
-        sf.up(fed, NAME, lambda m: None)
-        daemons = [d["pid"] for d in services.read(NAME, sf.SERVICE)["daemons"].values()]
-        yield fed
-    finally:
-        res = run_geofed("testbed", "down", str(top / "fed.toml"))
-        shutil.rmtree(top)
+    with readable_federation(two_site_federation(NAME, rtt_ms=9.0)) as fed:  # jobs run as the clusters' users
+        try:
+            core.up(fed)
+            sf.up(fed, NAME, lambda m: None)
+            daemons = [d["pid"] for d in services.read(NAME, sf.SERVICE)["daemons"].values()]
+            yield fed
+        finally:
+            res = run_geofed("testbed", "down", str(fed.path))
     assert res.returncode == 0, res.stderr
     assert not any(d.exists() for d in dirs) and not any(host.alive(p) for p in daemons)  # MariaDB, slurmdbd
     assert no_leftovers(NAME) == []
