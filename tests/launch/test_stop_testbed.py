@@ -88,15 +88,8 @@ def job_processes(mark: str) -> list[tuple[int, bytes]]:
 def in_use() -> set[str]:
     """MPICH shared-memory files that some live process maps, Hydra topology files that
     one holds open, Open MPI's files of live jobs (a running job's, not a leak)."""
-    found = set()
-    for d in (d for d in os.listdir("/proc") if d.isdigit()):
-        try:
-            with open(f"/proc/{d}/maps") as f:
-                found |= {"/dev/shm/" + l.split("/dev/shm/", 1)[1].split()[0] for l in f if "/dev/shm/mpich" in l}
-        except OSError:
-            pass
-        found |= host.open_files(int(d))
-    return found | openmpi_held()
+    pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
+    return set().union(*(host.mapped_segments(p) | host.open_files(p) for p in pids)) | openmpi_held()
 
 
 def snapshot() -> set[str]:
