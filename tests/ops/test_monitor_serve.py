@@ -202,6 +202,33 @@ def test_one_failed_test_is_a_hiccup_two_in_a_row_are_down(tmp_path):
     store.close()
 
 
+def test_an_mpi_latency_is_judged_on_the_share_the_probe_confirms(tmp_path):
+    """A loaded host slows MPI's ranks, not the link: with the probe's delay flat, a
+    ping-pong 20 % above its reference is the hosts' and the path stays ok; when the
+    probe's delay rose by as much meanwhile, the same excess is the link's."""
+    fed = federation.load(Path(write_two_site(tmp_path, "gfmon-share")))
+    st = judge.Settings(reference_samples=3)
+
+    def judged(probe_after_ms: float, name: str) -> tuple[str, str]:
+        store = Store(tmp_path / name)
+        t0 = time.time() - 100
+        for src, dst in (("A1", "B1"), ("B1", "A1")):
+            fill(store, t0, 3, 1.0, src=src, dst=dst)  # the probe's reference: 1 ms one way
+            fill(store, t0 + 3, 3, probe_after_ms, src=src, dst=dst)
+        t = fill(store, t0, 3, 1100.0, metric="latency_us")
+        judge.learn(store, st, "A1-B1")
+        fill(store, t, 3, 1320.0, metric="latency_us")  # +220 us
+        try:
+            return judge.assess_path(store, st, fed, "A1-B1")
+        finally:
+            store.close()
+
+    assert judged(1.0, "flat.sqlite") == ("ok", "")
+    state, reason = judged(1.2, "longer.sqlite")  # the fibre got 200 us longer meanwhile
+    assert state == "degraded" and "latency_us A1>B1 1300 us vs reference 1100 us (+18 %)" in reason
+    assert "owd_ms A1>B1 1.2 ms vs reference 1 ms (+20 %)" in reason
+
+
 def test_an_alert_that_cannot_be_sent_is_sent_later_once(tmp_path, receiver):
     store = Store(tmp_path / "m.sqlite")
     dead = alerts.Channels(webhook="http://127.0.0.1:9/nothing-listens")

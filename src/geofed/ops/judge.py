@@ -12,7 +12,8 @@ samples), against
 - thresholds the schedule sets per metric (a ceiling for delays and loss, a floor
   for bandwidths; loss has `loss_degraded` unless one is set);
 and a probe period that got nothing through, or `down_after` failed tests in a row,
-is down. A path is as
+is down. An MPI latency is judged on the network's share of its excess: what the
+probe's delay on the same path rose by meanwhile (`host_share_us`). A path is as
 bad as its worst series. Sustained level shifts (ops/shifts.py) are named beside it.
 
 Loss is judged per path on counts, not on a period's rate: at 0.1 % a period of a few
@@ -160,6 +161,9 @@ def assess_series(store: Store, st: Settings, fed, path: str, src: str, dst: str
         return "ok", ""
     level = statistics.median(values)
     bound = max((s.bound or 0.0) for s in recent if s.value is not None)
+    ref = reference(store, st, path, src, dst, metric)
+    if metric == "latency_us" and ref:
+        level -= host_share_us(store, st, path, level - ref[0], since=recent[0].t)
     reasons = []
     limit = st.thresholds.get(metric)
     if limit is not None and worse_by(metric, level, limit) > bound:
@@ -168,7 +172,6 @@ def assess_series(store: Store, st: Settings, fed, path: str, src: str, dst: str
     if expected and worse_by(metric, level, expected) > st.model_tolerance * expected + bound:
         reasons.append(f"{name} {_fmt(metric, level)} vs model {_fmt(metric, expected)} "
                        f"({(level / expected - 1) * 100:+.0f} %)")
-    ref = reference(store, st, path, src, dst, metric)
     if ref:
         ref_level, spread = ref
         allowed = reference_slack(st, metric, ref_level, spread) + bound
@@ -176,6 +179,28 @@ def assess_series(store: Store, st: Settings, fed, path: str, src: str, dst: str
             reasons.append(f"{name} {_fmt(metric, level)} vs reference {_fmt(metric, ref_level)} "
                            f"({(level / ref_level - 1) * 100:+.0f} %)")
     return ("degraded" if reasons else "ok"), "; ".join(reasons)
+
+
+def host_share_us(store: Store, st: Settings, path: str, excess_us: float, since: float) -> float:
+    """The part of an MPI latency's excess over its reference that the hosts, not the
+    link, added: the excess beyond what the probe's one-way delay on the same path rose
+    by over the same time (both directions' medians since `since`, against their
+    references). A loaded host delays MPI's ranks by tens of per cent while the probe's
+    delay holds within microseconds; a longer fibre moves both alike. Nothing is taken
+    off where the path has no probe to tell."""
+    rises = []
+    for p, src, dst, metric in store.series_keys():
+        if p != path or metric != "owd_ms":
+            continue
+        ref = reference(store, st, path, src, dst, metric)
+        values = [r[0] for r in store.rows(
+            "SELECT value FROM samples WHERE path=? AND src=? AND dst=? AND metric='owd_ms' "
+            "AND value IS NOT NULL AND during IS NULL AND t >= ?", (path, src, dst, since))]
+        if ref and values:
+            rises.append((statistics.median(values) - ref[0]) * 1e3)
+    if not rises or excess_us <= 0:
+        return 0.0
+    return max(0.0, excess_us - max(0.0, statistics.mean(rises)))
 
 
 def reference_slack(st: Settings, metric: str, level: float, spread: float) -> float:
