@@ -10,4 +10,5 @@ else
   echo "test.sh: rustfmt is not installed; Rust formatting not checked" >&2
 fi
 cargo test -q --manifest-path rust/Cargo.toml
-.venv/bin/python -m pytest -q "$@"
+# the slowest tests named at the end, so that a run shows where the suite's time goes
+.venv/bin/python -m pytest -q --durations=25 "$@"
