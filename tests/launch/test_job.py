@@ -69,6 +69,22 @@ def test_slurm_pins_ranks_in_placement_order(icm, tmp_path):
     assert cmd.env["GEOFED_HOSTMAP"] == "g01=G1,w001=W1"
 
 
+@pytest.mark.parametrize("implementation", ["mpich", "openmpi"])
+def test_a_record_names_the_launcher_the_job_was_started_with(icm, tmp_path, monkeypatch, implementation):
+    """Inside an allocation the job is srun's with its PMI, whichever MPI's launcher exists."""
+    from geofed.launch.mpi import Mpi
+    found = Mpi(implementation, implementation, "1", "/usr/bin/mpirun", "libmpi.so")
+    monkeypatch.setattr(launch.mpi, "current", lambda: found)
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    assert found.meta(testbed=True)["mpi_launcher"] == "/usr/bin/mpirun"
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    hf = tmp_path / "hosts"
+    hf.write_text("w001 W\n")
+    argv = launch.slurm_command(launch.Job(icm, parse("W1", icm), ["a.out"]), hf, tmp_path).argv
+    assert found.meta(testbed=True)["mpi_launcher"] == " ".join(argv[:2])
+    assert argv[1] == {"mpich": "--mpi=pmi2", "openmpi": "--mpi=pmix"}[implementation]
+
+
 @pytest.mark.parametrize("text,message", [
     ("w001\n", "hosts:1: expected 'HOST SITE'"),
     ("w001 X\n", "hosts:1: unknown site 'X'"),

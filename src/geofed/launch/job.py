@@ -82,9 +82,6 @@ OPENMPI_TESTBED_MCA = {
     "oob_tcp_if_include": TESTBED_SUBNET,
     "plm_rsh_no_tree_spawn": "1",
 }
-# srun's PMI for each MPI: Debian's Open MPI 4.1 speaks PMIx only (no pmi2 component);
-# MPICH's PyPI build aborts under --mpi=pmix (docs/slurm.md).
-SRUN_MPI = {"mpich": "pmi2", "openmpi": "pmix"}
 # Under the testbed's Slurm no daemon of Open MPI's runs and every node namespace keeps the
 # host's name: vader would name two nodes' segments alike (see the agent's GEOFED_NODE_HOSTNAME),
 # so ranks of one node talk over TCP too.
@@ -322,7 +319,7 @@ def slurm_command(job: Job, hostfile: str | Path | None, workdir: str | Path) ->
     # with mpiexec: --overcommit lets a step have more ranks than the node's CPUs, and
     # --overlap lets steps share a node (the Gray-Scott workflow's parts run side by side;
     # without it, a step waits for the node while the part holding it waits for the step).
-    argv = ["srun", f"--mpi={SRUN_MPI[implementation]}", "--distribution=arbitrary", f"--ntasks={len(ordered)}",
+    argv = ["srun", f"--mpi={mpi.SRUN_PMI[implementation]}", "--distribution=arbitrary", f"--ntasks={len(ordered)}",
             "--overcommit", "--overlap", "--export=ALL"] + job.rank_argv()
     return Command(argv, env, {slurm_hosts: "\n".join(ordered) + "\n"})
 

@@ -35,6 +35,9 @@ TESTBED_TRANSPORT = {"mpich": "ch4:ucx, UCX tcp between nodes",
                      "openmpi": "ob1, btl tcp between nodes, vader within one"}
 # Under the testbed's Slurm, srun starts Open MPI's ranks without vader (OPENMPI_SRUN_TESTBED_MCA).
 SRUN_TESTBED_TRANSPORT = dict(TESTBED_TRANSPORT, openmpi="ob1, btl tcp between nodes and within one")
+# srun's PMI for each MPI: Debian's Open MPI 4.1 speaks PMIx only (no pmi2 component);
+# MPICH's PyPI build aborts under --mpi=pmix (docs/slurm.md).
+SRUN_PMI = {"mpich": "pmi2", "openmpi": "pmix"}
 SETUP_FIX = {"mpich": "run ./setup.sh", "openmpi": "run GEOFED_MPI=openmpi ./setup.sh",
              "path": "load your MPI (module load ...) so that mpiexec and mpicc are on PATH, then run "
                      "GEOFED_MPI=path ./setup.sh"}
@@ -59,8 +62,10 @@ class Mpi:
 
     def meta(self, testbed: bool) -> dict[str, str]:
         """What a record says about the MPI that produced it."""
-        transports = SRUN_TESTBED_TRANSPORT if os.environ.get("SLURM_JOB_ID") else TESTBED_TRANSPORT
-        return {"mpi": self.implementation, "mpi_version": self.version, "mpi_launcher": self.launcher,
+        in_slurm = bool(os.environ.get("SLURM_JOB_ID"))  # runner.command launches with srun there
+        transports = SRUN_TESTBED_TRANSPORT if in_slurm else TESTBED_TRANSPORT
+        launcher = f"srun --mpi={SRUN_PMI[self.implementation]}" if in_slurm else self.launcher
+        return {"mpi": self.implementation, "mpi_version": self.version, "mpi_launcher": launcher,
                 "mpi_transport": transports[self.implementation] if testbed else "the MPI's own choice"}
 
 
