@@ -382,26 +382,29 @@ def samples_table(store: Path, sql: str) -> list[tuple]:
         db.close()
 
 
-# (step, the link's changes, what the alert's reason names, how long the step lasts)
-STEPS = [("bandwidth halved", lambda link: {"bandwidth_gbps": link.bandwidth_gbps / 2}, "bw_MBps A1>B1", 0),
-         ("delay +10 %", lambda link: {"propagation_ms": link.propagation_ms * 1.1}, "owd_ms", 0),
-         ("loss 0.1 %", lambda link: {"loss": 0.001}, "loss A1-B1", 0),
-         ("down 30 s", lambda link: {"loss": 1.0}, "datagrams arrived", 30)]
+# (step, the live change and the one that undoes it, what the alert's reason names, how long the step lasts)
+STEPS = [("bandwidth halved", lambda link: ({"bandwidth_gbps": link.bandwidth_gbps / 2},
+                                            {"bandwidth_gbps": link.bandwidth_gbps}), "bw_MBps A1>B1", 0),
+         ("delay +10 %", lambda link: ({"delay_ms": link.propagation_ms * 1.1}, {"delay_ms": link.propagation_ms}),
+          "owd_ms", 0),
+         ("loss 0.1 %", lambda link: ({"loss": 0.001}, {"loss": 0}), "loss A1-B1", 0),
+         ("down 30 s", lambda link: ({"down": True}, {"down": False}), "datagrams arrived", 30)]
 
 
 @needs_root
 @pytest.mark.parametrize("steps", [STEPS[:1], STEPS[1:]], ids=["bandwidth", "probe"])
 def test_injected_steps_are_each_alerted_within_two_periods_and_cleared(tmp_path, receiver, steps):
     """The accelerated schedule (ops/monitor_bench.py: probe periods of 5 s, MPI every
-    20 s) on a 10 ms, 200 Mb/s link. Each step restarts the emulator with the link
-    changed (core.restart_link; down is a loss of 100 %), just after an MPI test, so
-    that no test spoils the periods that follow; it is undone once alerted (down:
-    after 30 s). The probe's steps are alerted by the judgement after the second
-    period's end, the bandwidth by the second MPI test after the step. Two testbeds,
-    each learning its references first, so that each test fits its 10 minutes on a
-    loaded host."""
-    from geofed.ops import monitor_bench, monitor_serve
-    from geofed.testbed import core
+    20 s) on a 10 ms, 200 Mb/s link. Each step is a live change of the running link
+    (`testbed set`, testbed/live.py; down cuts the fibre), made just after an MPI test
+    so that no test spoils the periods that follow, and undone the same way once
+    alerted (down: after 30 s). The probe's steps are alerted by the judgement after
+    the second period's end, the bandwidth by the second MPI test after the step. The
+    service keeps every change, and the dashboard lists them. Two testbeds, each
+    learning its references first, so that each test fits its 10 minutes on a loaded
+    host."""
+    from geofed.ops import monitor_bench, monitor_dashboard, monitor_serve
+    from geofed.testbed import core, live
     name = f"gfmon-steps-{len(steps)}"
     fed_path = tmp_path / f"{name}.toml"
     fed_path.write_text(two_site_federation(name, rtt_ms=10.0, gbps=0.2))
@@ -412,8 +415,8 @@ def test_injected_steps_are_each_alerted_within_two_periods_and_cleared(tmp_path
     s = monitor_serve.load(schedule)
     period, lost_after, mpi_every = s.owd.period_s, s.owd.lost_after_s, s.mpi.every_s
     with own_testbed(fed_path, name):
-        plan = core.make_plan(federation.load(fed_path))
-        (link,) = plan.links
+        fed = federation.load(fed_path)
+        (link,) = core.make_plan(fed).links
         serving = Serving(schedule, tmp_path / "serve.log")
         took = {}
         try:
@@ -421,10 +424,11 @@ def test_injected_steps_are_each_alerted_within_two_periods_and_cleared(tmp_path
                        "the path's references learnt")
             assert run_geofed("monitor", "status", str(store)).returncode == 0 and receiver.posts == []
             for step, changes, named, lasts in steps:
+                change, undo = changes(link.link)
                 done = mpi_done(serving)
                 wait_until(lambda: mpi_done(serving) > done, mpi_every + 60, f"an MPI test to end before {step}")
                 sent = len(receiver.posts)
-                core.restart_link(plan, link.link.name, **changes(link.link))
+                live.set_link(fed, link.link.name, change)
                 stepped = time.time()
                 probe_step = named != "bw_MBps A1>B1"
                 wait_until(lambda: len(receiver.posts) > sent, 2 * period + lost_after + 1 if probe_step
@@ -439,7 +443,7 @@ def test_injected_steps_are_each_alerted_within_two_periods_and_cleared(tmp_path
                 else:
                     assert run_geofed("monitor", "status", str(store)).returncode == 1
                 wait_until(lambda: time.time() >= stepped + lasts, lasts + 1, f"{step} held for {lasts} s")
-                core.restart_link(plan, link.link.name)  # the link as the federation has it
+                live.set_link(fed, link.link.name, undo)  # the link as the federation has it
                 undone = time.time()
                 wait_until(lambda: len(receiver.posts) > sent + 1, 3 * mpi_every + 60, f"the clear of {step}")
                 clear = receiver.posts[-1]
@@ -447,6 +451,16 @@ def test_injected_steps_are_each_alerted_within_two_periods_and_cleared(tmp_path
                 took[step] = (alerted - stepped, time.time() - undone)
             assert receiver.whats() == ["alert", "clear"] * len(steps)
             assert run_geofed("monitor", "status", str(store)).returncode == 0
+            kept = Store(store, create=False)
+            try:  # every change and its undoing, each way, as `testbed set` recorded them
+                keys = {key for _, changes, _, _ in steps for key in changes(link.link)[0]}
+                assert {(key, way) for _, _, way, key, _, _ in kept.link_changes()} == \
+                    {(key, way) for key in keys for way in ("A->B", "B->A")}
+                assert len(kept.link_changes()) == 2 * 2 * len(steps)
+            finally:
+                kept.close()
+            page = monitor_dashboard.write(str(store), tmp_path / "dash").read_text()
+            assert page.count("<table class='changes'>") == 1 and page.count("<td>A-&gt;B</td>") == 2 * len(steps)
         finally:
             assert serving.stop() == 0, serving.text()
             print("\n".join([f"{step}: alerted after {a:.1f} s, cleared {c:.1f} s after undone"

@@ -40,6 +40,8 @@ table.grid th, table.grid td { border: 1px solid #999; padding: 0.4em 0.8em; tex
 table.grid td.cell { width: 4em; height: 2em; }
 table.paths td { padding: 0.2em 0.8em; white-space: nowrap; }
 table.paths td.reason { white-space: normal; }
+table.changes { border-collapse: collapse; font-size: 90%; margin-bottom: 0.5em; }
+table.changes th, table.changes td { border-bottom: 1px solid #ddd; padding: 0.1em 0.6em; }
 .series { display: inline-block; margin: 0.3em; }
 .meta { color: #666; font-size: 90%; }
 """
@@ -73,8 +75,9 @@ def y_range(st: judge.Settings, metric: str, model: float | None, allowed: tuple
     return max(0.0, min(s[0] for s in spans)), max(s[1] for s in spans)
 
 
-def plot_series(store, st, s, events: list[tuple]) -> str:
-    """One series' figure as a base64 PNG."""
+def plot_series(store, st, s, events: list[tuple], changes: list[tuple] = ()) -> str:
+    """One series' figure as a base64 PNG; `changes`: the live changes of its links
+    (t, link, way, key, old, new)."""
     import matplotlib.pyplot as plt
     rows = store.rows("SELECT t, value, during FROM samples WHERE path=? AND src=? AND dst=? AND metric=? "
                       "ORDER BY t, id", (s.path, s.src, s.dst, s.metric))
@@ -110,6 +113,8 @@ def plot_series(store, st, s, events: list[tuple]) -> str:
         ax.axvline(datetime.fromtimestamp(opened), color="tab:red", lw=1.5, label="alert")
         if cleared is not None:
             ax.axvline(datetime.fromtimestamp(cleared), color="tab:green", lw=1.5, label="cleared")
+    for t, *_ in changes:
+        ax.axvline(datetime.fromtimestamp(t), color="tab:purple", ls="--", lw=1.2, label="link changed")
     if judged:
         ts, vs = zip(*judged)
         for e in level_shifts(list(ts), list(vs)):
@@ -174,14 +179,23 @@ def write(store_path: str, outdir: str | Path) -> Path:
                  "<table class='paths'>" + "".join(
                      f"<tr><td>{esc(p)}</td><td style='background:{COLOURS[state]}'>{state}</td>"
                      f"<td class='reason'>{esc(reason)}</td></tr>" for p, (state, reason) in paths.items()) + "</table>"]
+        kept = store.link_changes()
         for path in paths:
             events = store.rows("SELECT opened, cleared FROM events WHERE path=? ORDER BY opened", (path,))
             a, b = path_nodes(path)
+            crossed = {link.name for link in fed.route(fed.node(a).site, fed.node(b).site)}
+            changes = [c for c in kept if c[1] in crossed]
             parts.append(f"<h2 id='{esc(path)}'>{esc(a)} – {esc(b)}</h2>")
+            if changes:
+                parts.append("<table class='changes'><tr><th>link changed</th><th>link</th><th>way</th>"
+                             "<th>setting</th><th>from</th><th>to</th></tr>" + "".join(
+                                 f"<tr><td>{datetime.fromtimestamp(t).isoformat(' ', 'seconds')}</td>"
+                                 + "".join(f"<td>{esc(x)}</td>" for x in rest) + "</tr>"
+                                 for t, *rest in changes) + "</table>")
             order = list(judge.METRICS)
             for s in sorted((s for s in series if s.path == path), key=lambda s: (order.index(s.metric), s.src != a)):
                 parts.append(f"<div class='series'><img alt='{esc(f'{path} {s.direction} {s.metric}')}' "
-                             f"src='data:image/png;base64,{plot_series(store, st, s, events)}'></div>")
+                             f"src='data:image/png;base64,{plot_series(store, st, s, events, changes)}'></div>")
         parts.append("</body></html>")
     finally:
         store.close()

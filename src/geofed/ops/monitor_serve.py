@@ -383,6 +383,16 @@ class Service:
             what.append("link restart")
         return ",".join(what) or None
 
+    def keep_link_changes(self) -> None:
+        """Store the live changes (`testbed set`) of the links the paths cross, as the
+        testbed's state recorded them, so that the dashboard shows what moved a series."""
+        from geofed.testbed import core
+        links = {link.name for a, b in self.s.paths
+                 for link in self.fed.route(self.fed.node(a).site, self.fed.node(b).site)}
+        changes = [c for c in (core.read_state(self.plan) or {}).get("changes", []) if c["link"] in links]
+        if changes and self.store.add_link_changes(changes):
+            self.log(f"link changes: {len(self.store.link_changes())} kept")
+
     def tests(self) -> list[tuple[str, str, float]]:
         """(test, key, every_s) of every scheduled exclusive test."""
         out = []
@@ -454,6 +464,7 @@ class Service:
                         if not probe.alive():
                             self.log(f"restarting the one-way probe {src}>{dst}")
                             probe.start()
+                    self.keep_link_changes()
                     for a, b in s.paths:
                         self.judge(path_name(a, b))
                     p0 += period

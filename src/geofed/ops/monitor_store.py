@@ -3,7 +3,8 @@ committed on its own the moment it is measured (a kill -9 loses none: a committe
 transaction is in the log before `commit` returns), and what the service must
 remember across a restart: when each scheduled test is due next, each path's
 reference levels, the open and cleared events and whether their alerts went out,
-and the judgement settings `monitor status` reads.
+and the judgement settings `monitor status` reads; and the live changes of the
+monitored links, which the dashboard draws beside the series they moved.
 
 Retention folds raw samples older than a horizon into one row per interval (count,
 errors, min, mean, max) and deletes them, in one transaction.
@@ -52,6 +53,12 @@ CREATE TABLE IF NOT EXISTS events (
     alerted INTEGER NOT NULL DEFAULT 0, clear_alerted INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS link_changes (   -- live changes of a monitored link (`testbed set`)
+    t REAL NOT NULL, link TEXT NOT NULL,
+    way TEXT NOT NULL,                      -- M->H
+    key TEXT NOT NULL, old TEXT NOT NULL, new TEXT NOT NULL,
+    PRIMARY KEY (t, link, way, key)
+);
 """
 
 
@@ -134,6 +141,22 @@ class Store:
     def set_reference(self, path: str, src: str, dst: str, metric: str, level: float, spread: float, n: int) -> None:
         self.write("INSERT OR REPLACE INTO reference VALUES (?,?,?,?,?,?,?,?)",
                    (path, src, dst, metric, level, spread, n, time.time()))
+
+    def add_link_changes(self, changes: list[dict]) -> int:
+        """Keep live changes of links as testbed/live.py records them (time, link, way,
+        key, old, new); those kept before are skipped. How many were new."""
+        rows = [(c["time"], c["link"], c["way"], c["key"], str(c["old"]), str(c["new"])) for c in changes]
+        with self.lock:
+            self.db.execute("BEGIN IMMEDIATE")
+            before = self.db.total_changes
+            self.db.executemany("INSERT OR IGNORE INTO link_changes VALUES (?,?,?,?,?,?)", rows)
+            added = self.db.total_changes - before
+            self.db.execute("COMMIT")
+        return added
+
+    def link_changes(self) -> list[tuple[float, str, str, str, str, str]]:
+        """(t, link, way, key, old, new) of every live change kept, oldest first."""
+        return self.rows("SELECT t, link, way, key, old, new FROM link_changes ORDER BY t, link, way, key")
 
     def meta(self, key: str):
         rows = self.rows("SELECT value FROM meta WHERE key=?", (key,))
