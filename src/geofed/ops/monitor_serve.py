@@ -386,10 +386,11 @@ class Service:
     def keep_link_changes(self) -> None:
         """Store the live changes (`testbed set`) of the links the paths cross, as the
         testbed's state recorded them, so that the dashboard shows what moved a series."""
-        from geofed.testbed import core
+        from geofed.testbed import core, live
         links = {link.name for a, b in self.s.paths
                  for link in self.fed.route(self.fed.node(a).site, self.fed.node(b).site)}
-        changes = [c for c in (core.read_state(self.plan) or {}).get("changes", []) if c["link"] in links]
+        changes = [c | {"old": live.show(c["old"]), "new": live.show(c["new"])}
+                   for c in (core.read_state(self.plan) or {}).get("changes", []) if c["link"] in links]
         if changes and self.store.add_link_changes(changes):
             self.log(f"link changes: {len(self.store.link_changes())} kept")
 

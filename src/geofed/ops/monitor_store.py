@@ -144,8 +144,8 @@ class Store:
 
     def add_link_changes(self, changes: list[dict]) -> int:
         """Keep live changes of links as testbed/live.py records them (time, link, way,
-        key, old, new); those kept before are skipped. How many were new."""
-        rows = [(c["time"], c["link"], c["way"], c["key"], str(c["old"]), str(c["new"])) for c in changes]
+        key, and old and new as text); those kept before are skipped. How many were new."""
+        rows = [(c["time"], c["link"], c["way"], c["key"], c["old"], c["new"]) for c in changes]
         with self.lock:
             self.db.execute("BEGIN IMMEDIATE")
             before = self.db.total_changes

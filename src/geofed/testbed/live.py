@@ -297,12 +297,13 @@ def run_schedule(fed: Federation, schedule: list[tuple[float, str, dict, str | N
 
 def describe(changes: list[dict]) -> str:
     """One line: what changed on which way, and how soon it was in force."""
-    parts = [f"{c['way']} {c['key']} {_show(c['old'])} -> {_show(c['new'])}" for c in changes]
+    parts = [f"{c['way']} {c['key']} {show(c['old'])} -> {show(c['new'])}" for c in changes]
     return (f"link {changes[0]['link']}: " + ", ".join(parts)
             + f"; in force {changes[0]['in_force_ms']:.3f} ms after the command")
 
 
-def _show(v) -> str:
+def show(v) -> str:
+    """A setting as `testbed set` takes it: true/false, a number to 6 digits."""
     if isinstance(v, bool) or v is None:
         return str(v).lower()
     return f"{v:.6g}"
