@@ -66,9 +66,9 @@ def measure(fed, mpis: list[str], rounds: int, count: int, iterations: int) -> d
     a, b = plan.node(f"{link.a}1"), plan.node(f"{link.b}1")
     tcp = []
     tcp_bytes = int(pmodel["bandwidth_MBps"] * 1e6 * TCP_SECONDS)
-    with transfer_bench.peer_servers(plan, a.name, b.name, peers=(), source=None):
+    with transfer_bench.peer_servers(plan, a.node.name, b.node.name, peers=(), source=None):
         for r in range(rounds):
-            tcp.append(transfer_bench.iperf3(plan, a.name, b.name, 1, tcp_bytes)["rate_mbps"] / 8)
+            tcp.append(transfer_bench.iperf3(plan, a.node.name, b.node.name, 1, tcp_bytes)["rate_mbps"] / 8)
             for m in mpis:
                 out[m]["name"] = use(m).name
                 print(f"round {r + 1}/{rounds}: {fed.name}, {out[m]['name']}", flush=True)
