@@ -9,6 +9,7 @@ import pytest
 
 from conftest import needs_root, own_testbed, run_geofed
 from geofed import federation
+from geofed.testbed import live, probe, verify
 
 pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow]
 # Nothing beats the wire: MPI over TCP carries at most 95.6 % of the narrowest hop's rate
@@ -54,3 +55,26 @@ def test_verify_and_the_matrix_meet_every_hop_of_each_path(tmp_path):
            if not 1 - BELOW <= p["bw_MBps"] / p["model_bw_MBps"] <= 1 + ABOVE}
     assert off == {}, f"bandwidth off the path model (measured / model): {off}; " \
                       f"host load average {os.getloadavg()[0]:.2f} on 2 cores"
+
+
+def test_nodes_shaped_below_a_super_frame_per_slack_still_hand_the_link_whole_super_frames(tmp_path):
+    """ma-hd's nodes (2.6 Gb/s): their bucket held a 64 KiB GSO frame's bytes but not the
+    headers of the wire frames it stands for, which tbf counts too, so tbf cut every
+    super-frame and the link's emulator forwarded wire frames one by one (1.1 a frame,
+    5 x the CPU per MB of icm-task's, until 2026-11-28)."""
+    name = f"gfgso-{os.getpid()}"
+    path = tmp_path / f"{name}.toml"
+    path.write_text(federation.to_toml({
+        "name": name, "testbed": {"cpu_per_core": 1.0}, "local": {"latency_us": 2.0, "bandwidth_gbps": 2.6},
+        "site": [{"code": "M", "nodes": 1}, {"code": "H", "nodes": 1}],
+        "link": [{"sites": ["M", "H"], "rtt_ms": 0.145, "bandwidth_gbps": 1.86}],
+    }))
+    fed = federation.load(path)
+    [(src, dst, _)] = verify.pairs(fed)
+    link = fed.links[0].name
+    with own_testbed(path, name):
+        before = live.counters(fed, link)["a_to_b"]
+        probe.throughput_mbps(src, dst, streams=1, nbytes=32 << 20)
+        after = live.counters(fed, link)["a_to_b"]
+    frames, wire = after["sent"] - before["sent"], after["wire_out"] - before["wire_out"]
+    assert wire > 20_000 and wire / frames > 10, f"{wire} wire frames in {frames} frames sent"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import socket
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from geofed.errors import UserError
-from geofed.federation import WIRE_FRAME_BYTES, Federation, Link
+from geofed.federation import TCP_PAYLOAD_PER_WIRE_BYTE, WIRE_FRAME_BYTES, Federation, Link
 from geofed.native import binary
 from geofed.testbed import host, probe, services
 from geofed.testbed.plan import CPU_PERIOD_US, NETNS_PREFIX, RESOLV_CONF, STATE_ROOT, LinkPlan, Plan, make_plan, prefix
@@ -24,6 +25,8 @@ Progress = Callable[[str], None]
 ETC_NETNS = Path("/etc/netns")
 TCP_BUFFER_MIN = 16 * 1024 * 1024
 GSO_FRAME_BYTES = 64 * 1024  # the largest frame a veth passes whole (GSO)
+# What a qdisc counts for a full TCP GSO frame: its wire frames, each with its headers.
+GSO_FRAME_ON_WIRE_BYTES = math.ceil(GSO_FRAME_BYTES / (WIRE_FRAME_BYTES * TCP_PAYLOAD_PER_WIRE_BYTE)) * WIRE_FRAME_BYTES
 SHAPER_TIMER_SLACK_S = 200e-6  # how late tbf's watchdog runs on this host under load (see _shape)
 # The emulator's two interfaces in a link namespace: site a's side and site b's side.
 EMU_PORT_A, EMU_PORT_B = "port-a", "port-b"
@@ -279,14 +282,17 @@ def _shape(netns: str, dev: str, gbps: float) -> None:
     (tbf: the kernel here has tbf and htb, no fq or netem).
 
     Whatever fits in the bucket leaves at veth speed, so the bucket is as small as
-    holding the rate allows: one 64 KiB GSO frame and a wire frame (smaller, tbf would
-    cut every super-frame into wire frames and the host's CPU would not keep up), or
+    holding the rate allows: one 64 KiB GSO frame as tbf counts it (every wire frame it
+    stands for with its own headers: 69,644 bytes for TCP, not 65,536) and a wire frame
+    (smaller, tbf cuts every super-frame into wire frames and the host's CPU does not keep
+    up: until 2026-11-28 ma-hd's 2.6 Gb/s nodes had 67,050 bytes, and the link emulator
+    and the nodes handled every wire frame alone, 5 x the CPU per MB of icm-task's), or
     what the rate brings in while the qdisc's watchdog timer is late (it runs in a soft
     interrupt, late by up to ~200 us on this loaded 2-core host: a smaller bucket
     overflows meanwhile and loses rate). It was 1 ms of the rate (624 KB at 5 Gb/s):
     messages up to that size left unshaped, at 0.29-0.52 of the model's time."""
     rate_bytes = gbps * 1e9 / 8
-    burst = max(GSO_FRAME_BYTES + WIRE_FRAME_BYTES, int(rate_bytes * SHAPER_TIMER_SLACK_S))
+    burst = max(GSO_FRAME_ON_WIRE_BYTES + WIRE_FRAME_BYTES, int(rate_bytes * SHAPER_TIMER_SLACK_S))
     res = host.run_in(netns, ["tc", "qdisc", "replace", "dev", dev, "root", "tbf",
                               "rate", f"{gbps * 1000:.0f}mbit", "burst", str(burst), "latency", "20ms"],
                       check=False)
