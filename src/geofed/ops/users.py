@@ -444,18 +444,35 @@ def final_entries(m: Merge, owned: dict, kind: str, fetch) -> dict:
     return out
 
 
+def file_lines(users: dict, groups: dict) -> dict[str, list[tuple[int, str, str]]]:
+    """The lines of passwd and group for POSIX users and groups by name (merged and
+    hand-made), as the sync's state keeps them."""
+    return {"passwd": [file_line("user", name, a) for name, a in users.items()],
+            "group": [file_line("group", name, a) for name, a in groups.items()]}
+
+
+def file_line(kind: str, name: str, a: dict) -> tuple[int, str, str]:
+    """An entry's line in passwd ("user") or group: (its id, its name, the line)."""
+    if kind == "user":
+        return int(a["uidNumber"]), name, ":".join([name, "x", str(a["uidNumber"]), str(a["gidNumber"]),
+                                                     a.get("gecos") or a.get("cn") or "", a["homeDirectory"],
+                                                     a.get("loginShell") or "/bin/sh"])
+    return int(a["gidNumber"]), name, ":".join([name, "x", str(a["gidNumber"]),
+                                                 ",".join(sorted(ldapcli.values(a.get("memberUid"))))])
+
+
 def write_files(out: Path, users: dict, groups: dict) -> list[Path]:
     """passwd and group files of POSIX users and groups by name (merged and hand-made), by id."""
-    pw = [":".join([name, "x", str(a["uidNumber"]), str(a["gidNumber"]), a.get("gecos") or a.get("cn") or "",
-                    a["homeDirectory"], a.get("loginShell") or "/bin/sh"])
-          for name, a in sorted(users.items(), key=lambda kv: int(kv[1]["uidNumber"]))]
-    gr = [":".join([name, "x", str(a["gidNumber"]), ",".join(sorted(ldapcli.values(a.get("memberUid"))))])
-          for name, a in sorted(groups.items(), key=lambda kv: int(kv[1]["gidNumber"]))]
+    return write_lines(out, {f: sorted(rows) for f, rows in file_lines(users, groups).items()})
+
+
+def write_lines(out: Path, lines: dict) -> list[Path]:
+    """passwd and group from their lines (`lines`: file -> (id, name, line), by id and name)."""
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name, lines in (("passwd", pw), ("group", gr)):
+    for name in ("passwd", "group"):
         tmp = out / f".{name}.tmp"
-        tmp.write_text("".join(line + "\n" for line in lines))
+        tmp.write_text("".join(f"{text}\n" for _, _, text in lines[name]))
         tmp.replace(out / name)
         paths.append(out / name)
     return paths
