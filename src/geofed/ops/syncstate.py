@@ -23,6 +23,13 @@ again by memberOf (a member added or removed changes the group's USN, not the us
 Only the names that changed are merged again, with the same rules as a full merge
 (`users.merge` on those names, the other merged users beside them as possible members).
 
+The state is two files: `sync.json` (the marks, the counts, a token) and `sync.sqlite`
+(the homes' entries, their group memberships indexed by member, the merged names, the
+admin directory's entries of sync and the lines of passwd and group, a row each, with
+the same token). A full sync writes the cache afresh; an incremental one changes only
+the rows its changes touch, in one transaction, and rewrites passwd and group from the
+lines in their order.
+
 Anything that makes the state doubtful falls back to a full read, never to a merge from
 a stale copy: no state or an unreadable one, another version of the federation file, a
 home without a mark (an OpenLDAP server without syncprov) or whose mark went back or
@@ -527,28 +534,33 @@ def _patch(fed: Federation, db: sqlite3.Connection, state: dict, sites: dict, ma
     collisions = [c for c in meta(db, "collisions")
                   if c["name"] not in (names if c["entry"] == "user" else group_names)] + sub.collisions
     t_plan = time.monotonic()
-    errors = []
-    if not dry_run and changes:
-        progress(f"writing {len(changes)} changes to the admin directory")
-        errors = users.apply(admin, changes)
-    t_apply = time.monotonic()
     paths = []
-    merged = {}
-    for kind, touched, entries in (("user", names, sub.users), ("group", group_names, sub.groups)):
-        db.executemany("DELETE FROM merged WHERE kind = ? AND name = ?", ((kind, n) for n in touched))
-        db.executemany("INSERT INTO merged VALUES (?, ?, ?)", ((kind, n, e["geofedSite"]) for n, e in entries.items()))
-        merged[kind] = db.execute("SELECT count(*) FROM merged WHERE kind = ?", (kind,)).fetchone()[0]
+    with ThreadPoolExecutor(1) as pool:
+        # The admin server makes the changes while this process brings the cache and the
+        # files to what they leave (both undone below if a change was refused).
+        writing = None
+        if not dry_run and changes:
+            progress(f"writing {len(changes)} changes to the admin directory")
+            writing = pool.submit(users.apply, admin, changes)
+        merged = {}
+        for kind, touched, entries in (("user", names, sub.users), ("group", group_names, sub.groups)):
+            db.executemany("DELETE FROM merged WHERE kind = ? AND name = ?", ((kind, n) for n in touched))
+            db.executemany("INSERT INTO merged VALUES (?, ?, ?)",
+                           ((kind, n, e["geofedSite"]) for n, e in entries.items()))
+            merged[kind] = db.execute("SELECT count(*) FROM merged WHERE kind = ?", (kind,)).fetchone()[0]
+            if not dry_run:
+                _settle(db, kind, touched, owned[kind], sub, changes, held)
+        if not dry_run and out is not None and (changes or not files_ok):
+            paths = users.write_lines(out, {f: db.execute("SELECT id, name, text FROM line WHERE file = ? "
+                                                          "ORDER BY id, name", (f,)) for f in ("passwd", "group")})
+        elif not dry_run and out is not None:
+            paths = [out / "passwd", out / "group"]
+        errors = writing.result() if writing is not None else []
+    t_apply = time.monotonic()
     if errors:
         db.close()
         paths = abandon(fed, state, out)
     elif not dry_run:
-        for kind, touched in (("user", names), ("group", group_names)):
-            _settle(db, kind, touched, owned[kind], sub, changes, held)
-        if out is not None and (changes or not files_ok):
-            paths = users.write_lines(out, {f: db.execute("SELECT id, name, text FROM line WHERE file = ? "
-                                                          "ORDER BY id, name", (f,)) for f in ("passwd", "group")})
-        elif out is not None:
-            paths = [out / "passwd", out / "group"]
         marks = dict(marks, admin=admin_mark(admin, state["ca"]) if changes else marks["admin"])
         token = secrets.token_hex(16)
         set_meta(db, token=token, collisions=collisions, refused_users=sorted(refused["user"]),
