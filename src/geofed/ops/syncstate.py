@@ -222,7 +222,8 @@ def build(fed: Federation, homes: dict[str, users.HomeRead], m: users.Merge, hel
             for table, rows in home_rows(code, fed.site(code).directory.kind, read).items():
                 db.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * COLUMNS[table])})", rows)
         for kind, entries in (("user", m.users), ("group", m.groups)):
-            db.executemany("INSERT INTO merged VALUES (?, ?, ?)", ((kind, n, e["geofedSite"]) for n, e in entries.items()))
+            db.executemany("INSERT INTO merged VALUES (?, ?, ?)",
+                           ((kind, n, e["geofedSite"]) for n, e in entries.items()))
         for kind, have in owned.items():
             db.executemany("INSERT INTO owned VALUES (?, ?, ?, ?)",
                            ((kind, n, h["dn"], h["geofedDigest"]) for n, h in have.items()))
