@@ -179,14 +179,16 @@ def open_cache(fed: Federation, summary: dict) -> sqlite3.Connection:
 
 
 def meta(db: sqlite3.Connection, key: str):
+    """A value of the cache's own (token, held, collisions, refused_users, refused_groups)."""
     return json.loads(db.execute("SELECT v FROM meta WHERE k = ?", (key,)).fetchone()[0])
 
 
 def set_meta(db: sqlite3.Connection, **values) -> None:
+    """Set values of the cache's own (JSON)."""
     db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [(k, json.dumps(v)) for k, v in values.items()])
 
 
-def home_rows(code: str, kind: str, read: users.HomeRead) -> dict[str, list[tuple]]:
+def _home_rows(code: str, kind: str, read: users.HomeRead) -> dict[str, list[tuple]]:
     """A full read of a home as the cache's rows (its activated users, its POSIX groups)."""
     groups = {g["dn"].lower(): g for g in read.groups if g["gid"] is not None}
     active = [u for u in read.users if u["activated"]]
@@ -219,7 +221,7 @@ def build(fed: Federation, homes: dict[str, users.HomeRead], m: users.Merge, hel
         db.executescript(TABLES)
         db.execute("BEGIN")
         for code, read in homes.items():
-            for table, rows in home_rows(code, fed.site(code).directory.kind, read).items():
+            for table, rows in _home_rows(code, fed.site(code).directory.kind, read).items():
                 db.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * COLUMNS[table])})", rows)
         for kind, entries in (("user", m.users), ("group", m.groups)):
             db.executemany("INSERT INTO merged VALUES (?, ?, ?)",
@@ -232,7 +234,9 @@ def build(fed: Federation, homes: dict[str, users.HomeRead], m: users.Merge, hel
         set_meta(db, token=token, held={k: {str(n): v for n, v in d.items()} for k, d in held.items()},
                  collisions=m.collisions, refused_users=sorted(m.refused_users),
                  refused_groups=sorted(m.refused_groups))
-        db.executescript(INDEXES)
+        for index in filter(None, (i.strip() for i in INDEXES.split(";"))):
+            db.execute(index)
+        db.execute("COMMIT")
     finally:
         db.close()
     return token, path
