@@ -387,7 +387,9 @@ def test_an_incremental_sync_picks_up_a_change_an_add_and_a_delete_at_each_home(
         assert pw["mnew"][2] == "114010" and pw["hnew"][2] == "214011"
         assert pw["kredel"][6] == pw["hau"][6] == "/bin/zsh"
         assert "mnew" in gr["mabwgrid"][3].split(",") and "hnew" in gr["hdbwgrid"][3].split(",")
+        files = _files(tmp_path)
         _full_read_agrees(fed, tmp_path)
+        assert _files(tmp_path) == files  # line for line as the incremental sync wrote them
         m.delete(m_new)
         ok(m)
         h.delete(h_new)
@@ -398,7 +400,9 @@ def test_an_incremental_sync_picks_up_a_change_an_add_and_a_delete_at_each_home(
         pw, gr = passwd(tmp_path), groups(tmp_path)
         assert {"mnew", "hnew"}.isdisjoint(pw)
         assert "mnew" not in gr["mabwgrid"][3].split(",") and "hnew" not in gr["hdbwgrid"][3].split(",")
+        files = _files(tmp_path)
         _full_read_agrees(fed, tmp_path)
+        assert _files(tmp_path) == files
     finally:
         for c, dn in ((m, m_new), (h, h_new)):
             c.delete(dn)  # gone already where the test got that far
@@ -411,13 +415,14 @@ def test_an_incremental_sync_picks_up_a_change_an_add_and_a_delete_at_each_home(
 
 
 def _full_read_agrees(fed, out):
-    """A sync that reads everything (its state dropped) finds nothing left to change, and
-    writes passwd and group as they were, line for line."""
-    before = [(out / name).read_text() for name in ("passwd", "group")]
+    """A sync that reads everything (its state dropped) finds nothing left to change."""
     syncstate.drop(fed)
     res = sync(fed, out)
     assert res.returncode == 0 and not _record(res)["incremental"] and "made 0 changes" in res.stdout, res.stdout
-    assert [(out / name).read_text() for name in ("passwd", "group")] == before
+
+
+def _files(out: Path) -> list[str]:
+    return [(out / name).read_text() for name in ("passwd", "group")]
 
 
 def test_a_lost_or_doubtful_state_falls_back_to_a_full_read(fed, home, tmp_path):
