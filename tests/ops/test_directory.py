@@ -8,6 +8,7 @@ so these tests need root and a free 127.0.0.1:389.
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import subprocess
@@ -18,7 +19,7 @@ import pytest
 from conftest import needs_root, run_geofed
 from geofed import federation
 from geofed.errors import UserError
-from geofed.ops import directory, userbase, users, usersync
+from geofed.ops import directory, syncstate, userbase, users, usersync
 from geofed.testbed.host import HostError
 
 pytestmark = [needs_root, pytest.mark.slow]
@@ -342,7 +343,6 @@ def test_a_refused_write_is_named_and_the_others_are_made(fed, home, tmp_path):
 
 def _record(res) -> dict:
     """The directory.sync record a `users sync` saved."""
-    import json
     path = re.search(r"^record: (\S+)$", res.stdout, re.M).group(1)
     return json.loads(Path(path).read_text())["data"]
 
@@ -373,6 +373,11 @@ def test_an_incremental_sync_picks_up_a_change_an_add_and_a_delete_at_each_home(
         c.modify(dn, {"loginShell": [("MODIFY_REPLACE", ["/bin/zsh"])]})
         ok(c)
     try:
+        # A dry run shows the changes and leaves the state as it was.
+        kept = {name: (directory.run_dir(FED) / name).read_bytes() for name in (syncstate.SUMMARY, syncstate.CACHE)}
+        res = sync(fed, tmp_path, "--dry-run")
+        assert res.returncode == 0 and "+ user mnew" in res.stdout and "+ user hnew" in res.stdout, res.stdout
+        assert {name: (directory.run_dir(FED) / name).read_bytes() for name in kept} == kept
         res = sync(fed, tmp_path)
         assert res.returncode == 0 and _record(res)["incremental"], res.stdout + res.stderr
         for line in ("+ user mnew", "+ user hnew", "~ user kredel loginShell: '/bin/bash' -> '/bin/zsh'",
@@ -382,7 +387,9 @@ def test_an_incremental_sync_picks_up_a_change_an_add_and_a_delete_at_each_home(
         assert pw["mnew"][2] == "114010" and pw["hnew"][2] == "214011"
         assert pw["kredel"][6] == pw["hau"][6] == "/bin/zsh"
         assert "mnew" in gr["mabwgrid"][3].split(",") and "hnew" in gr["hdbwgrid"][3].split(",")
+        files = _files(tmp_path)
         _full_read_agrees(fed, tmp_path)
+        assert _files(tmp_path) == files  # line for line as the incremental sync wrote them
         m.delete(m_new)
         ok(m)
         h.delete(h_new)
@@ -393,7 +400,9 @@ def test_an_incremental_sync_picks_up_a_change_an_add_and_a_delete_at_each_home(
         pw, gr = passwd(tmp_path), groups(tmp_path)
         assert {"mnew", "hnew"}.isdisjoint(pw)
         assert "mnew" not in gr["mabwgrid"][3].split(",") and "hnew" not in gr["hdbwgrid"][3].split(",")
+        files = _files(tmp_path)
         _full_read_agrees(fed, tmp_path)
+        assert _files(tmp_path) == files
     finally:
         for c, dn in ((m, m_new), (h, h_new)):
             c.delete(dn)  # gone already where the test got that far
@@ -407,14 +416,16 @@ def test_an_incremental_sync_picks_up_a_change_an_add_and_a_delete_at_each_home(
 
 def _full_read_agrees(fed, out):
     """A sync that reads everything (its state dropped) finds nothing left to change."""
-    from geofed.ops import syncstate
     syncstate.drop(fed)
     res = sync(fed, out)
     assert res.returncode == 0 and not _record(res)["incremental"] and "made 0 changes" in res.stdout, res.stdout
 
 
+def _files(out: Path) -> list[str]:
+    return [(out / name).read_text() for name in ("passwd", "group")]
+
+
 def test_a_lost_or_doubtful_state_falls_back_to_a_full_read(fed, home, tmp_path):
-    from geofed.ops import syncstate
     m, admin = home["M"], home["admin"]
     kredel = userbase.ldap_user_dn(fed.site("M").directory, "kredel")
     state_dir = directory.run_dir(FED)
@@ -442,6 +453,14 @@ def test_a_lost_or_doubtful_state_falls_back_to_a_full_read(fed, home, tmp_path)
         shell("/bin/zsh")
         (state_dir / syncstate.CACHE).write_bytes(b"not a cache")
         synced_full("/bin/zsh")
+        # Of the version before (one pickle): rebuilt by a full read, the old file removed.
+        shell("/bin/sh")
+        summary = json.loads((state_dir / syncstate.SUMMARY).read_text())
+        (state_dir / syncstate.SUMMARY).write_text(json.dumps(dict(summary, version=1)))
+        (state_dir / syncstate.OLD_CACHE).write_bytes(b"a version 1 cache")
+        synced_full("/bin/sh")
+        assert not (state_dir / syncstate.OLD_CACHE).exists()
+        shell("/bin/zsh")
         # The merged directory written by hand: what it holds is read again.
         hand = f"uid=kredel2,ou=people,{fed.directory.base}"
         admin.add(hand, ["account", "posixAccount"], {"uid": "kredel2", "cn": "x", "uidNumber": 998,
@@ -465,7 +484,6 @@ def test_a_first_sync_into_an_empty_admin_directory_loads_offline(fed, tmp_path,
     """With none of sync's entries in the admin directory, the first sync's adds go in by
     slapadd with slapd stopped a moment; a hand-made entry there survives. A failed
     offline load writes the entries one by one."""
-    from geofed.ops import syncstate
     state = directory.read_state(FED)
     base = fed.directory.base
     hand = f"cn=local,ou=groups,{base}"

@@ -23,6 +23,13 @@ again by memberOf (a member added or removed changes the group's USN, not the us
 Only the names that changed are merged again, with the same rules as a full merge
 (`users.merge` on those names, the other merged users beside them as possible members).
 
+The state is two files: `sync.json` (the marks, the counts, a token) and `sync.sqlite`
+(the homes' entries, their group memberships indexed by member, the merged names, the
+admin directory's entries of sync and the lines of passwd and group, a row each, with
+the same token). A full sync writes the cache afresh; an incremental one changes only
+the rows its changes touch, in one transaction, and rewrites passwd and group from the
+lines in their order.
+
 Anything that makes the state doubtful falls back to a full read, never to a merge from
 a stale copy: no state or an unreadable one, another version of the federation file, a
 home without a mark (an OpenLDAP server without syncprov) or whose mark went back or
@@ -36,8 +43,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pickle
 import secrets
+import sqlite3
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -46,12 +53,14 @@ from pathlib import Path
 from geofed.federation import Federation
 from geofed.ops import directory, ldapcli, users
 
-VERSION = 1
+VERSION = 2
 SUMMARY = "sync.json"  # the marks and the counts: all a sync with nothing changed reads
-# What was read and merged (200,000 users at 100,000 per site): pickle loads it in half
-# the time JSON does here; the file is root's, in a root-only directory, written by
-# this code alone.
-CACHE = "sync.pickle"
+# What was read, merged and written, an entry a row (SQLite), so that a sync after a few
+# changes reads and rewrites only the rows they touch: version 1 kept it in one pickle,
+# loaded and written whole by every such sync (105 MB at 100,000 users per site, three
+# quarters of the 1 % sync's time).
+CACHE = "sync.sqlite"
+OLD_CACHE = "sync.pickle"  # version 1's: its summary is refused, the file removed
 
 
 class Doubtful(Exception):
@@ -111,40 +120,153 @@ def load_summary(fed: Federation) -> dict | None:
     return s if s.get("version") == VERSION and s.get("sha256") == fed.sha256 else None
 
 
-def load_cache(fed: Federation, summary: dict) -> dict:
+# The cache's tables. Keys are DNs in lower case; names of home groups in lower case
+# (`lname`) as the merge prefixes them. home_member: a home's group memberships as the
+# merge sees them (an OpenLDAP group's memberUid in lower case; at AD the cached users'
+# memberOf), looked up by member for the groups a touched user is in. merged: the merged
+# users' and groups' sites; owned: the admin directory's entries of sync (DN, digest);
+# line: passwd's and group's lines (the hand-made entries' too), in the files' order.
+TABLES = """
+CREATE TABLE meta(k TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID;
+CREATE TABLE home_user(site TEXT, key TEXT, name TEXT, dn TEXT, uid INTEGER, gid INTEGER, gecos TEXT, home TEXT,
+                       shell TEXT, PRIMARY KEY (site, key)) WITHOUT ROWID;
+CREATE TABLE home_group(site TEXT, key TEXT, lname TEXT, name TEXT, dn TEXT, gid INTEGER,
+                        PRIMARY KEY (site, key)) WITHOUT ROWID;
+CREATE TABLE home_member(site TEXT, grp TEXT, name TEXT, PRIMARY KEY (site, grp, name)) WITHOUT ROWID;
+CREATE TABLE merged(kind TEXT, name TEXT, site TEXT, PRIMARY KEY (kind, name)) WITHOUT ROWID;
+CREATE TABLE owned(kind TEXT, name TEXT, dn TEXT, digest TEXT, PRIMARY KEY (kind, name)) WITHOUT ROWID;
+CREATE TABLE line(file TEXT, id INTEGER, name TEXT, text TEXT, PRIMARY KEY (file, id, name)) WITHOUT ROWID;
+"""
+# Made after the rows go in (faster than kept up row by row).
+INDEXES = """
+CREATE INDEX home_user_name ON home_user(name);
+CREATE INDEX home_group_lname ON home_group(site, lname);
+CREATE INDEX home_member_name ON home_member(name, site);
+CREATE INDEX line_name ON line(file, name);
+"""
+COLUMNS = {"home_user": 9, "home_group": 6, "home_member": 3}
+FILES = {"user": "passwd", "group": "group"}
+
+
+def _connect(path: Path, mode: str) -> sqlite3.Connection:
+    """The cache at `path` (`mode` "rw": as it is, "rwc": made if missing), its
+    transactions by hand (BEGIN, COMMIT) and without fsync: it lives under /run, as the
+    servers' data does, and a crash leaves a cache the summary's token does not name."""
+    db = sqlite3.connect(f"{path.as_uri()}?mode={mode}", uri=True, isolation_level=None)
+    db.execute("PRAGMA synchronous = OFF")  # raises where the file is no SQLite database
+    return db
+
+
+def open_cache(fed: Federation, summary: dict) -> sqlite3.Connection:
+    """The last sync's cache, in a transaction (closed without COMMIT, nothing in it changes)."""
+    path = _dir(fed) / CACHE
+    if not path.exists():
+        raise Doubtful("its cache is gone")
+    db = None
     try:
-        with open(_dir(fed) / CACHE, "rb") as f:
-            cache = pickle.load(f)
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError) as e:
+        db = _connect(path, "rw")
+        db.execute("BEGIN IMMEDIATE")
+        token = meta(db, "token")
+    except (sqlite3.DatabaseError, TypeError, ValueError) as e:  # not SQLite, no such table or row, not JSON
+        if db is not None:
+            db.close()
         raise Doubtful(f"its cache cannot be read ({e})") from None
-    if not isinstance(cache, dict) or cache.get("token") != summary.get("token"):
+    if token != summary.get("token"):
+        db.close()
         raise Doubtful("its cache is not of the last sync")
-    return cache
+    db.execute("CREATE TEMP TABLE touched(kind TEXT, name TEXT, PRIMARY KEY (kind, name)) WITHOUT ROWID")
+    return db
 
 
-def pack(cache: dict) -> tuple[str, bytes]:
-    """The cache as it is saved, with the token that ties it to its summary."""
+def meta(db: sqlite3.Connection, key: str):
+    """A value of the cache's own (token, held, collisions, refused_users, refused_groups)."""
+    return json.loads(db.execute("SELECT v FROM meta WHERE k = ?", (key,)).fetchone()[0])
+
+
+def set_meta(db: sqlite3.Connection, **values) -> None:
+    """Set values of the cache's own (JSON)."""
+    db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [(k, json.dumps(v)) for k, v in values.items()])
+
+
+def _home_rows(code: str, kind: str, read: users.HomeRead) -> dict[str, list[tuple]]:
+    """A full read of a home as the cache's rows (its activated users, its POSIX groups)."""
+    groups = {g["dn"].lower(): g for g in read.groups if g["gid"] is not None}
+    active = [u for u in read.users if u["activated"]]
+    if kind == "ad":
+        members = {(code, g, u["name"]) for u in active for g in u["member_of"] if g in groups}
+    else:
+        members = {(code, key, m.lower()) for key, g in groups.items() for m in g["members"]}
+    return {"home_user": [_user_row(code, u) for u in active],
+            "home_group": [_group_row(code, g) for g in groups.values()], "home_member": list(members)}
+
+
+def _user_row(code: str, u: dict) -> tuple:
+    return code, u["dn"].lower(), u["name"], u["dn"], u["uid"], u["gid"], u["gecos"], u["home"], u["shell"]
+
+
+def _group_row(code: str, g: dict) -> tuple:
+    return code, g["dn"].lower(), g["name"].lower(), g["name"], g["dn"], g["gid"]
+
+
+def build(fed: Federation, homes: dict[str, users.HomeRead], m: users.Merge, held: dict, owned: dict,
+          lines: dict[str, list[tuple[int, str, str]]]) -> tuple[str, Path]:
+    """A full sync's cache, written beside the last one (`save` puts it in its place), and
+    the token that ties it to its summary. `owned`: kind -> {name: {"dn", "geofedDigest"}}
+    as the plan leaves them; `lines`: file -> (id, name, line) of passwd and group."""
+    path = _dir(fed) / f".{CACHE}.tmp"
+    path.unlink(missing_ok=True)
     token = secrets.token_hex(16)
-    return token, pickle.dumps(dict(cache, token=token), protocol=pickle.HIGHEST_PROTOCOL)
+    db = _connect(path, "rwc")
+    try:
+        db.executescript(TABLES)
+        db.execute("BEGIN")
+        for code, read in homes.items():
+            for table, rows in _home_rows(code, fed.site(code).directory.kind, read).items():
+                db.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * COLUMNS[table])})", rows)
+        for kind, entries in (("user", m.users), ("group", m.groups)):
+            db.executemany("INSERT INTO merged VALUES (?, ?, ?)",
+                           ((kind, n, e["geofedSite"]) for n, e in entries.items()))
+        for kind, have in owned.items():
+            db.executemany("INSERT INTO owned VALUES (?, ?, ?, ?)",
+                           ((kind, n, h["dn"], h["geofedDigest"]) for n, h in have.items()))
+        for file, rows in lines.items():
+            db.executemany("INSERT INTO line VALUES (?, ?, ?, ?)", ((file, *row) for row in rows))
+        set_meta(db, token=token, held={k: {str(n): v for n, v in d.items()} for k, d in held.items()},
+                 collisions=m.collisions, refused_users=sorted(m.refused_users),
+                 refused_groups=sorted(m.refused_groups))
+        for index in filter(None, (i.strip() for i in INDEXES.split(";"))):
+            db.execute(index)
+        db.execute("COMMIT")
+    finally:
+        db.close()
+    return token, path
 
 
-def save(fed: Federation, marks: dict, summary: dict, packed: tuple[str, bytes]) -> None:
-    """Both files, the cache first (each replaced whole: a crash between them leaves a
-    summary whose token the cache does not hold)."""
+def _held(db: sqlite3.Connection) -> dict:
+    """The hand-made entries of the admin directory as the last full read found them (the
+    merged directory's mark has not moved since: they are as they were)."""
+    held = meta(db, "held")
+    return dict(held, uids={int(k): v for k, v in held["uids"].items()},
+                gids={int(k): v for k, v in held["gids"].items()})
+
+
+def save(fed: Federation, marks: dict, summary: dict, token: str, built: Path | None = None) -> None:
+    """The summary, naming the cache by its token; a full sync's cache (`built`) put in
+    place first. A crash between them leaves a summary whose token the cache does not hold."""
     d = _dir(fed)
-    token, data = packed
-    for name, text in ((CACHE, data), (SUMMARY, json.dumps(dict(summary, version=VERSION, sha256=fed.sha256,
-                                                                marks=marks, token=token)).encode())):
-        tmp = d / f".{name}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(text)
-        tmp.replace(d / name)
+    if built is not None:
+        built.replace(d / CACHE)
+    (d / OLD_CACHE).unlink(missing_ok=True)
+    tmp = d / f".{SUMMARY}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps(dict(summary, version=VERSION, sha256=fed.sha256, marks=marks, token=token)))
+    tmp.replace(d / SUMMARY)
 
 
 def drop(fed: Federation) -> None:
     """Forget the state: the next sync reads everything."""
-    for name in (SUMMARY, CACHE):
+    for name in (SUMMARY, CACHE, OLD_CACHE, f".{CACHE}.tmp"):
         (_dir(fed) / name).unlink(missing_ok=True)
 
 
@@ -228,57 +350,114 @@ def _escape(value: str) -> str:
     return escape_filter_chars(value)
 
 
-def apply_changes(home: dict, ch: HomeChanges, kind: str) -> tuple[set[str], set[str]]:
-    """Bring a cached home ({"users": {dn: user}, "groups": {dn: group}}, DNs in lower
-    case) to what the home holds now; the user names and the group names (unprefixed,
-    lower case) whose entries changed, before or after."""
+def apply_changes(db: sqlite3.Connection, code: str, ch: HomeChanges,
+                  kind: str) -> tuple[set[str], set[str], list[tuple[str, list]]]:
+    """What a home's changes since the last sync do to its cached rows: the user names and
+    the group names (unprefixed, lower case) whose entries changed, before or after, and
+    the writes that bring the rows to what the home holds now."""
     names, group_names = set(), set()
-    cached_users, cached_groups = home["users"], home["groups"]
+    cached_users = dict(db.execute("SELECT key, name FROM home_user WHERE site = ?", (code,)))
+    cached_groups = dict(db.execute("SELECT key, lname FROM home_group WHERE site = ?", (code,)))
+    gone_users, new_users = [], {}
     for u in ch.users:
         key = u["dn"].lower()
         old = cached_users.pop(key, None)
         if old is not None:
-            names.add(old["name"])
+            names.add(old)
+            gone_users.append((key, old))
         if u["activated"] and key in ch.user_dns:
-            cached_users[key] = u
+            cached_users[key] = u["name"]
+            new_users[key] = u
             names.add(u["name"])
     for key in [k for k in cached_users if k not in ch.user_dns]:  # deleted at home
-        names.add(cached_users.pop(key)["name"])
+        gone_users.append((key, cached_users.pop(key)))
+        names.add(gone_users[-1][1])
     if len(cached_users) != len(ch.user_dns):
         raise Doubtful("a home lists activated users its changes did not name")
+    gone_groups, new_groups = [], {}
     for g in ch.groups:
         key = g["dn"].lower()
         old = cached_groups.pop(key, None)
         if old is not None:
-            group_names.add(old["name"].lower())
+            group_names.add(old)
+            gone_groups.append(key)
         if g["gid"] is not None and key in ch.group_dns:
-            cached_groups[key] = g
+            cached_groups[key] = g["name"].lower()
+            new_groups[key] = g
             group_names.add(g["name"].lower())
     for key in [k for k in cached_groups if k not in ch.group_dns]:
-        group_names.add(cached_groups.pop(key)["name"].lower())
+        group_names.add(cached_groups.pop(key))
+        gone_groups.append(key)
     if len(cached_groups) != len(ch.group_dns):
         raise Doubtful("a home lists groups its changes did not name")
-    if kind == "ad":
-        changed = {g["dn"].lower() for g in ch.groups}
-        for key, u in cached_users.items():
-            if key in ch.members:
-                u["member_of"] = ch.members[key]
-            elif changed.intersection(u["member_of"]):
-                u["member_of"] = [g for g in u["member_of"] if g not in changed]
-    return names, group_names
+    member = "INSERT OR IGNORE INTO home_member VALUES (?, ?, ?)"
+    by_group = "DELETE FROM home_member WHERE site = ? AND grp = ?"
+    writes = [("DELETE FROM home_user WHERE site = ? AND key = ?", [(code, k) for k, _ in gone_users]),
+              ("INSERT INTO home_user VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+               [_user_row(code, u) for u in new_users.values()]),
+              ("DELETE FROM home_group WHERE site = ? AND key = ?", [(code, k) for k in gone_groups]),
+              ("INSERT INTO home_group VALUES (?, ?, ?, ?, ?, ?)", [_group_row(code, g) for g in new_groups.values()])]
+    if kind == "ldap":  # a group's memberUid
+        writes += [(by_group, [(code, k) for k in gone_groups]),
+                   (member, [(code, k, m.lower()) for k, g in new_groups.items() for m in g["members"]])]
+    else:  # the users' memberOf: a changed user's own, then the members of the changed groups read again
+        by_user = "DELETE FROM home_member WHERE site = ? AND name = ?"
+        changed = {g["dn"].lower() for g in ch.groups} | set(gone_groups)
+        again = {cached_users[k]: of for k, of in ch.members.items() if k in cached_users}
+        writes += [(by_user, [(code, name) for _, name in gone_users]),
+                   (member, [(code, g, u["name"]) for u in new_users.values() for g in u["member_of"]
+                             if g in cached_groups]),
+                   (by_group, [(code, k) for k in changed]),
+                   (by_user, [(code, name) for name in again]),
+                   (member, [(code, g, name) for name, of in again.items() for g in of if g in cached_groups])]
+    return names, group_names, writes
 
 
-def home_read(kind: str, cached: dict) -> users.HomeRead:
-    """A cached home as a full read returns it."""
-    us, gs = list(cached["users"].values()), [dict(g) for g in cached["groups"].values()]
-    if kind == "ad":
-        users.ad_members(us, gs)
-    return users.HomeRead(us, gs)
+# The queries below start from the touched names and reach the tables by their indexes:
+# `CROSS JOIN` makes SQLite join in the order written (without statistics it chose to
+# scan a site's 200,000 memberships for the touched groups' members).
 
 
-def cache_home(read: users.HomeRead) -> dict:
-    return {"users": {u["dn"].lower(): u for u in read.users if u["activated"]},
-            "groups": {g["dn"].lower(): g for g in read.groups if g["gid"] is not None}}
+def _touch(db: sqlite3.Connection, kind: str, names) -> None:
+    """Put names of a kind in the sync's temporary table of touched names."""
+    db.executemany("INSERT OR IGNORE INTO touched VALUES (?, ?)", ((kind, n) for n in names))
+
+
+def _groups_listing(db: sqlite3.Connection, sites: dict) -> set[str]:
+    """The merged names of the home groups that list a touched user."""
+    prefix = {code: s.directory.prefix for code, (s, _) in sites.items()}
+    return {prefix[site] + lname for site, lname in db.execute(
+        "SELECT m.site, g.lname FROM touched t CROSS JOIN home_member m ON m.name = t.name "
+        "CROSS JOIN home_group g ON g.site = m.site AND g.key = m.grp WHERE t.kind = 'user'") if site in prefix}
+
+
+def _sub_homes(db: sqlite3.Connection, sites: dict, group_names: set[str]) -> dict[str, users.HomeRead]:
+    """The homes' touched users and the groups named `group_names`, as a full read has them."""
+    homes = {code: users.HomeRead([], []) for code in sites}
+    for site, *row in db.execute("SELECT h.site, h.name, h.dn, h.uid, h.gid, h.gecos, h.home, h.shell FROM touched t "
+                                 "CROSS JOIN home_user h ON h.name = t.name WHERE t.kind = 'user'"):
+        if site in homes:
+            homes[site].users.append(dict(zip(("name", "dn", "uid", "gid", "gecos", "home", "shell"), row),
+                                          activated=True))
+    for code, (s, _) in sites.items():
+        prefix = s.directory.prefix
+        _touch(db, f"home:{code}", (n[len(prefix):] for n in group_names if n.startswith(prefix)))
+        groups = {key: {"name": name, "dn": dn, "gid": gid, "members": []} for key, name, dn, gid in db.execute(
+            "SELECT g.key, g.name, g.dn, g.gid FROM touched t CROSS JOIN home_group g INDEXED BY home_group_lname "
+            "ON g.site = ? AND g.lname = t.name WHERE t.kind = ?", (code, f"home:{code}"))}
+        for key, name in db.execute("SELECT m.grp, m.name FROM touched t CROSS JOIN home_group g ON g.site = ? "
+                                    "AND g.lname = t.name CROSS JOIN home_member m ON m.site = g.site "
+                                    "AND m.grp = g.key WHERE t.kind = ?", (code, f"home:{code}")):
+            groups[key]["members"].append(name)
+        homes[code].groups.extend(groups.values())
+    return homes
+
+
+def _owned(db: sqlite3.Connection, kind: str) -> dict[str, dict]:
+    """The owned entries (DN, digest) of the touched names of a kind."""
+    return {name: {"dn": dn, "geofedDigest": digest, "partial": True} for name, dn, digest in db.execute(
+        "SELECT o.name, o.dn, o.digest FROM touched t CROSS JOIN owned o ON o.kind = t.kind AND o.name = t.name "
+        "WHERE t.kind = ?", (kind,))}
 
 
 # ---------------------------------------------------------------- the incremental sync
@@ -311,7 +490,16 @@ def sync_changes(fed: Federation, state: dict, sites: dict, marks: dict, summary
         return users.result(dry_run, summary["sites"], summary["merged_users"], summary["merged_groups"], [], [],
                             summary["collisions"], dict(seconds, read=t, total=t, read_each={}),
                             [out / "passwd", out / "group"] if out is not None else [], incremental=True)
-    cache = load_cache(fed, summary)
+    db = open_cache(fed, summary)
+    try:
+        return _patch(fed, db, state, sites, marks, summary, dry_run, out, files_ok, progress, t0)
+    finally:
+        db.close()  # without a commit (a dry run, refused writes, a doubt): the cache as it was
+
+
+def _patch(fed: Federation, db: sqlite3.Connection, state: dict, sites: dict, marks: dict, summary: dict,
+           dry_run: bool, out: Path | None, files_ok: bool, progress, t0: float) -> dict:
+    old = summary["marks"]
     moved = {code: (s, at) for code, (s, at) in sites.items() if marks["homes"][code] != old["homes"][code]}
     found = {}
     if moved:
@@ -320,76 +508,97 @@ def sync_changes(fed: Federation, state: dict, sites: dict, marks: dict, summary
                      for code, (s, at) in moved.items()}
             found = {code: f.result() for code, f in found.items()}
     read_s = {code: t for code, (_, t) in found.items()}
+    read = dict(summary["sites"])
     names: set[str] = set()  # user names touched at any home
     group_names: set[str] = set()  # merged group names touched
+    writes = []
     for code, (ch, _) in found.items():
-        touched, groups = apply_changes(cache["homes"][code], ch, sites[code][0].directory.kind)
+        touched, groups, rows = apply_changes(db, code, ch, sites[code][0].directory.kind)
         progress(f"site {code}: {len(ch.users)} users and {len(ch.groups)} groups changed since the last sync")
+        read[code] = {"activated": len(ch.user_dns), "groups": len(ch.group_dns)}
         names |= touched
         group_names |= {sites[code][0].directory.prefix + g for g in groups}
+        writes += rows
+    _touch(db, "user", names)
+    # Groups that listed a touched user when merged last time (the homes' rows before the
+    # changes: the last merge's groups came from them), and those that list one now.
+    group_names |= _groups_listing(db, sites)
+    for sql, rows in writes:
+        db.executemany(sql, rows)
+    group_names |= _groups_listing(db, sites)
+    _touch(db, "group", group_names)
     t_read = time.monotonic()
-    prior = cache["merge"]
-    reads = {code: home_read(s.directory.kind, cache["homes"][code]) for code, (s, _) in sites.items()}
-    # Groups that list a touched user now, or listed one when merged last time.
-    group_names |= {n for n, g in prior["groups"].items() if names.intersection(ldapcli.values(g.get("memberUid")))}
-    for code, (s, _) in sites.items():
-        group_names |= {s.directory.prefix + g["name"].lower() for g in reads[code].groups
-                        if names.intersection(m.lower() for m in g["members"])}
-    sub_homes = {code: users.HomeRead([u for u in reads[code].users if u["name"] in names],
-                                      [g for g in reads[code].groups
-                                       if s.directory.prefix + g["name"].lower() in group_names])
-                 for code, (s, _) in sites.items()}
-    outside = {n: u for n, u in prior["users"].items() if n not in names}
-    held = cache["held"]
+    sub_homes = _sub_homes(db, sites, group_names)
+    _touch(db, "member", {m.lower() for h in sub_homes.values() for g in h.groups for m in g["members"]} - names)
+    outside = dict(db.execute("SELECT m.name, m.site FROM touched t CROSS JOIN merged m ON m.kind = 'user' "
+                              "AND m.name = t.name WHERE t.kind = 'member'"))
+    held = _held(db)
     sub = users.merge(fed, sub_homes, held, outside)
     admin = state["servers"]["admin"]
 
     def fetch(kind: str, dns: list[str]) -> dict[str, dict]:
         return users.fetch_owned(admin, state["ca"], kind, dns)
-    owned = cache["owned"]
-    changes = users.plan(sub, {n: owned["user"][n] for n in names if n in owned["user"]},
-                         {n: owned["group"][n] for n in group_names if n in owned["group"]}, admin["base"], fetch)
-    merged = {"users": {**outside, **{n: u["_site"] for n, u in sub.users.items()}},
-              "groups": {**{n: g for n, g in prior["groups"].items() if n not in group_names}, **sub.groups},
-              "refused_users": (prior["refused_users"] - names) | sub.refused_users,
-              "refused_groups": (prior["refused_groups"] - group_names) | sub.refused_groups,
-              "collisions": [c for c in prior["collisions"]
-                             if c["name"] not in (names if c["entry"] == "user" else group_names)] + sub.collisions,
-              "want": {kind: {**{n: w for n, w in prior["want"][kind].items() if n not in touched},
-                              **sub.want(kind)}
-                       for kind, touched in (("user", names), ("group", group_names))}}
-    read = {code: {"activated": len(cache["homes"][code]["users"]), "groups": len(cache["homes"][code]["groups"])}
-            for code in sites}
+    owned = {kind: _owned(db, kind) for kind in ("user", "group")}
+    changes = users.plan(sub, owned["user"], owned["group"], admin["base"], fetch)
+    refused = {"user": (set(meta(db, "refused_users")) - names) | sub.refused_users,
+               "group": (set(meta(db, "refused_groups")) - group_names) | sub.refused_groups}
+    collisions = [c for c in meta(db, "collisions")
+                  if c["name"] not in (names if c["entry"] == "user" else group_names)] + sub.collisions
     t_plan = time.monotonic()
-    errors = []
-    if not dry_run and changes:
-        progress(f"writing {len(changes)} changes to the admin directory")
-        errors = users.apply(admin, changes)
-    t_apply = time.monotonic()
     paths = []
+    with ThreadPoolExecutor(1) as pool:
+        # The admin server makes the changes while this process brings the cache and the
+        # files to what they leave (both undone below if a change was refused).
+        writing = None
+        if not dry_run and changes:
+            progress(f"writing {len(changes)} changes to the admin directory")
+            writing = pool.submit(users.apply, admin, changes)
+        merged = {}
+        for kind, touched, entries in (("user", names, sub.users), ("group", group_names, sub.groups)):
+            db.executemany("DELETE FROM merged WHERE kind = ? AND name = ?", ((kind, n) for n in touched))
+            db.executemany("INSERT INTO merged VALUES (?, ?, ?)",
+                           ((kind, n, e["geofedSite"]) for n, e in entries.items()))
+            merged[kind] = db.execute("SELECT count(*) FROM merged WHERE kind = ?", (kind,)).fetchone()[0]
+            if not dry_run:
+                _settle(db, kind, touched, owned[kind], sub, changes, held)
+        if not dry_run and out is not None and (changes or not files_ok):
+            paths = users.write_lines(out, {f: db.execute("SELECT id, name, text FROM line WHERE file = ? "
+                                                          "ORDER BY id, name", (f,)) for f in ("passwd", "group")})
+        elif not dry_run and out is not None:
+            paths = [out / "passwd", out / "group"]
+        errors = writing.result() if writing is not None else []
+    t_apply = time.monotonic()
     if errors:
+        db.close()
         paths = abandon(fed, state, out)
     elif not dry_run:
-        for kind, touched, refused in (("user", names, sub.refused_users), ("group", group_names, sub.refused_groups)):
-            final, have, want = cache["final"][kind], owned[kind], sub.want(kind)
-            for name in touched:
-                if name in refused and name in have:
-                    continue  # a refused name's entry stays as it was
-                if name in want:
-                    final[name] = want[name]
-                else:
-                    final.pop(name, None)
-            owned[kind] = users.owned_after(have, changes, kind)
-        if out is not None and (changes or not files_ok):
-            paths = users.write_files(out, {**held["users"], **cache["final"]["user"]},
-                                      {**held["groups"], **cache["final"]["group"]})
-        elif out is not None:
-            paths = [out / "passwd", out / "group"]
-        cache["merge"] = merged
         marks = dict(marks, admin=admin_mark(admin, state["ca"]) if changes else marks["admin"])
-        save(fed, marks, summary_of(read, len(merged["users"]), len(merged["groups"]), merged["collisions"], out),
-             pack(cache))
+        token = secrets.token_hex(16)
+        set_meta(db, token=token, collisions=collisions, refused_users=sorted(refused["user"]),
+                 refused_groups=sorted(refused["group"]))
+        db.execute("COMMIT")
+        save(fed, marks, summary_of(read, merged["user"], merged["group"], collisions, out), token)
     seconds = {"read": t_read - t0, "merge": t_plan - t_read, "write": t_apply - t_plan,
                "files": time.monotonic() - t_apply, "total": time.monotonic() - t0, "read_each": read_s}
-    return users.result(dry_run, read, len(merged["users"]), len(merged["groups"]), changes, errors,
-                        merged["collisions"], seconds, paths, incremental=True)
+    return users.result(dry_run, read, merged["user"], merged["group"], changes, errors, collisions, seconds, paths,
+                        incremental=True)
+
+
+def _settle(db: sqlite3.Connection, kind: str, touched: set[str], have: dict, sub: users.Merge, changes: list,
+            held: dict) -> None:
+    """The owned entries and the files' lines of the touched names of a kind as the changes
+    leave them: the merge's, a refused name's as an earlier sync made it, else a
+    hand-made entry's line."""
+    after = users.owned_after(have, changes, kind)
+    db.executemany("DELETE FROM owned WHERE kind = ? AND name = ?", ((kind, n) for n in touched))
+    db.executemany("INSERT INTO owned VALUES (?, ?, ?, ?)",
+                   ((kind, n, h["dn"], h["geofedDigest"]) for n, h in after.items()))
+    refused, want = sub.refused_users if kind == "user" else sub.refused_groups, sub.want(kind)
+    hand = held["users" if kind == "user" else "groups"]
+    for name in touched:
+        if name in refused and name in have:
+            continue  # a refused name's entry stays as it was
+        db.execute("DELETE FROM line WHERE file = ? AND name = ?", (FILES[kind], name))
+        entry = want.get(name) or hand.get(name)
+        if entry is not None:
+            db.execute("INSERT INTO line VALUES (?, ?, ?, ?)", (FILES[kind], *users.file_line(kind, name, entry)))

@@ -71,15 +71,11 @@ def _sync_full(fed: Federation, state: dict, sites: dict, marks: dict, dry_run: 
         """passwd and group, and the state to keep, as the plan leaves the admin directory."""
         final = {"user": users.final_entries(m, owned_users, "user", fetch),
                  "group": users.final_entries(m, owned_groups, "group", fetch)}
-        settled["paths"] = users.write_files(out, {**held["users"], **final["user"]},
-                                       {**held["groups"], **final["group"]}) if out is not None else []
+        lines = {f: sorted(rows) for f, rows in users.file_lines({**held["users"], **final["user"]},
+                                                                 {**held["groups"], **final["group"]}).items()}
+        settled["paths"] = users.write_lines(out, lines) if out is not None else []
         owned = {kind: users.owned_after(have, changes, kind) for kind, have in (("user", owned_users), ("group", owned_groups))}
-        settled["state"] = syncstate.pack({
-            "homes": {code: syncstate.cache_home(h) for code, h in homes.items()},
-            "merge": {"users": {n: u["_site"] for n, u in m.users.items()}, "groups": m.groups, "refused_users": m.refused_users,
-                      "refused_groups": m.refused_groups, "collisions": m.collisions,
-                      "want": {"user": m.want("user"), "group": m.want("group")}},
-            "owned": owned, "final": final, "held": held})
+        settled["state"] = syncstate.build(fed, homes, m, held, owned, lines)
     errors = []
     if not dry_run and changes:
         # Nothing of ours there yet (the plan is all adds): a bulk load, if big enough.
@@ -97,7 +93,7 @@ def _sync_full(fed: Federation, state: dict, sites: dict, marks: dict, dry_run: 
         paths = settled["paths"]
         marks = dict(marks, admin=syncstate.admin_mark(admin, state["ca"]) if changes else marks["admin"])
         syncstate.save(fed, marks, syncstate.summary_of(m.read, len(m.users), len(m.groups), m.collisions, out),
-                       settled["state"])
+                       *settled["state"])
     seconds = {"read": t_read - t0, "merge": t_plan - t_read, "write": t_apply - t_plan,
                "files": time.monotonic() - t_apply, "total": time.monotonic() - t0, "read_each": read_s}
     return users.result(dry_run, m.read, len(m.users), len(m.groups), changes, errors, m.collisions, seconds, paths,
