@@ -159,8 +159,11 @@ def alive(pid: int) -> bool:
 
 def terminate(pids: list[int], grace: float = 3.0, groups: bool = False) -> None:
     """SIGTERM, then SIGKILL whatever is still there after `grace` seconds; with `groups`,
-    to each pid's process group (a server started in its own session, and what it forked)."""
+    to each pid's process group (a server started in its own session, and what it forked),
+    and the group counts as there while any of its members is: a leader that exits first
+    leaves workers (Samba's, slapd's helpers) that must not outlive the return."""
     kill = os.killpg if groups else os.kill
+    there = (lambda p: alive(p) or bool(group_members(p))) if groups else alive
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for p in pids:
             try:
@@ -168,11 +171,27 @@ def terminate(pids: list[int], grace: float = 3.0, groups: bool = False) -> None
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and any(alive(p) for p in pids):
+        while time.monotonic() < deadline and any(there(p) for p in pids):
             time.sleep(0.02)
-        pids = [p for p in pids if alive(p)]
+        pids = [p for p in pids if there(p)]
         if not pids:
             return
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live (not zombie) processes of process group `pgid`."""
+    members = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":  # state, ppid, pgrp
+            members.append(int(d))
+    return members
 
 
 def spawn_ready(argv: list[str], log_path: str | None = None, timeout: float = 10.0) -> subprocess.Popen:
