@@ -36,9 +36,6 @@ pub fn open_packet_socket(flag: &str, ifname: &str) -> Result<RawFd, String> {
     if setsockopt(fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &(1 as libc::c_int)).is_err() {
         eprintln!("{PROG}: warning: PACKET_IGNORE_OUTGOING unsupported; filtering by pkttype");
     }
-    // Frames we send go straight to the device: a veth has no queue to keep
-    // (noqueue), and the model already shaped them.
-    let _ = setsockopt(fd, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, &(1 as libc::c_int));
     let _ = grow_recv_buffer(fd, SOCK_BUF);
     let _ = grow_send_buffer(fd, SOCK_BUF);
     // Kernel receive stamps let arrival time exclude our own wake-up latency.
