@@ -150,11 +150,18 @@ def alive(pid: int) -> bool:
     except PermissionError:
         return True
     # A zombie still answers kill(0); it is dead for our purposes.
+    fields = stat_fields(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def stat_fields(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields after the command's name (state, ppid, pgrp, ...); None
+    when the process is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, IndexError):
-        return False
+            return f.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return None
 
 
 def terminate(pids: list[int], grace: float = 3.0, groups: bool = False) -> None:
@@ -182,14 +189,8 @@ def group_members(pgid: int) -> list[int]:
     """The live (not zombie) processes of process group `pgid`."""
     members = []
     for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":  # state, ppid, pgrp
+        fields = stat_fields(int(d)) if d.isdigit() else None
+        if fields is not None and int(fields[2]) == pgid and fields[0] != "Z":  # state, ppid, pgrp
             members.append(int(d))
     return members
 
