@@ -184,3 +184,20 @@ def test_compare_refuses_an_osu_built_for_the_other_mpi(tmp_path, monkeypatch):
                 assert compare.find_osu(str(tmp_path), "latency") == tmp_path / "bin" / "osu_latency"
         finally:
             mpi.current.cache_clear()
+
+
+def test_no_job_progresses_its_tcp_only_every_10_ms(fed, monkeypatch):
+    """ob1's TCP is driven by libevent, which Open MPI ticks at every progress call or, in
+    some jobs, every 10 ms: a 1-byte round trip then takes ~10 ms whatever the link (here
+    2 ms). About one job in three did so before the testbed set the tick rate; 8 jobs all
+    passing by chance would be 4 %."""
+    from geofed.bench import floor
+    monkeypatch.setenv("GEOFED_MPI", "openmpi")
+    mpi.current.cache_clear()
+    try:
+        loaded = federation.load(fed)
+        one_way_us = [floor.mpi_latency_us(loaded, "A", "B", 20)["median"] for _ in range(8)]
+    finally:
+        mpi.current.cache_clear()
+    # the link's 1 ms one way and the host's costs, far below a 10 ms tick's 5 ms
+    assert max(one_way_us) < 3000, one_way_us

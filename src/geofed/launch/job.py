@@ -74,11 +74,18 @@ OPENMPI_SESSION_DIR = "/tmp/geofed-ompi-job-"
 # trip of the link before its data: a 64 KiB one-way time across icm-task's 9 ms link was
 # 16.8 ms against 7.2 ms with this limit; UCX, under MPICH, sent the same sizes eagerly.
 OPENMPI_EAGER_LIMIT = str(8 << 20)
+# ob1 over TCP is driven by libevent, which opal_progress ticks at every call while the TCP
+# BTL counts itself a user of it, else once per 10 ms. About one job in three on the testbed
+# ran in the 10 ms mode throughout: 1-byte round trips of ~10 ms on ma-hd's 0.3 ms link, 4 MiB
+# at 45 instead of 200 MB/s (a socket buffer per tick). A tick rate of 1 us ticks it at every
+# call in every job (0 of 12 slow against 4 of 12, docs/launch.md).
+OPENMPI_EVENT_TICK_US = "1"
 OPENMPI_TESTBED_MCA = {
     "pml": "ob1",
     "btl": "self,vader,tcp",
     "btl_tcp_if_include": TESTBED_SUBNET,
     "btl_tcp_eager_limit": OPENMPI_EAGER_LIMIT,
+    "mpi_event_tick_rate": OPENMPI_EVENT_TICK_US,
     "oob_tcp_if_include": TESTBED_SUBNET,
     "plm_rsh_no_tree_spawn": "1",
 }
@@ -86,7 +93,7 @@ OPENMPI_TESTBED_MCA = {
 # host's name: vader would name two nodes' segments alike (see the agent's GEOFED_NODE_HOSTNAME),
 # so ranks of one node talk over TCP too.
 OPENMPI_SRUN_TESTBED_MCA = {"pml": "ob1", "btl": "self,tcp", "btl_tcp_if_include": TESTBED_SUBNET,
-                            "btl_tcp_eager_limit": OPENMPI_EAGER_LIMIT}
+                            "btl_tcp_eager_limit": OPENMPI_EAGER_LIMIT, "mpi_event_tick_rate": OPENMPI_EVENT_TICK_US}
 # Hydra's proxy writes the node's hwloc topology here (the path is compiled in).
 HYDRA_TOPOLOGY_FILE = "/tmp/hydra_hwloc_xmlfile_"
 
