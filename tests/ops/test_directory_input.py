@@ -186,6 +186,26 @@ def test_ldif_from_ldapsearch_is_split_into_entries_with_the_names_asked_for():
         ("uid=a,ou=people,o=x", {"uidNumber": ["7"], "memberOf": ["cn=g1", "cn=g2"]}),
         ("cn=Jürgen,o=x", {"gecos": [" Jürgen "]})]
     assert ldapcli.parse("") == []
+    # Without base64 or comments (the way most reads come), the same entries.
+    plain = "dn: uid=a,o=x\nuidnumber: 7\nmemberOf: cn=g1\nmemberOf: cn=g2\ngecos:\n\ndn: uid=b,o=x\ncn: B: b\n\n"
+    assert ldapcli.parse(plain, {"uidnumber": "uidNumber"}) == [
+        ("uid=a,o=x", {"uidNumber": ["7"], "memberOf": ["cn=g1", "cn=g2"], "gecos": [""]}),
+        ("uid=b,o=x", {"cn": ["B: b"]})] == ldapcli.parse("# a comment\n" + plain, {"uidnumber": "uidNumber"})
+
+
+def test_entries_become_ldif_with_base64_exactly_where_a_value_needs_it():
+    plain = [("uid=a,ou=people,o=x", {"objectClass": ["account", "posixAccount"], "uidNumber": 100007,
+                                      "gecos": "A: B", "memberUid": None}),
+             ("cn=g,ou=groups,o=x", {"memberUid": ["a", "b"]})]
+    assert ldapcli.entries_text(plain) == ("dn: uid=a,ou=people,o=x\nobjectClass: account\nobjectClass: posixAccount\n"
+                                           "uidNumber: 100007\ngecos: A: B\n\ndn: cn=g,ou=groups,o=x\nmemberUid: a\n"
+                                           "memberUid: b\n")
+    # Each value LDIF cannot carry as it is, among plain ones; and one that only looks so.
+    for odd in ("Jürgen", " lead", ":colon", "<angle", "trail ", "two\nlines", "tab\there", "", "a: :b"):
+        entries = plain + [("cn=odd,o=x", {"gecos": odd, "cn": "odd"})]
+        text = ldapcli.entries_text(entries)
+        assert ldapcli.line("gecos", odd) in text.split("\n"), odd
+        assert ldapcli.parse(text)[-1] == ("cn=odd,o=x", {"gecos": [odd], "cn": ["odd"]}), odd
 
 
 def test_changes_become_ldif_change_records_and_refusals_name_record_and_reason():
