@@ -261,19 +261,20 @@ def merge(fed: Federation, homes: dict[str, HomeRead], held: dict, outside: dict
                          f"{d.offset}-{d.offset + d.id_range - 1}", [where])
                 continue
             candidates.setdefault(u["name"], []).append((code, u, uid, gid))
+    held_users, held_uids = held["users"], held["uids"]
     for name, found in sorted(candidates.items()):
-        sources = [f"{code}:{u['dn']}" for code, u, _, _ in found]
-        if len(found) > 1:
-            m.refuse("same-name", name, "user", f"activated at {' and '.join(c for c, *_ in found)}: "
-                     "user names must be unique across the federation", sources)
-            continue
         code, u, uid, gid = found[0]
-        if name in held["users"]:
-            m.refuse("name-taken", name, "user", f"the admin directory has a hand-made {held['users'][name]['dn']}",
-                     sources)
-            continue
-        if uid in held["uids"]:
-            m.refuse("id-taken", name, "user", f"uidNumber {uid} belongs to the hand-made {held['uids'][uid]}", sources)
+        if len(found) > 1 or name in held_users or uid in held_uids:  # sources made only for a refusal
+            sources = [f"{code}:{u['dn']}" for code, u, _, _ in found]
+            if len(found) > 1:
+                m.refuse("same-name", name, "user", f"activated at {' and '.join(c for c, *_ in found)}: "
+                         "user names must be unique across the federation", sources)
+            elif name in held_users:
+                m.refuse("name-taken", name, "user", f"the admin directory has a hand-made {held_users[name]['dn']}",
+                         sources)
+            else:
+                m.refuse("id-taken", name, "user", f"uidNumber {uid} belongs to the hand-made {held_uids[uid]}",
+                         sources)
             continue
         m.users[name] = {"cn": u["gecos"], "uidNumber": uid, "gidNumber": gid, "homeDirectory": u["home"],
                          "loginShell": u["shell"], "gecos": u["gecos"], "geofedSite": code, "geofedSource": u["dn"],
@@ -297,18 +298,18 @@ def merge(fed: Federation, homes: dict[str, HomeRead], held: dict, outside: dict
                 continue
             group_candidates.setdefault(name, []).append((code, g, gid))
     for name, found in sorted(group_candidates.items()):
-        sources = [f"{code}:{g['dn']}" for code, g, _ in found]
-        if len(found) > 1:
-            m.refuse("group-clash", name, "group", f"groups of {' and '.join(c for c, *_ in found)} are both "
-                     f"{name} after prefixing", sources)
-            continue
-        if name in held["groups"]:
-            m.refuse("group-clash", name, "group", f"the admin directory has a hand-made {held['groups'][name]['dn']}",
-                     sources)
-            continue
         code, g, gid = found[0]
-        if gid in held["gids"]:
-            m.refuse("id-taken", name, "group", f"gidNumber {gid} belongs to the hand-made {held['gids'][gid]}", sources)
+        if len(found) > 1 or name in held["groups"] or gid in held["gids"]:
+            sources = [f"{code}:{g['dn']}" for code, g, _ in found]
+            if len(found) > 1:
+                m.refuse("group-clash", name, "group", f"groups of {' and '.join(c for c, *_ in found)} are both "
+                         f"{name} after prefixing", sources)
+            elif name in held["groups"]:
+                m.refuse("group-clash", name, "group",
+                         f"the admin directory has a hand-made {held['groups'][name]['dn']}", sources)
+            else:
+                m.refuse("id-taken", name, "group", f"gidNumber {gid} belongs to the hand-made {held['gids'][gid]}",
+                         sources)
             continue
         members = sorted(u for u in {x.lower() for x in g["members"]}
                          if (m.users[u]["_site"] if u in m.users else outside.get(u)) == code)
@@ -355,16 +356,11 @@ def _norm(v):
 
 
 def _want(attrs: dict) -> dict:
-    out = {}
-    for k, v in attrs.items():
-        if k.startswith("_"):
-            continue
-        if k == "memberUid":
-            v = sorted(v)
-            v = v[0] if len(v) == 1 else v
-            if not v:
-                v = None
-        out[k] = v
+    out = {k: v for k, v in attrs.items() if k[0] != "_"}
+    members = out.get("memberUid")
+    if members is not None:
+        members = sorted(members)
+        out["memberUid"] = (members[0] if len(members) == 1 else members) or None
     out["geofedDigest"] = digest(out)
     return out
 
@@ -372,8 +368,8 @@ def _want(attrs: dict) -> dict:
 def digest(attrs: dict) -> str:
     """The digest of a merged entry's attributes, stored with it: a second sync compares
     digests and reads no more than that of an entry that did not change."""
-    text = "\n".join(f"{k}\t{v if isinstance(v, str) else ','.join(v) if isinstance(v, list) else v}"
-                     for k, v in sorted(attrs.items()) if k != "geofedDigest")
+    text = "\n".join([f"{k}\t{','.join(v)}" if isinstance(v, list) else f"{k}\t{v}"
+                      for k, v in sorted(attrs.items()) if k != "geofedDigest"])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
