@@ -26,6 +26,7 @@ import shutil
 import socket
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 from urllib.parse import quote
@@ -382,8 +383,8 @@ def load_admin_offline(fed_name: str, state: dict, entries: list[tuple[str, dict
     time (40,000 adds: 9.8 s over LDAP, 2.0 s by slapadd here): its entries now (slapcat,
     which reads beside the running slapd) and `entries` go into a fresh database, which
     replaces the old one while slapd is stopped for a moment. The LDIF goes to slapadd as
-    it is made, and `meanwhile` runs once it is all written, while slapadd still indexes
-    (two cores: the caller's own work beside it). Not done (False) where `unchanged()` no
+    it is made, and `meanwhile` runs while slapadd loads it (two cores: the caller's own
+    work beside it). Not done (False) where `unchanged()` no
     longer holds once the database is made: someone wrote meanwhile. HostError where
     slapadd refuses an entry (it loads all or nothing); the running database is then
     untouched."""
@@ -418,7 +419,7 @@ def _replace_admin_data(fed_name: str, state: dict, before: str, entries: list[t
         with open(fresh / "slapadd.err", "w+") as err:
             proc = subprocess.Popen([SLAPADD, "-q", "-f", str(conf), "-b", admin["base"]], stdin=subprocess.PIPE,
                                     stdout=subprocess.DEVNULL, stderr=err, text=True)
-            try:
+            def feed() -> None:
                 try:
                     proc.stdin.write(before)
                     for i in range(0, len(entries), OFFLINE_CHUNK):
@@ -426,7 +427,16 @@ def _replace_admin_data(fed_name: str, state: dict, before: str, entries: list[t
                     proc.stdin.close()
                 except BrokenPipeError:
                     pass  # slapadd stopped at a refused entry: its status and message say which
-                meanwhile()
+            try:
+                # The LDIF is made and fed from a thread of its own, `meanwhile` runs here:
+                # the feeder waits on slapadd (slower than the making) without the GIL,
+                # so `meanwhile` runs beside slapadd instead of after it.
+                with ThreadPoolExecutor(1) as pool:
+                    feeding = pool.submit(feed)
+                    try:
+                        meanwhile()
+                    finally:
+                        feeding.result()
                 status = proc.wait()
             finally:
                 if proc.poll() is None:
