@@ -19,7 +19,7 @@ import pytest
 from conftest import needs_root, run_geofed
 from geofed import federation
 from geofed.errors import UserError
-from geofed.ops import directory, syncstate, userbase, users, usersync
+from geofed.ops import directory, ldapcli, syncstate, userbase, users, usersync
 from geofed.testbed.host import HostError
 
 pytestmark = [needs_root, pytest.mark.slow]
@@ -412,6 +412,38 @@ def test_an_incremental_sync_picks_up_a_change_an_add_and_a_delete_at_each_home(
             ok(c)
     assert sync(fed, tmp_path).returncode == 0
     assert passwd(tmp_path)["kredel"][6] == "/bin/bash"
+
+
+def test_what_left_a_home_is_named_by_its_refresh_or_else_listed(fed, home):
+    """An OpenLDAP home's syncprov names the entries that left since a mark from its session
+    log (RFC 4533 refresh); where it cannot (a mark older than the log: from before the
+    server started), the sync lists the home instead, and the deleted user is missing
+    from the listing. (An AD home is always listed: the incremental test above.)"""
+    state = directory.read_state(FED)
+    md = fed.site("M").directory
+    at = directory.home(fed, state, "M")
+    dn = userbase.ldap_user_dn(md, "mgone")
+    home["M"].add(dn, ["inetOrgPerson", "posixAccount"], {"uid": "mgone", "cn": "M Gone", "sn": "Gone",
+                                                          "uidNumber": 14020, "gidNumber": 500,
+                                                          "homeDirectory": "/home/mgone", "employeeType": "bwgrid"})
+    ok(home["M"])
+    try:
+        home["M"].search(dn, "(objectClass=*)", search_scope="BASE", attributes=["entryUUID"])
+        uuid = home["M"].entries[0].entryUUID.value.lower()
+        mark = syncstate.home_mark("ldap", at)["csn"]
+        home["M"].delete(dn)
+        ok(home["M"])
+        assert ldapcli.left_since(at, at["ca"], md.base, users.ldap_user_filter(md), mark) == {uuid}
+        ch = syncstate.read_changes(at, md, {"csn": mark}, by_uuid=True)
+        assert ch.user_dns is None and ch.users_left == {uuid} and ch.group_dns is None
+        before_start = ["20000101000000.000000Z#000000#000#000000"]
+        assert ldapcli.left_since(at, at["ca"], md.base, users.ldap_user_filter(md), before_start) is None
+        ch = syncstate.read_changes(at, md, {"csn": before_start}, by_uuid=True)
+        kredel = userbase.ldap_user_dn(md, "kredel").lower()
+        assert ch.user_dns is not None and kredel in ch.user_dns and dn.lower() not in ch.user_dns
+        assert ch.group_dns is not None and not ch.users_left
+    finally:
+        home["M"].delete(dn)  # gone already where the test got that far
 
 
 def _full_read_agrees(fed, out):

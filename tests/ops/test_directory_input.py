@@ -10,7 +10,7 @@ import pytest
 from conftest import run_geofed
 from geofed import federation
 from geofed.errors import UserError
-from geofed.ops import directory, ldapcli, users
+from geofed.ops import directory, ldapcli, syncstate, users
 from geofed.ops.users import HomeRead
 
 MA_HD = federation.resolve("ma-hd").read_text()
@@ -232,3 +232,26 @@ def test_a_copy_of_the_file_keeps_naming_the_centres_password_and_ca_files(write
     copy = federation.load(federation.derive(federation.load(path), tmp_path / "copy", "ma-hd-copy"))
     assert copy.site("M").directory.password_file == path.parent / "pw"
     assert copy.site("M").directory.ca_file == federation.load(path).site("M").directory.ca_file
+
+
+def test_what_left_a_home_by_its_refresh_or_its_listing():
+    """The cached entries of a home brought to what it holds: by a refresh's entryUUIDs
+    (and a rename: a changed entry's entryUUID cached under another DN), or by a listing."""
+    def follow(cached, changed, listed, left):
+        return syncstate._follow(cached, changed, listed, left, lambda u: u["activated"], lambda u: u["name"])
+
+    def cache():
+        return {"uid=a,o=x": ("a", "u-a"), "uid=b,o=x": ("b", "u-b"), "uid=c,o=x": ("c", "u-c")}
+    cached = cache()
+    renamed = {"dn": "uid=c2,o=x", "name": "c", "uuid": "u-c", "activated": True}
+    new = {"dn": "uid=d,o=x", "name": "d", "uuid": "u-d", "activated": True}
+    gone, now = follow(cached, [renamed, new], None, {"u-a", "u-unknown"})
+    assert sorted(gone) == [("uid=a,o=x", "a"), ("uid=c,o=x", "c")] and set(now) == {"uid=c2,o=x", "uid=d,o=x"}
+    assert cached == {"uid=b,o=x": ("b", "u-b"), "uid=c2,o=x": ("c", "u-c"), "uid=d,o=x": ("d", "u-d")}
+    cached = cache()
+    gone, now = follow(cached, [], {"uid=b,o=x", "uid=c,o=x"}, set())
+    assert gone == [("uid=a,o=x", "a")] and not now and set(cached) == {"uid=b,o=x", "uid=c,o=x"}
+    with pytest.raises(syncstate.Doubtful):  # a listing naming an entry the changes did not
+        follow(cache(), [], {"uid=a,o=x", "uid=b,o=x", "uid=c,o=x", "uid=z,o=x"}, set())
+    with pytest.raises(syncstate.Doubtful):  # left, says the refresh; activated, say the changes
+        follow(cache(), [{"dn": "uid=a,o=x", "name": "a", "uuid": "u-a", "activated": True}], None, {"u-a"})

@@ -177,6 +177,39 @@ def search(server: dict, ca: str, base: str, flt: str, attrs: list[str],
     return parse(res.stdout, {a.lower(): a for a in attrs})
 
 
+def left_since(server: dict, ca: str, base: str, flt: str, csns: list[str]) -> set[str] | None:
+    """The entryUUIDs (lower case) of the entries under `base` that left `flt` (deleted,
+    or changed so that they no longer match) since the server's state `csns` (its
+    contextCSN then): an LDAP Content Synchronization refresh (RFC 4533) from a cookie of
+    those CSNs, which syncprov answers from its session log. None where the server cannot
+    name them so: no syncprov (the control is critical, so it refuses), no session log, or
+    one that does not reach back that far (it would send what is present instead)."""
+    cookie = f"rid=000,csn={';'.join(csns)}"
+    res = _run("ldapsearch", server, ca, ["-o", "ldif-wrap=no", "-E", f"!sync=ro/{cookie}", "-s", "sub", "-b", base,
+                                          flt, "1.1"])
+    if res.returncode != 0 or "refreshPresent" in res.stdout:
+        return None
+    left: set[str] = set()
+    deletes = None  # within an ID set: whether it names entries that left (else: present ones)
+    done = False
+    for row in res.stdout.split("\n"):
+        if row.startswith("# SyncInfo Received: ID Set"):
+            deletes = False
+        elif row == "# following UUIDs no longer match the search" and deletes is not None:
+            deletes = True
+        elif row.startswith("#\t") and deletes is not None:
+            if not deletes:
+                return None
+            left.add(row[2:].strip().lower())
+        elif row.startswith("# SyncState control") and row.endswith(" present"):
+            return None  # the present phase: everything there, not what left
+        elif row == "# SyncDone control refreshDeletes=1":
+            done = True
+        if not row.startswith("#"):
+            deletes = None
+    return left if done else None
+
+
 def modify(server: dict, ca: str, records: list[str], streams: int) -> list[str]:
     """Apply LDIF change records in `streams` ldapmodify processes at once (records to
     different entries, so their order does not matter; slapd works on both while one

@@ -31,6 +31,7 @@ import ssl
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from geofed.federation import Federation, SiteDirectory
 from geofed.ops import directory, ldapcli
@@ -105,11 +106,13 @@ def ldap_user_filter(d: SiteDirectory) -> str:
 
 
 def ldap_user_attrs(d: SiteDirectory) -> list[str]:
-    return ["uid", "uidNumber", "gidNumber", "cn", "gecos", "homeDirectory", "loginShell", d.activation_attribute]
+    # entryUUID: how an LDAP Content Synchronization refresh names what left (syncstate).
+    return ["uid", "uidNumber", "gidNumber", "cn", "gecos", "homeDirectory", "loginShell", d.activation_attribute,
+            "entryUUID"]
 
 
 LDAP_GROUP_FILTER = "(objectClass=posixGroup)"
-LDAP_GROUP_ATTRS = ["cn", "gidNumber", "memberUid"]
+LDAP_GROUP_ATTRS = ["cn", "gidNumber", "memberUid", "entryUUID"]
 
 
 def ldap_user(dn: str, a: dict, d: SiteDirectory) -> dict:
@@ -117,12 +120,17 @@ def ldap_user(dn: str, a: dict, d: SiteDirectory) -> dict:
     return {"name": name, "dn": dn, "uid": _int(_one(a.get("uidNumber"))), "gid": _int(_one(a.get("gidNumber"))),
             "gecos": _one(a.get("gecos")) or _one(a.get("cn")) or name,
             "home": _one(a.get("homeDirectory")) or f"/home/{name}", "shell": _one(a.get("loginShell")) or "/bin/bash",
-            "activated": _holds(a.get(d.activation_attribute), d.activation_value)}
+            "activated": _holds(a.get(d.activation_attribute), d.activation_value), "uuid": _uuid(a)}
 
 
 def ldap_group(dn: str, a: dict) -> dict:
     return {"name": _one(a.get("cn")), "dn": dn, "gid": _int(_one(a.get("gidNumber"))),
-            "members": a.get("memberUid", [])}
+            "members": a.get("memberUid", []), "uuid": _uuid(a)}
+
+
+def _uuid(a: dict) -> str | None:
+    u = _one(a.get("entryUUID"))
+    return u.lower() if u else None
 
 
 def read_ldap(server: dict, ca: str, d: SiteDirectory) -> HomeRead:
@@ -225,9 +233,15 @@ class Merge:
     def want(self, kind: str) -> dict[str, dict]:
         """The merged entries of a kind ("user", "group") as they are written, with their
         digests: made once per sync (the plan and the files both need them)."""
-        if kind not in self._wanted:
-            self._wanted[kind] = {name: _want(a) for name, a in (self.users if kind == "user" else self.groups).items()}
-        return self._wanted[kind]
+        return {name: self.wanted(kind, name) for name in (self.users if kind == "user" else self.groups)}
+
+    def wanted(self, kind: str, name: str) -> dict:
+        """One merged entry as it is written (`want`'s), made when first asked for."""
+        made = self._wanted.setdefault(kind, {})
+        w = made.get(name)
+        if w is None:
+            w = made[name] = _want((self.users if kind == "user" else self.groups)[name])
+        return w
 
 
 def merge(fed: Federation, homes: dict[str, HomeRead], held: dict, outside: dict[str, str] | None = None) -> Merge:
@@ -376,32 +390,36 @@ def digest(attrs: dict) -> str:
 def plan(m: Merge, owned_users: dict, owned_groups: dict, base: str, fetch=None) -> list[dict]:
     """The changes that bring the owned entries to the merge: add, modify, delete.
     `fetch(kind, dns)` reads whole entries where only their digest was read and it differs."""
-    changes = []
+    return list(planned(m, owned_users, owned_groups, base, fetch))
+
+
+def planned(m: Merge, owned_users: dict, owned_groups: dict, base: str, fetch=None) -> Iterator[dict]:
+    """`plan`'s changes one at a time, each merged entry made (`Merge.wanted`) as its change
+    is: the first sync's adds go to slapadd while the rest are made."""
     for kind, have_all, refused, rdn, ou, classes in (
             ("user", owned_users, m.refused_users, "uid", "people", USER_CLASSES),
             ("group", owned_groups, m.refused_groups, "cn", "groups", GROUP_CLASSES)):
-        want_all = {name: w for name, w in m.want(kind).items() if name not in refused}
+        merged = m.users if kind == "user" else m.groups
         # Whole: the entries whose digest differs, and those to delete (whose site the diff names).
         stale = [h["dn"] for n, h in have_all.items() if h.get("partial") and n not in refused
-                 and (n not in want_all or h.get("geofedDigest") != want_all[n]["geofedDigest"])]
+                 and (n not in merged or h.get("geofedDigest") != m.wanted(kind, n)["geofedDigest"])]
         whole = fetch(kind, stale) if stale else {}
-        for name in sorted(set(want_all) | set(have_all)):
+        for name in sorted(set(merged) | set(have_all)):
             if name in refused:
                 continue  # a refused name: whatever an earlier sync made of it stays as it is
-            want = want_all.get(name)
+            want = m.wanted(kind, name) if name in merged else None
             have = have_all.get(name)
             if have is None:
-                changes.append({"op": "add", "entry": kind, "name": name, "dn": f"{rdn}={name},ou={ou},{base}",
-                                "classes": classes, "attributes": {k: v for k, v in want.items() if v is not None}})
+                yield {"op": "add", "entry": kind, "name": name, "dn": f"{rdn}={name},ou={ou},{base}",
+                       "classes": classes, "attributes": {k: v for k, v in want.items() if v is not None}}
             elif want is None:
-                changes.append({"op": "delete", "entry": kind, "name": name, "dn": have["dn"],
-                                "site": whole.get(have["dn"], have).get("geofedSite")})
+                yield {"op": "delete", "entry": kind, "name": name, "dn": have["dn"],
+                       "site": whole.get(have["dn"], have).get("geofedSite")}
             elif have.get("geofedDigest") != want["geofedDigest"]:
                 have = whole.get(have["dn"], have)
                 diff = {k: v for k, v in want.items() if value_text(v) != value_text(have.get(k))}
-                changes.append({"op": "modify", "entry": kind, "name": name, "dn": have["dn"], "attributes": diff,
-                                "before": {k: have.get(k) for k in diff}})
-    return changes
+                yield {"op": "modify", "entry": kind, "name": name, "dn": have["dn"], "attributes": diff,
+                       "before": {k: have.get(k) for k in diff}}
 
 
 def value_text(v):
