@@ -29,6 +29,7 @@ import hashlib
 import re
 import ssl
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -557,11 +558,11 @@ def files_from_admin(state: dict, out: Path) -> list[Path]:
 def result(dry_run: bool, read: dict, merged_users: int, merged_groups: int, changes: list, errors: list,
            collisions: list, seconds: dict, paths: list, incremental: bool) -> dict:
     """A sync's record data."""
-    count = lambda op, kind: sum(1 for c in changes if c["op"] == op and c["entry"] == kind)  # noqa: E731
+    made = Counter((c["op"], c["entry"]) for c in changes)
     return {
         "dry_run": dry_run, "incremental": incremental, "sites": read, "merged_users": merged_users,
         "merged_groups": merged_groups, "changes": changes, "errors": errors, "collisions": collisions,
-        "counts": {f"{op}_{kind}s": count(op, kind) for op in ("add", "modify", "delete") for kind in ("user", "group")},
+        "counts": {f"{op}_{kind}s": made[op, kind] for op in ("add", "modify", "delete") for kind in ("user", "group")},
         "seconds": seconds, "files": [str(p) for p in paths],
     }
 
