@@ -320,6 +320,16 @@ def test_a_server_that_limits_a_searchs_size_is_read_in_pages(fed, tmp_path, mon
         assert len(home.groups) == len(site.groups)
 
 
+def test_a_search_is_split_as_its_output_comes(fed, monkeypatch):
+    """ldapsearch's LDIF split a piece at a time as it comes: in pieces of a few characters
+    (every boundary inside a line or an entry) the same entries as in one piece."""
+    state = directory.read_state(FED)
+    at, md = directory.home(fed, state, "M"), fed.site("M").directory
+    whole = ldapcli.search(at, at["ca"], md.base, "(objectClass=*)", ["*", "entryUUID"])
+    monkeypatch.setattr(ldapcli, "PIECE", 5)
+    assert ldapcli.search(at, at["ca"], md.base, "(objectClass=*)", ["*", "entryUUID"]) == whole and len(whole) > 10
+
+
 def test_a_refused_write_is_named_and_the_others_are_made(fed, home, tmp_path):
     assert sync(fed, tmp_path).returncode == 0
     admin = directory.read_state(FED)["servers"]["admin"]

@@ -19,13 +19,16 @@ import base64
 import os
 import subprocess
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Callable
 from urllib.parse import quote
 
 from geofed.testbed.host import HostError
 
 PAGE = 1000
+PIECE = 1 << 20  # characters of a search's output split at a time
 SIZE_LIMIT_EXCEEDED = 4  # the LDAP result code, which ldapsearch exits with
 TIMEOUT_S = 600.0
 
@@ -139,8 +142,11 @@ def parse(text: str, names: dict[str, str] | None = None) -> list[tuple[str, dic
 # ---------------------------------------------------------------- the clients
 
 
-def _run(tool: str, server: dict, ca: str, args: list[str], stdin: str = "") -> subprocess.CompletedProcess:
-    """Run an OpenLDAP client bound as the server's administrator; the password through a pipe."""
+def _run(tool: str, server: dict, ca: str, args: list[str], stdin: str = "",
+         consume: Callable[[str], None] | None = None) -> subprocess.CompletedProcess:
+    """Run an OpenLDAP client bound as the server's administrator; the password through a
+    pipe. With `consume`, its output goes there a piece at a time as it comes, not into
+    the result."""
     env = dict(os.environ, LDAPCONF="/dev/null")  # the host's ldap.conf (a BASE, a SIZELIMIT) is not the sync's
     if server.get("ldapi"):
         target = [f"ldapi://{quote(server['ldapi'], safe='')}/"]
@@ -152,12 +158,42 @@ def _run(tool: str, server: dict, ca: str, args: list[str], stdin: str = "") -> 
         w.write(server["password"])  # far below the pipe's buffer
     argv = [tool, "-H", *target, "-x", "-D", server["bind_dn"], "-y", f"/dev/fd/{read}", "-o", "nettimeout=10", *args]
     try:
+        if consume is not None:
+            return _streamed(argv, env, read, consume)
         return subprocess.run(argv, input=stdin, capture_output=True, text=True, env=env, pass_fds=(read,),
                               timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
         raise HostError(f"{tool} at {_where(server)}: no answer within {TIMEOUT_S:.0f} s") from None
     finally:
         os.close(read)
+
+
+def _streamed(argv: list[str], env: dict, fd: int, consume: Callable[[str], None]) -> subprocess.CompletedProcess:
+    """Run a client, its output handed to `consume` a piece at a time as it comes."""
+    timed_out = []
+
+    def stop() -> None:
+        timed_out.append(True)
+        proc.kill()
+    with tempfile.TemporaryFile("w+") as err:  # a file: a pipe left unread could fill and stall the client
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, text=True,
+                                env=env, pass_fds=(fd,))
+        timer = threading.Timer(TIMEOUT_S, stop)
+        timer.start()
+        try:
+            while piece := proc.stdout.read(PIECE):
+                consume(piece)
+            status = proc.wait()
+        finally:
+            timer.cancel()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+        if timed_out:
+            raise subprocess.TimeoutExpired(argv, TIMEOUT_S)
+        err.seek(0)
+        return subprocess.CompletedProcess(argv, status, "", err.read())
 
 
 def search(server: dict, ca: str, base: str, flt: str, attrs: list[str],
@@ -167,14 +203,32 @@ def search(server: dict, ca: str, base: str, flt: str, attrs: list[str],
 
     In one search, not paged: Samba pages by looking each entry up again (18,000 users
     took 6.5 s paged, 1.2 s in one search here). Paged only where the server refuses
-    so many at once (sizeLimitExceeded: Active Directory's MaxPageSize is 1000)."""
+    so many at once (sizeLimitExceeded: Active Directory's MaxPageSize is 1000).
+    The LDIF is split as it comes, entry by entry, while the server still sends: at
+    100,000 users per site the splitting (about 1 s a site here) was most of a full
+    read, done after both servers had sent everything."""
     args = ["-LLL", "-o", "ldif-wrap=no", "-s", scope, "-b", base, flt, *attrs]
-    res = _run("ldapsearch", server, ca, args)
+    names = {a.lower(): a for a in attrs}
+
+    def read(extra: list[str]) -> tuple[subprocess.CompletedProcess, list]:
+        found, rest = [], [""]
+
+        def consume(piece: str) -> None:
+            text = rest[0] + piece
+            cut = text.rfind("\n\n")  # the last whole entry ends there
+            if cut < 0:
+                rest[0] = text
+                return
+            found.extend(parse(text[:cut + 2], names))
+            rest[0] = text[cut + 2:]
+        res = _run("ldapsearch", server, ca, [*extra, *args], consume=consume)
+        return res, found + parse(rest[0], names)
+    res, found = read([])
     if res.returncode == SIZE_LIMIT_EXCEEDED:
-        res = _run("ldapsearch", server, ca, ["-E", f"pr={PAGE}/noprompt", *args])
+        res, found = read(["-E", f"pr={PAGE}/noprompt"])
     if res.returncode != 0:
         raise HostError(f"cannot read the directory at {_where(server)}: {_last(res.stderr)}")
-    return parse(res.stdout, {a.lower(): a for a in attrs})
+    return found
 
 
 def left_since(server: dict, ca: str, base: str, flt: str, csns: list[str]) -> set[str] | None:
