@@ -192,13 +192,13 @@ def _home_rows(code: str, kind: str, read: users.HomeRead) -> dict[str, list[tup
     """A full read of a home as the cache's rows (its activated users, its POSIX groups)."""
     groups = {g["dn"].lower(): g for g in read.groups if g["gid"] is not None}
     active = [u for u in read.users if u["activated"]]
-    if kind == "ad":
-        members = {(code, g, u["name"]) for u in active for g in u["member_of"] if g in groups}
-    else:
-        members = {(code, key, m.lower()) for key, g in groups.items() for m in g["members"]}
     # In the key's order: SQLite appends to the table's B-tree instead of inserting here and there.
+    if kind == "ad":
+        members = sorted({(code, g, u["name"]) for u in active for g in u["member_of"] if g in groups})
+    else:
+        members = [(code, key, m) for key in sorted(groups) for m in sorted({m.lower() for m in groups[key]["members"]})]
     return {"home_user": [_user_row(code, u) for u in active],
-            "home_group": [_group_row(code, g) for g in groups.values()], "home_member": sorted(members)}
+            "home_group": [_group_row(code, g) for g in groups.values()], "home_member": members}
 
 
 def _user_row(code: str, u: dict) -> tuple:
