@@ -16,9 +16,11 @@ server's state at the time:
 The next sync reads the marks first (three one-entry searches). A home whose mark did
 not move is not read at all. One that moved is read for the users and groups changed
 since (modified, added, renamed, deactivated: the search does not ask for the activation
-attribute) and for the DNs alone of its activated users and POSIX groups, which name
-those deleted at home (a deletion leaves no entry to find by its CSN or USN, and AD's
-tombstones are hidden from a reader account). At AD a changed group's members are read
+attribute) and for what was deleted there, which leaves no entry to find by its CSN or
+USN: an OpenLDAP home whose syncprov keeps a session log names the entryUUIDs of the
+activated users and POSIX groups that left since the mark (an RFC 4533 refresh from a
+cookie of it); any other home is listed, the DNs alone of its activated users and POSIX
+groups (AD's tombstones are hidden from a reader account). At AD a changed group's members are read
 again by memberOf (a member added or removed changes the group's USN, not the user's).
 Only the names that changed are merged again, with the same rules as a full merge
 (`users.merge` on those names, the other merged users beside them as possible members).
