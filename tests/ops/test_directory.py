@@ -424,14 +424,15 @@ def test_an_incremental_sync_picks_up_a_change_an_add_and_a_delete_at_each_home(
     assert passwd(tmp_path)["kredel"][6] == "/bin/bash"
 
 
-def test_what_left_a_home_is_named_by_its_refresh_or_else_listed(fed, home):
+def test_what_left_a_home_is_named_by_its_refresh_or_else_listed(fed, home, monkeypatch):
     """An OpenLDAP home's syncprov names the entries that left since a mark from its session
     log (RFC 4533 refresh); where it cannot (a mark older than the log: from before the
-    server started), the sync lists the home instead, and the deleted user is missing
+    server started; a server without syncprov: Samba's AD DC takes the control and never
+    ends the refresh), the sync lists the home instead, and the deleted user is missing
     from the listing. (An AD home is always listed: the incremental test above.)"""
     state = directory.read_state(FED)
-    md = fed.site("M").directory
-    at = directory.home(fed, state, "M")
+    md, hd = fed.site("M").directory, fed.site("H").directory
+    at, at_h = directory.home(fed, state, "M"), directory.home(fed, state, "H")
     dn = userbase.ldap_user_dn(md, "mgone")
     home["M"].add(dn, ["inetOrgPerson", "posixAccount"], {"uid": "mgone", "cn": "M Gone", "sn": "Gone",
                                                           "uidNumber": 14020, "gidNumber": 500,
@@ -452,6 +453,8 @@ def test_what_left_a_home_is_named_by_its_refresh_or_else_listed(fed, home):
         kredel = userbase.ldap_user_dn(md, "kredel").lower()
         assert ch.user_dns is not None and kredel in ch.user_dns and dn.lower() not in ch.user_dns
         assert ch.group_dns is not None and not ch.users_left
+        monkeypatch.setattr(ldapcli, "REFRESH_TIMEOUT_S", 5.0)
+        assert ldapcli.left_since(at_h, at_h["ca"], hd.base, users.ad_user_filter(hd), mark) is None
     finally:
         home["M"].delete(dn)  # gone already where the test got that far
 

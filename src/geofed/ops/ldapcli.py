@@ -31,6 +31,9 @@ PAGE = 1000
 PIECE = 1 << 20  # characters of a search's output split at a time
 SIZE_LIMIT_EXCEEDED = 4  # the LDAP result code, which ldapsearch exits with
 TIMEOUT_S = 600.0
+# A refresh answered from the session log is a few lines (0.2 s here); one that takes
+# longer is a server that does not answer it so, and the home is listed instead.
+REFRESH_TIMEOUT_S = 60.0
 
 
 # ---------------------------------------------------------------- LDIF
@@ -143,7 +146,7 @@ def parse(text: str, names: dict[str, str] | None = None) -> list[tuple[str, dic
 
 
 def _run(tool: str, server: dict, ca: str, args: list[str], stdin: str = "",
-         consume: Callable[[str], None] | None = None) -> subprocess.CompletedProcess:
+         consume: Callable[[str], None] | None = None, timeout: float | None = None) -> subprocess.CompletedProcess:
     """Run an OpenLDAP client bound as the server's administrator; the password through a
     pipe. With `consume`, its output goes there a piece at a time as it comes, not into
     the result."""
@@ -161,9 +164,9 @@ def _run(tool: str, server: dict, ca: str, args: list[str], stdin: str = "",
         if consume is not None:
             return _streamed(argv, env, read, consume)
         return subprocess.run(argv, input=stdin, capture_output=True, text=True, env=env, pass_fds=(read,),
-                              timeout=TIMEOUT_S)
+                              timeout=timeout or TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        raise HostError(f"{tool} at {_where(server)}: no answer within {TIMEOUT_S:.0f} s") from None
+        raise HostError(f"{tool} at {_where(server)}: no answer within {timeout or TIMEOUT_S:.0f} s") from None
     finally:
         os.close(read)
 
@@ -239,8 +242,11 @@ def left_since(server: dict, ca: str, base: str, flt: str, csns: list[str]) -> s
     name them so: no syncprov (the control is critical, so it refuses), no session log, or
     one that does not reach back that far (it would send what is present instead)."""
     cookie = f"rid=000,csn={';'.join(csns)}"
-    res = _run("ldapsearch", server, ca, ["-o", "ldif-wrap=no", "-E", f"!sync=ro/{cookie}", "-s", "sub", "-b", base,
-                                          flt, "1.1"])
+    try:
+        res = _run("ldapsearch", server, ca, ["-o", "ldif-wrap=no", "-E", f"!sync=ro/{cookie}", "-s", "sub", "-b",
+                                              base, flt, "1.1"], timeout=REFRESH_TIMEOUT_S)
+    except HostError:  # a server that takes the control and never ends the refresh (Samba's AD DC did)
+        return None
     if res.returncode != 0 or "refreshPresent" in res.stdout:
         return None
     left: set[str] = set()
