@@ -19,7 +19,7 @@ import pytest
 from conftest import needs_root, run_geofed
 from geofed import federation
 from geofed.errors import UserError
-from geofed.ops import directory, syncstate, userbase, users, usersync
+from geofed.ops import directory, ldapcli, syncstate, userbase, users, usersync
 from geofed.testbed.host import HostError
 
 pytestmark = [needs_root, pytest.mark.slow]
@@ -320,6 +320,16 @@ def test_a_server_that_limits_a_searchs_size_is_read_in_pages(fed, tmp_path, mon
         assert len(home.groups) == len(site.groups)
 
 
+def test_a_search_is_split_as_its_output_comes(fed, monkeypatch):
+    """ldapsearch's LDIF split a piece at a time as it comes: in pieces of a few characters
+    (every boundary inside a line or an entry) the same entries as in one piece."""
+    state = directory.read_state(FED)
+    at, md = directory.home(fed, state, "M"), fed.site("M").directory
+    whole = ldapcli.search(at, at["ca"], md.base, "(objectClass=*)", ["*", "entryUUID"])
+    monkeypatch.setattr(ldapcli, "PIECE", 5)
+    assert ldapcli.search(at, at["ca"], md.base, "(objectClass=*)", ["*", "entryUUID"]) == whole and len(whole) > 10
+
+
 def test_a_refused_write_is_named_and_the_others_are_made(fed, home, tmp_path):
     assert sync(fed, tmp_path).returncode == 0
     admin = directory.read_state(FED)["servers"]["admin"]
@@ -412,6 +422,41 @@ def test_an_incremental_sync_picks_up_a_change_an_add_and_a_delete_at_each_home(
             ok(c)
     assert sync(fed, tmp_path).returncode == 0
     assert passwd(tmp_path)["kredel"][6] == "/bin/bash"
+
+
+def test_what_left_a_home_is_named_by_its_refresh_or_else_listed(fed, home, monkeypatch):
+    """An OpenLDAP home's syncprov names the entries that left since a mark from its session
+    log (RFC 4533 refresh); where it cannot (a mark older than the log: from before the
+    server started; a server without syncprov: Samba's AD DC takes the control and never
+    ends the refresh), the sync lists the home instead, and the deleted user is missing
+    from the listing. (An AD home is always listed: the incremental test above.)"""
+    state = directory.read_state(FED)
+    md, hd = fed.site("M").directory, fed.site("H").directory
+    at, at_h = directory.home(fed, state, "M"), directory.home(fed, state, "H")
+    dn = userbase.ldap_user_dn(md, "mgone")
+    home["M"].add(dn, ["inetOrgPerson", "posixAccount"], {"uid": "mgone", "cn": "M Gone", "sn": "Gone",
+                                                          "uidNumber": 14020, "gidNumber": 500,
+                                                          "homeDirectory": "/home/mgone", "employeeType": "bwgrid"})
+    ok(home["M"])
+    try:
+        home["M"].search(dn, "(objectClass=*)", search_scope="BASE", attributes=["entryUUID"])
+        uuid = home["M"].entries[0].entryUUID.value.lower()
+        mark = syncstate.home_mark("ldap", at)["csn"]
+        home["M"].delete(dn)
+        ok(home["M"])
+        assert ldapcli.left_since(at, at["ca"], md.base, users.ldap_user_filter(md), mark) == {uuid}
+        ch = syncstate.read_changes(at, md, {"csn": mark}, by_uuid=True)
+        assert ch.user_dns is None and ch.users_left == {uuid} and ch.group_dns is None
+        before_start = ["20000101000000.000000Z#000000#000#000000"]
+        assert ldapcli.left_since(at, at["ca"], md.base, users.ldap_user_filter(md), before_start) is None
+        ch = syncstate.read_changes(at, md, {"csn": before_start}, by_uuid=True)
+        kredel = userbase.ldap_user_dn(md, "kredel").lower()
+        assert ch.user_dns is not None and kredel in ch.user_dns and dn.lower() not in ch.user_dns
+        assert ch.group_dns is not None and not ch.users_left
+        monkeypatch.setattr(ldapcli, "REFRESH_TIMEOUT_S", 5.0)
+        assert ldapcli.left_since(at_h, at_h["ca"], hd.base, users.ad_user_filter(hd), mark) is None
+    finally:
+        home["M"].delete(dn)  # gone already where the test got that far
 
 
 def _full_read_agrees(fed, out):

@@ -10,7 +10,7 @@ import pytest
 from conftest import run_geofed
 from geofed import federation
 from geofed.errors import UserError
-from geofed.ops import directory, ldapcli, users
+from geofed.ops import directory, ldapcli, syncstate, users
 from geofed.ops.users import HomeRead
 
 MA_HD = federation.resolve("ma-hd").read_text()
@@ -186,6 +186,26 @@ def test_ldif_from_ldapsearch_is_split_into_entries_with_the_names_asked_for():
         ("uid=a,ou=people,o=x", {"uidNumber": ["7"], "memberOf": ["cn=g1", "cn=g2"]}),
         ("cn=Jürgen,o=x", {"gecos": [" Jürgen "]})]
     assert ldapcli.parse("") == []
+    # Without base64 or comments (the way most reads come), the same entries.
+    plain = "dn: uid=a,o=x\nuidnumber: 7\nmemberOf: cn=g1\nmemberOf: cn=g2\ngecos:\n\ndn: uid=b,o=x\ncn: B: b\n\n"
+    assert ldapcli.parse(plain, {"uidnumber": "uidNumber"}) == [
+        ("uid=a,o=x", {"uidNumber": ["7"], "memberOf": ["cn=g1", "cn=g2"], "gecos": [""]}),
+        ("uid=b,o=x", {"cn": ["B: b"]})] == ldapcli.parse("# a comment\n" + plain, {"uidnumber": "uidNumber"})
+
+
+def test_entries_become_ldif_with_base64_exactly_where_a_value_needs_it():
+    plain = [("uid=a,ou=people,o=x", {"objectClass": ["account", "posixAccount"], "uidNumber": 100007,
+                                      "gecos": "A: B", "memberUid": None}),
+             ("cn=g,ou=groups,o=x", {"memberUid": ["a", "b"]})]
+    assert ldapcli.entries_text(plain) == ("dn: uid=a,ou=people,o=x\nobjectClass: account\nobjectClass: posixAccount\n"
+                                           "uidNumber: 100007\ngecos: A: B\n\ndn: cn=g,ou=groups,o=x\nmemberUid: a\n"
+                                           "memberUid: b\n")
+    # Each value LDIF cannot carry as it is, among plain ones; and one that only looks so.
+    for odd in ("Jürgen", " lead", ":colon", "<angle", "trail ", "two\nlines", "tab\there", "", "a: :b"):
+        entries = plain + [("cn=odd,o=x", {"gecos": odd, "cn": "odd"})]
+        text = ldapcli.entries_text(entries)
+        assert ldapcli.line("gecos", odd) in text.split("\n"), odd
+        assert ldapcli.parse(text)[-1] == ("cn=odd,o=x", {"gecos": [odd], "cn": ["odd"]}), odd
 
 
 def test_changes_become_ldif_change_records_and_refusals_name_record_and_reason():
@@ -212,3 +232,26 @@ def test_a_copy_of_the_file_keeps_naming_the_centres_password_and_ca_files(write
     copy = federation.load(federation.derive(federation.load(path), tmp_path / "copy", "ma-hd-copy"))
     assert copy.site("M").directory.password_file == path.parent / "pw"
     assert copy.site("M").directory.ca_file == federation.load(path).site("M").directory.ca_file
+
+
+def test_what_left_a_home_by_its_refresh_or_its_listing():
+    """The cached entries of a home brought to what it holds: by a refresh's entryUUIDs
+    (and a rename: a changed entry's entryUUID cached under another DN), or by a listing."""
+    def follow(cached, changed, listed, left):
+        return syncstate._follow(cached, changed, listed, left, lambda u: u["activated"], lambda u: u["name"])
+
+    def cache():
+        return {"uid=a,o=x": ("a", "u-a"), "uid=b,o=x": ("b", "u-b"), "uid=c,o=x": ("c", "u-c")}
+    cached = cache()
+    renamed = {"dn": "uid=c2,o=x", "name": "c", "uuid": "u-c", "activated": True}
+    new = {"dn": "uid=d,o=x", "name": "d", "uuid": "u-d", "activated": True}
+    gone, now = follow(cached, [renamed, new], None, {"u-a", "u-unknown"})
+    assert sorted(gone) == [("uid=a,o=x", "a"), ("uid=c,o=x", "c")] and set(now) == {"uid=c2,o=x", "uid=d,o=x"}
+    assert cached == {"uid=b,o=x": ("b", "u-b"), "uid=c2,o=x": ("c", "u-c"), "uid=d,o=x": ("d", "u-d")}
+    cached = cache()
+    gone, now = follow(cached, [], {"uid=b,o=x", "uid=c,o=x"}, set())
+    assert gone == [("uid=a,o=x", "a")] and not now and set(cached) == {"uid=b,o=x", "uid=c,o=x"}
+    with pytest.raises(syncstate.Doubtful):  # a listing naming an entry the changes did not
+        follow(cache(), [], {"uid=a,o=x", "uid=b,o=x", "uid=c,o=x", "uid=z,o=x"}, set())
+    with pytest.raises(syncstate.Doubtful):  # left, says the refresh; activated, say the changes
+        follow(cache(), [{"dn": "uid=a,o=x", "name": "a", "uuid": "u-a", "activated": True}], None, {"u-a"})

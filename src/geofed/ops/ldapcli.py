@@ -19,15 +19,21 @@ import base64
 import os
 import subprocess
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Callable
 from urllib.parse import quote
 
 from geofed.testbed.host import HostError
 
 PAGE = 1000
+PIECE = 1 << 20  # characters of a search's output split at a time
 SIZE_LIMIT_EXCEEDED = 4  # the LDAP result code, which ldapsearch exits with
 TIMEOUT_S = 600.0
+# A refresh answered from the session log is a few lines (0.2 s here); one that takes
+# longer is a server that does not answer it so, and the home is listed instead.
+REFRESH_TIMEOUT_S = 60.0
 
 
 # ---------------------------------------------------------------- LDIF
@@ -47,7 +53,23 @@ def values(v) -> list:
 
 
 def entries_text(entries: list[tuple[str, dict]]) -> str:
-    """LDIF of whole entries (dn, {attribute: value or values}), as slapadd loads them."""
+    """LDIF of whole entries (dn, {attribute: value or values}), as slapadd loads them.
+
+    Made first as if no value needed base64 (a format string a line: the first sync's
+    200,000 entries took 6.5 s of `line`'s tests one value at a time), and tested once,
+    whole: where a value needs base64 or holds a line break, made again line by line."""
+    rows = []
+    for dn, attrs in entries:
+        rows.append(f"dn: {dn}")
+        for k, vs in attrs.items():
+            if isinstance(vs, list):
+                rows.extend([f"{k}: {v}" for v in vs])
+            elif vs is not None:
+                rows.append(f"{k}: {vs}")
+        rows.append("")
+    text = "\n".join(rows)
+    if text.count("\n") == len(rows) - 1 and plain(text):
+        return text
     blocks = []
     for dn, attrs in entries:
         lines = [line("dn", dn)]
@@ -57,11 +79,43 @@ def entries_text(entries: list[tuple[str, dict]]) -> str:
     return "\n\n".join(blocks) + "\n"
 
 
+def plain(text: str) -> bool:
+    """Whether no value in these `name: value` lines needs base64 (`line`'s rule: printable
+    ASCII, not starting with a space, ':' or '<', not ending with a space); a value that
+    only looks so (`a: :b` inside) is made again the careful way, never wrong."""
+    return (text.isascii() and text.replace("\n", "").isprintable()
+            and not any(s in text for s in (":  ", ": :", ": <", " \n")))
+
+
 def parse(text: str, names: dict[str, str] | None = None) -> list[tuple[str, dict[str, list[str]]]]:
     """(dn, {attribute: values}) of ldapsearch's unwrapped LDIF. Attribute names come back
     as the server spells them; `names` (lower case -> wanted spelling) puts them back as
     they were asked for."""
     spelling = {}  # each name as the server sent it -> as it is kept
+
+    def kept(k: str) -> str:
+        name = spelling[k] = (names or {}).get(k.lower(), k)
+        return name
+    if ":: " not in text and "#" not in text:
+        # No base64 and no comment (most reads): entry by entry, each line split at its
+        # first colon (a plain value has no leading space), half the time of the lines'
+        # general loop below at 100,000 users.
+        out = []
+        for block in text.split("\n\n"):
+            rows = block.strip("\n").split("\n")
+            if not rows[0]:
+                continue
+            attrs = {}
+            for row in rows[1:]:
+                k, _, v = row.partition(":")
+                name = spelling.get(k) or kept(k)
+                values_of = attrs.get(name)
+                if values_of is None:
+                    attrs[name] = [v[1:]]
+                else:
+                    values_of.append(v[1:])
+            out.append((rows[0][4:], attrs))
+        return out
     out = []
     dn, attrs = None, {}
     for row in text.split("\n"):  # one pass over the lines: 100,000s of entries
@@ -77,9 +131,7 @@ def parse(text: str, names: dict[str, str] | None = None) -> list[tuple[str, dic
         if dn is None:
             dn = v
             continue
-        name = spelling.get(k)
-        if name is None:
-            name = spelling[k] = (names or {}).get(k.lower(), k)
+        name = spelling.get(k) or kept(k)
         values_of = attrs.get(name)
         if values_of is None:
             attrs[name] = [v]
@@ -93,8 +145,11 @@ def parse(text: str, names: dict[str, str] | None = None) -> list[tuple[str, dic
 # ---------------------------------------------------------------- the clients
 
 
-def _run(tool: str, server: dict, ca: str, args: list[str], stdin: str = "") -> subprocess.CompletedProcess:
-    """Run an OpenLDAP client bound as the server's administrator; the password through a pipe."""
+def _run(tool: str, server: dict, ca: str, args: list[str], stdin: str = "",
+         consume: Callable[[str], None] | None = None, timeout: float | None = None) -> subprocess.CompletedProcess:
+    """Run an OpenLDAP client bound as the server's administrator; the password through a
+    pipe. With `consume`, its output goes there a piece at a time as it comes, not into
+    the result."""
     env = dict(os.environ, LDAPCONF="/dev/null")  # the host's ldap.conf (a BASE, a SIZELIMIT) is not the sync's
     if server.get("ldapi"):
         target = [f"ldapi://{quote(server['ldapi'], safe='')}/"]
@@ -106,12 +161,42 @@ def _run(tool: str, server: dict, ca: str, args: list[str], stdin: str = "") -> 
         w.write(server["password"])  # far below the pipe's buffer
     argv = [tool, "-H", *target, "-x", "-D", server["bind_dn"], "-y", f"/dev/fd/{read}", "-o", "nettimeout=10", *args]
     try:
+        if consume is not None:
+            return _streamed(argv, env, read, consume)
         return subprocess.run(argv, input=stdin, capture_output=True, text=True, env=env, pass_fds=(read,),
-                              timeout=TIMEOUT_S)
+                              timeout=timeout or TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        raise HostError(f"{tool} at {_where(server)}: no answer within {TIMEOUT_S:.0f} s") from None
+        raise HostError(f"{tool} at {_where(server)}: no answer within {timeout or TIMEOUT_S:.0f} s") from None
     finally:
         os.close(read)
+
+
+def _streamed(argv: list[str], env: dict, fd: int, consume: Callable[[str], None]) -> subprocess.CompletedProcess:
+    """Run a client, its output handed to `consume` a piece at a time as it comes."""
+    timed_out = []
+
+    def stop() -> None:
+        timed_out.append(True)
+        proc.kill()
+    with tempfile.TemporaryFile("w+") as err:  # a file: a pipe left unread could fill and stall the client
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, text=True,
+                                env=env, pass_fds=(fd,))
+        timer = threading.Timer(TIMEOUT_S, stop)
+        timer.start()
+        try:
+            while piece := proc.stdout.read(PIECE):
+                consume(piece)
+            status = proc.wait()
+        finally:
+            timer.cancel()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+        if timed_out:
+            raise subprocess.TimeoutExpired(argv, TIMEOUT_S)
+        err.seek(0)
+        return subprocess.CompletedProcess(argv, status, "", err.read())
 
 
 def search(server: dict, ca: str, base: str, flt: str, attrs: list[str],
@@ -121,14 +206,68 @@ def search(server: dict, ca: str, base: str, flt: str, attrs: list[str],
 
     In one search, not paged: Samba pages by looking each entry up again (18,000 users
     took 6.5 s paged, 1.2 s in one search here). Paged only where the server refuses
-    so many at once (sizeLimitExceeded: Active Directory's MaxPageSize is 1000)."""
+    so many at once (sizeLimitExceeded: Active Directory's MaxPageSize is 1000).
+    The LDIF is split as it comes, entry by entry, while the server still sends: at
+    100,000 users per site the splitting (about 1 s a site here) was most of a full
+    read, done after both servers had sent everything."""
     args = ["-LLL", "-o", "ldif-wrap=no", "-s", scope, "-b", base, flt, *attrs]
-    res = _run("ldapsearch", server, ca, args)
+    names = {a.lower(): a for a in attrs}
+
+    def read(extra: list[str]) -> tuple[subprocess.CompletedProcess, list]:
+        found, rest = [], [""]
+
+        def consume(piece: str) -> None:
+            text = rest[0] + piece
+            cut = text.rfind("\n\n")  # the last whole entry ends there
+            if cut < 0:
+                rest[0] = text
+                return
+            found.extend(parse(text[:cut + 2], names))
+            rest[0] = text[cut + 2:]
+        res = _run("ldapsearch", server, ca, [*extra, *args], consume=consume)
+        return res, found + parse(rest[0], names)
+    res, found = read([])
     if res.returncode == SIZE_LIMIT_EXCEEDED:
-        res = _run("ldapsearch", server, ca, ["-E", f"pr={PAGE}/noprompt", *args])
+        res, found = read(["-E", f"pr={PAGE}/noprompt"])
     if res.returncode != 0:
         raise HostError(f"cannot read the directory at {_where(server)}: {_last(res.stderr)}")
-    return parse(res.stdout, {a.lower(): a for a in attrs})
+    return found
+
+
+def left_since(server: dict, ca: str, base: str, flt: str, csns: list[str]) -> set[str] | None:
+    """The entryUUIDs (lower case) of the entries under `base` that left `flt` (deleted,
+    or changed so that they no longer match) since the server's state `csns` (its
+    contextCSN then): an LDAP Content Synchronization refresh (RFC 4533) from a cookie of
+    those CSNs, which syncprov answers from its session log. None where the server cannot
+    name them so: no syncprov (the control is critical, so it refuses), no session log, or
+    one that does not reach back that far (it would send what is present instead)."""
+    cookie = f"rid=000,csn={';'.join(csns)}"
+    try:
+        res = _run("ldapsearch", server, ca, ["-o", "ldif-wrap=no", "-E", f"!sync=ro/{cookie}", "-s", "sub", "-b",
+                                              base, flt, "1.1"], timeout=REFRESH_TIMEOUT_S)
+    except HostError:  # a server that takes the control and never ends the refresh (Samba's AD DC did)
+        return None
+    if res.returncode != 0 or "refreshPresent" in res.stdout:
+        return None
+    left: set[str] = set()
+    deletes = None  # within an ID set: whether it names entries that left (else: present ones)
+    done = False
+    for row in res.stdout.split("\n"):
+        if row.startswith("# SyncInfo Received: ID Set"):
+            deletes = False
+        elif row == "# following UUIDs no longer match the search" and deletes is not None:
+            deletes = True
+        elif row.startswith("#\t") and deletes is not None:
+            if not deletes:
+                return None
+            left.add(row[2:].strip().lower())
+        elif row.startswith("# SyncState control") and row.endswith(" present"):
+            return None  # the present phase: everything there, not what left
+        elif row == "# SyncDone control refreshDeletes=1":
+            done = True
+        if not row.startswith("#"):
+            deletes = None
+    return left if done else None
 
 
 def modify(server: dict, ca: str, records: list[str], streams: int) -> list[str]:

@@ -29,8 +29,10 @@ import hashlib
 import re
 import ssl
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from geofed.federation import Federation, SiteDirectory
 from geofed.ops import directory, ldapcli
@@ -105,11 +107,13 @@ def ldap_user_filter(d: SiteDirectory) -> str:
 
 
 def ldap_user_attrs(d: SiteDirectory) -> list[str]:
-    return ["uid", "uidNumber", "gidNumber", "cn", "gecos", "homeDirectory", "loginShell", d.activation_attribute]
+    # entryUUID: how an LDAP Content Synchronization refresh names what left (syncstate).
+    return ["uid", "uidNumber", "gidNumber", "cn", "gecos", "homeDirectory", "loginShell", d.activation_attribute,
+            "entryUUID"]
 
 
 LDAP_GROUP_FILTER = "(objectClass=posixGroup)"
-LDAP_GROUP_ATTRS = ["cn", "gidNumber", "memberUid"]
+LDAP_GROUP_ATTRS = ["cn", "gidNumber", "memberUid", "entryUUID"]
 
 
 def ldap_user(dn: str, a: dict, d: SiteDirectory) -> dict:
@@ -117,12 +121,17 @@ def ldap_user(dn: str, a: dict, d: SiteDirectory) -> dict:
     return {"name": name, "dn": dn, "uid": _int(_one(a.get("uidNumber"))), "gid": _int(_one(a.get("gidNumber"))),
             "gecos": _one(a.get("gecos")) or _one(a.get("cn")) or name,
             "home": _one(a.get("homeDirectory")) or f"/home/{name}", "shell": _one(a.get("loginShell")) or "/bin/bash",
-            "activated": _holds(a.get(d.activation_attribute), d.activation_value)}
+            "activated": _holds(a.get(d.activation_attribute), d.activation_value), "uuid": _uuid(a)}
 
 
 def ldap_group(dn: str, a: dict) -> dict:
     return {"name": _one(a.get("cn")), "dn": dn, "gid": _int(_one(a.get("gidNumber"))),
-            "members": a.get("memberUid", [])}
+            "members": a.get("memberUid", []), "uuid": _uuid(a)}
+
+
+def _uuid(a: dict) -> str | None:
+    u = _one(a.get("entryUUID"))
+    return u.lower() if u else None
 
 
 def read_ldap(server: dict, ca: str, d: SiteDirectory) -> HomeRead:
@@ -225,9 +234,15 @@ class Merge:
     def want(self, kind: str) -> dict[str, dict]:
         """The merged entries of a kind ("user", "group") as they are written, with their
         digests: made once per sync (the plan and the files both need them)."""
-        if kind not in self._wanted:
-            self._wanted[kind] = {name: _want(a) for name, a in (self.users if kind == "user" else self.groups).items()}
-        return self._wanted[kind]
+        return {name: self.wanted(kind, name) for name in (self.users if kind == "user" else self.groups)}
+
+    def wanted(self, kind: str, name: str) -> dict:
+        """One merged entry as it is written (`want`'s), made when first asked for."""
+        made = self._wanted.setdefault(kind, {})
+        w = made.get(name)
+        if w is None:
+            w = made[name] = _want((self.users if kind == "user" else self.groups)[name])
+        return w
 
 
 def merge(fed: Federation, homes: dict[str, HomeRead], held: dict, outside: dict[str, str] | None = None) -> Merge:
@@ -261,19 +276,20 @@ def merge(fed: Federation, homes: dict[str, HomeRead], held: dict, outside: dict
                          f"{d.offset}-{d.offset + d.id_range - 1}", [where])
                 continue
             candidates.setdefault(u["name"], []).append((code, u, uid, gid))
+    held_users, held_uids = held["users"], held["uids"]
     for name, found in sorted(candidates.items()):
-        sources = [f"{code}:{u['dn']}" for code, u, _, _ in found]
-        if len(found) > 1:
-            m.refuse("same-name", name, "user", f"activated at {' and '.join(c for c, *_ in found)}: "
-                     "user names must be unique across the federation", sources)
-            continue
         code, u, uid, gid = found[0]
-        if name in held["users"]:
-            m.refuse("name-taken", name, "user", f"the admin directory has a hand-made {held['users'][name]['dn']}",
-                     sources)
-            continue
-        if uid in held["uids"]:
-            m.refuse("id-taken", name, "user", f"uidNumber {uid} belongs to the hand-made {held['uids'][uid]}", sources)
+        if len(found) > 1 or name in held_users or uid in held_uids:  # sources made only for a refusal
+            sources = [f"{code}:{u['dn']}" for code, u, _, _ in found]
+            if len(found) > 1:
+                m.refuse("same-name", name, "user", f"activated at {' and '.join(c for c, *_ in found)}: "
+                         "user names must be unique across the federation", sources)
+            elif name in held_users:
+                m.refuse("name-taken", name, "user", f"the admin directory has a hand-made {held_users[name]['dn']}",
+                         sources)
+            else:
+                m.refuse("id-taken", name, "user", f"uidNumber {uid} belongs to the hand-made {held_uids[uid]}",
+                         sources)
             continue
         m.users[name] = {"cn": u["gecos"], "uidNumber": uid, "gidNumber": gid, "homeDirectory": u["home"],
                          "loginShell": u["shell"], "gecos": u["gecos"], "geofedSite": code, "geofedSource": u["dn"],
@@ -297,18 +313,18 @@ def merge(fed: Federation, homes: dict[str, HomeRead], held: dict, outside: dict
                 continue
             group_candidates.setdefault(name, []).append((code, g, gid))
     for name, found in sorted(group_candidates.items()):
-        sources = [f"{code}:{g['dn']}" for code, g, _ in found]
-        if len(found) > 1:
-            m.refuse("group-clash", name, "group", f"groups of {' and '.join(c for c, *_ in found)} are both "
-                     f"{name} after prefixing", sources)
-            continue
-        if name in held["groups"]:
-            m.refuse("group-clash", name, "group", f"the admin directory has a hand-made {held['groups'][name]['dn']}",
-                     sources)
-            continue
         code, g, gid = found[0]
-        if gid in held["gids"]:
-            m.refuse("id-taken", name, "group", f"gidNumber {gid} belongs to the hand-made {held['gids'][gid]}", sources)
+        if len(found) > 1 or name in held["groups"] or gid in held["gids"]:
+            sources = [f"{code}:{g['dn']}" for code, g, _ in found]
+            if len(found) > 1:
+                m.refuse("group-clash", name, "group", f"groups of {' and '.join(c for c, *_ in found)} are both "
+                         f"{name} after prefixing", sources)
+            elif name in held["groups"]:
+                m.refuse("group-clash", name, "group",
+                         f"the admin directory has a hand-made {held['groups'][name]['dn']}", sources)
+            else:
+                m.refuse("id-taken", name, "group", f"gidNumber {gid} belongs to the hand-made {held['gids'][gid]}",
+                         sources)
             continue
         members = sorted(u for u in {x.lower() for x in g["members"]}
                          if (m.users[u]["_site"] if u in m.users else outside.get(u)) == code)
@@ -355,16 +371,11 @@ def _norm(v):
 
 
 def _want(attrs: dict) -> dict:
-    out = {}
-    for k, v in attrs.items():
-        if k.startswith("_"):
-            continue
-        if k == "memberUid":
-            v = sorted(v)
-            v = v[0] if len(v) == 1 else v
-            if not v:
-                v = None
-        out[k] = v
+    out = {k: v for k, v in attrs.items() if k[0] != "_"}
+    members = out.get("memberUid")
+    if members is not None:
+        members = sorted(members)
+        out["memberUid"] = (members[0] if len(members) == 1 else members) or None
     out["geofedDigest"] = digest(out)
     return out
 
@@ -372,40 +383,44 @@ def _want(attrs: dict) -> dict:
 def digest(attrs: dict) -> str:
     """The digest of a merged entry's attributes, stored with it: a second sync compares
     digests and reads no more than that of an entry that did not change."""
-    text = "\n".join(f"{k}\t{v if isinstance(v, str) else ','.join(v) if isinstance(v, list) else v}"
-                     for k, v in sorted(attrs.items()) if k != "geofedDigest")
+    text = "\n".join([f"{k}\t{','.join(v)}" if isinstance(v, list) else f"{k}\t{v}"
+                      for k, v in sorted(attrs.items()) if k != "geofedDigest"])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 def plan(m: Merge, owned_users: dict, owned_groups: dict, base: str, fetch=None) -> list[dict]:
     """The changes that bring the owned entries to the merge: add, modify, delete.
     `fetch(kind, dns)` reads whole entries where only their digest was read and it differs."""
-    changes = []
+    return list(planned(m, owned_users, owned_groups, base, fetch))
+
+
+def planned(m: Merge, owned_users: dict, owned_groups: dict, base: str, fetch=None) -> Iterator[dict]:
+    """`plan`'s changes one at a time, each merged entry made (`Merge.wanted`) as its change
+    is: the first sync's adds go to slapadd while the rest are made."""
     for kind, have_all, refused, rdn, ou, classes in (
             ("user", owned_users, m.refused_users, "uid", "people", USER_CLASSES),
             ("group", owned_groups, m.refused_groups, "cn", "groups", GROUP_CLASSES)):
-        want_all = {name: w for name, w in m.want(kind).items() if name not in refused}
+        merged = m.users if kind == "user" else m.groups
         # Whole: the entries whose digest differs, and those to delete (whose site the diff names).
         stale = [h["dn"] for n, h in have_all.items() if h.get("partial") and n not in refused
-                 and (n not in want_all or h.get("geofedDigest") != want_all[n]["geofedDigest"])]
+                 and (n not in merged or h.get("geofedDigest") != m.wanted(kind, n)["geofedDigest"])]
         whole = fetch(kind, stale) if stale else {}
-        for name in sorted(set(want_all) | set(have_all)):
+        for name in sorted(set(merged) | set(have_all)):
             if name in refused:
                 continue  # a refused name: whatever an earlier sync made of it stays as it is
-            want = want_all.get(name)
+            want = m.wanted(kind, name) if name in merged else None
             have = have_all.get(name)
             if have is None:
-                changes.append({"op": "add", "entry": kind, "name": name, "dn": f"{rdn}={name},ou={ou},{base}",
-                                "classes": classes, "attributes": {k: v for k, v in want.items() if v is not None}})
+                yield {"op": "add", "entry": kind, "name": name, "dn": f"{rdn}={name},ou={ou},{base}",
+                       "classes": classes, "attributes": {k: v for k, v in want.items() if v is not None}}
             elif want is None:
-                changes.append({"op": "delete", "entry": kind, "name": name, "dn": have["dn"],
-                                "site": whole.get(have["dn"], have).get("geofedSite")})
+                yield {"op": "delete", "entry": kind, "name": name, "dn": have["dn"],
+                       "site": whole.get(have["dn"], have).get("geofedSite")}
             elif have.get("geofedDigest") != want["geofedDigest"]:
                 have = whole.get(have["dn"], have)
                 diff = {k: v for k, v in want.items() if value_text(v) != value_text(have.get(k))}
-                changes.append({"op": "modify", "entry": kind, "name": name, "dn": have["dn"], "attributes": diff,
-                                "before": {k: have.get(k) for k in diff}})
-    return changes
+                yield {"op": "modify", "entry": kind, "name": name, "dn": have["dn"], "attributes": diff,
+                       "before": {k: have.get(k) for k in diff}}
 
 
 def value_text(v):
@@ -543,11 +558,11 @@ def files_from_admin(state: dict, out: Path) -> list[Path]:
 def result(dry_run: bool, read: dict, merged_users: int, merged_groups: int, changes: list, errors: list,
            collisions: list, seconds: dict, paths: list, incremental: bool) -> dict:
     """A sync's record data."""
-    count = lambda op, kind: sum(1 for c in changes if c["op"] == op and c["entry"] == kind)  # noqa: E731
+    made = Counter((c["op"], c["entry"]) for c in changes)
     return {
         "dry_run": dry_run, "incremental": incremental, "sites": read, "merged_users": merged_users,
         "merged_groups": merged_groups, "changes": changes, "errors": errors, "collisions": collisions,
-        "counts": {f"{op}_{kind}s": count(op, kind) for op in ("add", "modify", "delete") for kind in ("user", "group")},
+        "counts": {f"{op}_{kind}s": made[op, kind] for op in ("add", "modify", "delete") for kind in ("user", "group")},
         "seconds": seconds, "files": [str(p) for p in paths],
     }
 

@@ -63,7 +63,12 @@ def _sync_full(fed: Federation, state: dict, sites: dict, marks: dict, dry_run: 
 
     def fetch(kind: str, dns: list[str]) -> dict[str, dict]:
         return users.fetch_owned(admin, state["ca"], kind, dns)
-    changes = users.plan(m, owned_users, owned_groups, admin["base"], fetch)
+    planning = users.planned(m, owned_users, owned_groups, admin["base"], fetch)
+    # Nothing of ours there yet (the plan is all adds): a bulk load, if big enough; its
+    # changes are made as slapadd takes them.
+    offline = (not dry_run and not owned_users and not owned_groups and marks["admin"] is not None
+               and len(m.users) + len(m.groups) >= OFFLINE_MIN)
+    changes = [] if offline else list(planning)
     t_plan = time.monotonic()
     settled = {}
 
@@ -77,12 +82,12 @@ def _sync_full(fed: Federation, state: dict, sites: dict, marks: dict, dry_run: 
         owned = {kind: users.owned_after(have, changes, kind) for kind, have in (("user", owned_users), ("group", owned_groups))}
         settled["state"] = syncstate.build(fed, homes, m, held, owned, lines)
     errors = []
-    if not dry_run and changes:
-        # Nothing of ours there yet (the plan is all adds): a bulk load, if big enough.
-        if (owned_users or owned_groups or len(changes) < OFFLINE_MIN or marks["admin"] is None
-                or not _load_offline(fed, state, changes, marks["admin"], settle, progress)):
-            progress(f"writing {len(changes)} changes to the admin directory")
-            errors = users.apply(admin, changes)
+    loaded = offline and _load_offline(fed, state, planning, len(m.users) + len(m.groups), changes, marks["admin"],
+                                       settle, progress)
+    changes.extend(planning)  # those an offline load did not take (it failed)
+    if not dry_run and changes and not loaded:
+        progress(f"writing {len(changes)} changes to the admin directory")
+        errors = users.apply(admin, changes)
     t_apply = time.monotonic()
     paths = []
     if errors:
@@ -100,14 +105,20 @@ def _sync_full(fed: Federation, state: dict, sites: dict, marks: dict, dry_run: 
                   incremental=False)
 
 
-def _load_offline(fed: Federation, state: dict, adds: list[dict], mark: list[str], meanwhile, progress) -> bool:
-    """The first sync's adds loaded by slapadd (directory.load_admin_offline), `meanwhile`
-    run while slapadd indexes; False where that was not done and they are still to write."""
+def _load_offline(fed: Federation, state: dict, planning, count: int, changes: list, mark: list[str], meanwhile,
+                  progress) -> bool:
+    """The first sync's `count` adds, as `planning` makes them (each put in `changes`), loaded by
+    slapadd (directory.load_admin_offline), `meanwhile` run once they are all made, while
+    slapadd still loads; False where that was not done and they are still to write."""
     admin = state["servers"]["admin"]
-    progress(f"loading {len(adds)} entries into the admin directory offline (slapadd; slapd stopped a moment)")
+
+    def entries():
+        for c in planning:
+            changes.append(c)
+            yield c["dn"], {"objectClass": c["classes"], **c["attributes"]}
+    progress(f"loading {count} entries into the admin directory offline (slapadd; slapd stopped a moment)")
     try:
-        done = directory.load_admin_offline(fed.name, state, [(c["dn"], {"objectClass": c["classes"],
-                                                                         **c["attributes"]}) for c in adds],
+        done = directory.load_admin_offline(fed.name, state, entries(),
                                             lambda: syncstate.admin_mark(admin, state["ca"]) == mark, meanwhile)
     except HostError as e:  # all or nothing: ldapmodify names each refused entry
         progress(f"the offline load failed ({e}); writing the entries one by one")
