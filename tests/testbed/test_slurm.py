@@ -362,8 +362,14 @@ def test_a_failed_up_leaves_nothing(tmp_path):
 def test_the_schedule_experiment_runs_one_stream_under_three_regimes_and_no_job_spans(monkeypatch):
     from geofed.ops import schedule
     monkeypatch.setattr(schedule, "progress", lambda m: None)
+    # The bench's stream at half its time scale: job lengths halved, so arrivals come twice
+    # as often (the same loads) and a window of 6 s draws the very jobs that 12 s would, at
+    # half the times (8 jobs, 3 of them queueing for G's two nodes); the run takes half as long.
+    monkeypatch.setattr(schedule, "SINGLE_S", tuple(s / 2 for s in schedule.SINGLE_S))
+    monkeypatch.setattr(schedule, "MPI_S", tuple(s / 2 for s in schedule.MPI_S))
     base = federation.load("icm-task")
-    data = schedule.run(base, seed=3, window_s=12.0, single_load=0.5, mpi_load=1.3)
+    data = schedule.run(base, seed=3, window_s=6.0, single_load=0.5, mpi_load=1.3)
+    assert len(data["stream"]) == 8 and sum(j["site"] == "G" for j in data["stream"]) == 3
     names = sorted(j["name"] for j in data["stream"])
     assert list(data["modes"]) == ["separate", "slurm-federation", "federated"]
     for mode, m in data["modes"].items():
