@@ -7,7 +7,9 @@ order), and the run is simulated: every rank makes its calls in their order, aft
 the compute measured before each (scaled by the profiled site's speed over its
 node's site's), each call taking its lowest measured time; a receive (blocking, or
 at the wait of a non-blocking one, so the compute in between overlaps the message
-as it did) ends no earlier than its message arrives: sent when its sender made the
+as it did) ends no earlier than its message arrives (a program that waits by polling,
+at its next poll: on average the mean residual of its measured intervals between polls,
+sum(x^2) / (2 sum(x)), after the message arrived, where it came after the wait began): sent when its sender made the
 call, plus what `network.crossing_s` adds where the two ranks sit at different sites
 (the link's extra latency, a round trip per full send buffer, the excess of
 serialising at the link's rate, shared by the messages of the same pattern that
@@ -241,23 +243,27 @@ class Replay:
                 else:
                     done = at + bw
             src = self._sender(r, p)
+            came = at  # when the last message the call waits for arrived
             if kind in WAITS:
                 count = min(len(pending[r]), p["size"] if kind == "waitall" else 1)
                 for req in pending[r][:count]:
                     got = req[1] if req[0] == "sent" else arrival(req[0], r, req[1], force)
                     if got is None:
                         return False
-                    done = max(done, got)
+                    came = max(came, got)
                 del pending[r][:count]
             elif src is not None and kind != "irecv":
                 got = arrival(src, r, taken.get((src, r), 0), force)
                 if got is None:
                     return False
                 taken[(src, r)] = taken.get((src, r), 0) + 1
-                done = max(done, got)
+                came = max(came, got)
             elif kind == "irecv" and src is not None:
                 pending[r].append((src, taken.get((src, r), 0)))
                 taken[(src, r)] = taken.get((src, r), 0) + 1
+            if came > at and p.get("poll_s"):  # a polling wait sees a late message at its next poll
+                came += p["poll_sq"] / (2 * p["poll_s"])
+            done = max(done, came)
             clock[r] = done + p["min_s"]
             advance(r)
             return True
