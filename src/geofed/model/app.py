@@ -143,14 +143,20 @@ class Replay:
         serial = nbytes / self.local_rate if self.local_rate else 0.0
         return crossing_s(self.fed, self.cal, a, b, nbytes, serial, flows)
 
-    def message(self, src: int, dst: int, p: dict, scale: dict) -> tuple[float, float]:
-        """What the link adds to a message of pattern `p` from rank src to rank dst: (latency, bandwidth)."""
+    def message(self, src: int, dst: int, p: dict, scale: dict) -> tuple[float, float, float]:
+        """What the link adds to a message of pattern `p` from rank src to rank dst: (latency,
+        bandwidth, and how long of the latency the sender is held). A connection opening its
+        window holds the sender too: its socket's buffer, sized by the window, takes the
+        message only as the window opens, and the send returns when the last of it is in
+        the buffer, about one round trip before it leaves."""
         a, b = self.site[src], self.site[dst]
         if a == b:
-            return 0.0, 0.0
+            return 0.0, 0.0, 0.0
         flows = self.flows.get((p["kind"], p["bytes"], a, b), 1)
         lat, bw = self.crossing(a, b, p["bytes"], flows)
-        return (lat + self.warm_up(src, dst, p["bytes"], flows)) * scale["latency"], bw * scale["bandwidth"]
+        warm = self.warm_up(src, dst, p["bytes"], flows)
+        held = max(0.0, warm - route(self.fed, a, b, self.cal).rtt_s)
+        return (lat + warm) * scale["latency"], bw * scale["bandwidth"], held * scale["latency"]
 
     def warm_up(self, src: int, dst: int, nbytes: float, flows: int) -> float:
         """Over TCP, the round trips a connection across the link spends opening its window
@@ -202,6 +208,7 @@ class Replay:
         entries: dict[int, dict[int, float]] = {}
         collectives = [0] * n
         posted = [False] * n  # the current call's message has left
+        released = [0.0] * n  # when the current call's send may return
 
         def arrival(src: int, dst: int, i: int, force: bool) -> float | None:
             times = sent.get((src, dst), [])
@@ -234,14 +241,15 @@ class Replay:
             if (kind in SENDS or kind == "sendrecv") and 0 <= p["peer"] < n:
                 # its message leaves once, even if the call's receive must wait; MPI moves it only while
                 # the sender is in a call, so the sender waits until the link has taken all of it
-                lat, bw = self.message(r, p["peer"], p, scale)
                 if not posted[r]:
+                    lat, bw, held = self.message(r, p["peer"], p, scale)
                     sent.setdefault((r, p["peer"]), []).append(at + lat + bw)
+                    released[r] = at + bw + held  # when the send may return
                     posted[r] = True
-                if kind == "isend":
-                    pending[r].append(("sent", at + bw))
-                else:
-                    done = at + bw
+                    if kind == "isend":
+                        pending[r].append(("sent", released[r]))
+                if kind != "isend":
+                    done = released[r]
             src = self._sender(r, p)
             came = at  # when the last message the call waits for arrived
             if kind in WAITS:
