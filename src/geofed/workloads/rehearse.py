@@ -5,7 +5,7 @@ record) in their order: the calls before the program's iteration, the iteration 
 many times as it ran, the calls after; each call with the same peer or root, the same
 bytes, and before it the compute measured before such a call, as a spin that holds a core
 until it has had the CPU time that compute had at the profiled site (its wall time there
-times the rank's share of a core, `cpu_s / total_s`): on a host whose ranks share cores, a
+times the rank's share of a core, `cpu_s` over its time not asleep between polls): on a host whose ranks share cores, a
 spin timed by the wall clock would end late whenever the scheduler has it off its core at
 the deadline, and would not speed up where the ranks contend less than at the profiled
 site, as the program does. The clock starts when the rank is ready, with no barrier
@@ -141,7 +141,10 @@ class Rehearse(RankWorkload, kind="app.rehearsal", Params=AppParams, command="re
             raise UserError(f"{params.profile}: {len(profile.ranks)} ranks profiled, {comm.Get_size()} started")
         me = profile.ranks[comm.Get_rank()]
         patterns = me["patterns"]
-        share = min(1.0, me.get("cpu_s", me["total_s"]) / me["total_s"])  # profiles before cpu_s: a whole core
+        # the rank's share of a core while it was not asleep between the polls of a wait;
+        # profiles before cpu_s: a whole core
+        awake = me["total_s"] - sum(p.get("poll_s", 0.0) for p in patterns)
+        share = min(1.0, me.get("cpu_s", me["total_s"]) / awake) if awake > 0 else 1.0
         gaps = [p["gap_s"] / p["count"] * share for p in patterns]
         replayer = Replayer(comm, profile, np, MPI)
         made = 0
