@@ -22,8 +22,7 @@ class AppProfile:
         ranks_per_node: ranks per node
         total_s: the slowest rank's time from MPI_Init to MPI_Finalize
         ranks: per rank (in rank order): rank, host, node, total_s, compute_s (time between calls, the tail
-            included), comm_s (time inside calls), cpu_s (the process's CPU time over total_s: less where
-            it waited off a core, for a core or asleep), calls, patterns, prefix, iteration, iterations, suffix.
+            included), comm_s (time inside calls), calls, patterns, prefix, iteration, iterations, suffix.
             A pattern is kind (send, isend, recv, irecv, sendrecv, wait, waitall, waitany, waitsome, barrier,
             bcast, reduce, allreduce, scan, gather, scatter, allgather, alltoall, reduce_scatter_block), peer
             (the destination, source or root's MPI_COMM_WORLD rank; -1 none, -2 any source, -3 not

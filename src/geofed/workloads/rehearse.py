@@ -3,14 +3,8 @@
 Every rank makes the calls its profile recorded (`geofed profile`, an app.profile
 record) in their order: the calls before the program's iteration, the iteration as
 many times as it ran, the calls after; each call with the same peer or root, the same
-bytes, and before it the compute measured before such a call, as a spin that holds a core
-until it has had the CPU time that compute had at the profiled site (its wall time there
-times the rank's share of a core, `cpu_s` over its time not asleep between polls): on a host whose ranks share cores, a
-spin timed by the wall clock would end late whenever the scheduler has it off its core at
-the deadline, and would not speed up where the ranks contend less than at the profiled
-site, as the program does. The clock starts when the rank is ready, with no barrier
-before it: the program's runs from MPI_Init, and the connections across the link open
-inside it, at their first message. A wait completes the oldest
+bytes, and before it the compute measured before such a call, as a timed wait (a spin:
+the rank holds its core as a computing rank does). A wait completes the oldest
 outstanding requests, as many as the profiled one did. Collectives over a
 sub-communicator are not replayed (the profile names only their size). So a centre
 checks a prediction on the emulated link without the application's inputs or licence:
@@ -32,10 +26,9 @@ TAG = 0
 BLOCKED = ("gather", "scatter", "allgather", "alltoall", "reduce_scatter_block")  # bytes are one rank's block
 
 
-def spin(cpu_seconds: float) -> None:
-    """Compute for `cpu_seconds` of this process's CPU time."""
-    end = time.process_time() + cpu_seconds
-    while time.process_time() < end:
+def spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
         pass
 
 
@@ -141,18 +134,15 @@ class Rehearse(RankWorkload, kind="app.rehearsal", Params=AppParams, command="re
             raise UserError(f"{params.profile}: {len(profile.ranks)} ranks profiled, {comm.Get_size()} started")
         me = profile.ranks[comm.Get_rank()]
         patterns = me["patterns"]
-        # the rank's share of a core while it was not asleep between the polls of a wait;
-        # profiles before cpu_s: a whole core
-        awake = me["total_s"] - sum(p.get("poll_s", 0.0) for p in patterns)
-        share = min(1.0, me.get("cpu_s", me["total_s"]) / awake) if awake > 0 else 1.0
-        gaps = [p["gap_s"] / p["count"] * share for p in patterns]
+        gaps = [p["gap_s"] / p["count"] for p in patterns]
         replayer = Replayer(comm, profile, np, MPI)
         made = 0
+        comm.Barrier()
         t0 = time.perf_counter()
         for i in calls(me):
             spin(gaps[i])
             made += replayer.call(patterns[i])
-        spin((me["compute_s"] - sum(p["gap_s"] for p in patterns)) * share)  # after the last call, to MPI_Finalize
+        spin(me["compute_s"] - sum(p["gap_s"] for p in patterns))  # after the last call, to MPI_Finalize
         elapsed = time.perf_counter() - t0
         rank_s, made = comm.gather(elapsed, root=0), comm.reduce(made, root=0)
         return {"rank_s": rank_s, "calls": made} if comm.Get_rank() == 0 else None

@@ -48,7 +48,7 @@ def read_rank(path: Path) -> dict:
             out["order"] = [int(x) for x in rest.split()]
         elif key in ("rank", "ranks", "calls", "patterns_full"):
             out[key] = int(rest)
-        elif key in ("total_s", "tail_s", "cpu_s"):
+        elif key in ("total_s", "tail_s"):
             out[key] = float(rest)
         elif key == "host":
             out[key] = rest
@@ -111,8 +111,7 @@ def merge(directory: Path, ranks: int, nodes: list[str]) -> tuple[list[dict], in
         prefix, period, iterations, suffix = iteration([index[s] for s in raw["order"]], raw["calls"])
         comm = sum(p["inside_s"] for p in patterns)
         out.append({"rank": rank, "host": raw.get("host", ""), "node": nodes[rank], "total_s": raw["total_s"],
-                    "compute_s": raw["total_s"] - comm, "comm_s": comm, "cpu_s": raw.get("cpu_s", raw["total_s"]),
-                    "calls": raw["calls"], "patterns": patterns,
+                    "compute_s": raw["total_s"] - comm, "comm_s": comm, "calls": raw["calls"], "patterns": patterns,
                     "prefix": prefix, "iteration": period, "iterations": iterations, "suffix": suffix})
         untracked += raw["patterns_full"]
     return out, untracked

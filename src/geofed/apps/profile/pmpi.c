@@ -48,19 +48,12 @@ static long long calls;
 static struct { MPI_Request req; int pattern; double posted; } requests[REQUESTS];
 static struct { MPI_Comm comm; int size; int *world; } comms[COMMS];
 static int world_rank = -1, world_size;
-static double t_init, t_last_end, cpu_init;
+static double t_init, t_last_end;
 static int active;                /* between MPI_Init and MPI_Finalize */
 
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* The process's CPU time: what the rank computed (and polled) as against waited off a core. */
-static double cpu_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -231,7 +224,6 @@ static void start(void) {
     PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
     memset(requests, 0, sizeof requests);
     t_init = t_last_end = now();
-    cpu_init = cpu_now();
     active = 1;
 }
 
@@ -258,9 +250,9 @@ static void write_profile(double t_end) {
         fprintf(stderr, "geofed profile: cannot write %s\n", path);
         return;
     }
-    fprintf(f, "geofed-profile 1\nrank %d\nranks %d\nhost %s\ntotal_s %.9f\ntail_s %.9f\ncpu_s %.9f\n"
-               "calls %lld\npatterns_full %lld\n", world_rank, world_size, host, t_end - t_init, t_end - t_last_end,
-            cpu_now() - cpu_init, calls, patterns_full);
+    fprintf(f, "geofed-profile 1\nrank %d\nranks %d\nhost %s\ntotal_s %.9f\ntail_s %.9f\ncalls %lld\n"
+               "patterns_full %lld\n", world_rank, world_size, host, t_end - t_init, t_end - t_last_end,
+            calls, patterns_full);
     for (int i = 0; i < PATTERNS; i++) {
         struct pattern *p = &patterns[i];
         if (!p->used || !p->count) continue;
