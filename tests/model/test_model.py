@@ -413,3 +413,36 @@ def test_a_polling_wait_sees_a_message_from_across_the_link_at_its_next_poll(fed
     extra = total(polled, "A1B1") - total(blocking, "A1B1")
     # one late wait per exchange on the critical path at least, both ranks' at most
     assert 20 * every / 2 * 0.99 <= extra <= 2 * 20 * every / 2 * 1.01, extra
+
+
+def test_a_blocking_send_holds_its_sender_while_the_connection_opens_its_window(fed, tmp_path):
+    """Rank 0 sends 1 MB to rank 1 with MPI_Send, computes 100 ms, then sends 8 bytes: across
+    the link the first send returns only once slow start has opened the window to 1 MB (the
+    socket's buffer takes the message as the window opens), so the 8 bytes leave that much later."""
+    from geofed.model import app
+    big, compute = 1 << 20, 0.1
+
+    def call(kind, peer, nbytes, gap):
+        return {"kind": kind, "peer": peer, "source": -1, "bytes": nbytes, "size": 0, "count": 1,
+                "inside_s": 1e-6, "mean_s": 1e-6, "sd_s": 0.0, "min_s": 1e-6, "max_s": 1e-6, "gap_s": gap,
+                "overlap_s": 0.0, "overlapped": 0, "poll_s": 0.0, "poll_sq": 0.0}
+    ranks = [[call("send", 1, big, 0.0), call("send", 1, 8, compute)],
+             [call("recv", 0, big, 0.0), call("recv", 0, 8, 0.0)]]
+    rec = records.make("app.profile", {"program": ["two sends"], "placement": "A2", "site": "A",
+                                       "ranks_per_node": 1, "total_s": compute, "untracked_calls": 0,
+                                       "ranks": [{"rank": r, "host": "vm", "node": f"A{r + 1}", "total_s": compute,
+                                                  "compute_s": compute if r == 0 else 0.0, "comm_s": 2e-6,
+                                                  "calls": 2, "prefix": [0, 1], "iteration": [], "iterations": 0,
+                                                  "suffix": [], "patterns": ranks[r]} for r in range(2)]})
+    profile = str(records.save(rec, tmp_path))
+    cal = cal_for(fed)
+    equal = whatif.apply(fed, ["B.speed=1"])
+
+    def total(code):
+        return app.MODELS[0].predict(equal, cal, code, parse(code, equal).nodes(equal),
+                                     app.AppParams(profile=profile)).total_s
+    r = network.route(equal, "A", "B", cal)
+    warm = network.slow_start_rounds(big, r.share_Bps(1) * r.rtt_s) * r.rtt_s
+    assert warm > 0.04  # 0.8 Gb/s x 10 ms: a window of 1 MB, six round trips from ten segments
+    # the 8 bytes leave after the warm-up and the compute, and cross: more than a send not held
+    assert total("A1B1") - total("A2") >= (warm + r.extra_one_way_s) * 0.99
