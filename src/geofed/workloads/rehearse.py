@@ -5,8 +5,7 @@ record) in their order: the calls before the program's iteration, the iteration 
 many times as it ran, the calls after; each call with the same peer or root, the same
 bytes, and before it the compute measured before such a call, as a timed wait (a spin:
 the rank holds its core as a computing rank does). A wait completes the oldest
-outstanding requests, as many as the profiled one did, and as the program did: blocking,
-or polling at the intervals it polled at (sleeping between). Collectives over a
+outstanding requests, as many as the profiled one did. Collectives over a
 sub-communicator are not replayed (the profile names only their size). So a centre
 checks a prediction on the emulated link without the application's inputs or licence:
 
@@ -72,26 +71,13 @@ class Replayer:
             comm.Sendrecv(out, peer, TAG, self.recv, source, TAG)
         elif kind in ("wait", "waitany", "waitsome"):
             if self.requests:
-                self.settle([self.requests.pop(0)], p)
+                self.requests.pop(0).Wait()
         elif kind == "waitall":
             done, self.requests = self.requests[:p["size"]], self.requests[p["size"]:]
-            self.settle(done, p)
+            MPI.Request.Waitall(done)
         else:
             COLLECTIVES[kind](self, out, into, n, peer)
         return True
-
-    def settle(self, requests: list, p: dict) -> None:
-        """Complete `requests` as the program did: in one blocking call, or by polling at the
-        intervals it polled at (sleeping between), so that a message that comes late is seen
-        at the next poll, as the program saw it."""
-        if not p.get("poll_s"):
-            self.MPI.Request.Waitall(requests)
-            return
-        pause = p["poll_sq"] / p["poll_s"]  # the interval a late message lands in, on average
-        poll = time.perf_counter()
-        while not self.MPI.Request.Testall(requests):
-            poll += pause
-            time.sleep(max(0.0, poll - time.perf_counter()))
 
 
 def _blocks(r: Replayer, n: int):
