@@ -28,9 +28,11 @@ def binary(name: str, fix: str = "run ./setup.sh to build rust/") -> str:
 
 
 def library(name: str, source: Path | None = None) -> Path:
-    """A shared library the setup builds into the venv's lib directory. With `source`,
-    one older than its source is refused: it would run code that is no longer there."""
-    path = Path(sys.prefix) / "lib" / name
+    """A shared library the setup builds into the venv's lib directory, or one in
+    $GEOFED_NATIVE_DIR when that has it (a build of one's own, as for `binary`). With
+    `source`, one older than its source is refused: it would run code that is no longer there."""
+    own = os.environ.get("GEOFED_NATIVE_DIR")
+    path = Path(own) / name if own and (Path(own) / name).is_file() else Path(sys.prefix) / "lib" / name
     if not path.is_file():
         raise UserError(f"{path}: not built; run ./setup.sh")
     if source is not None and source.is_file() and source.stat().st_mtime > path.stat().st_mtime:

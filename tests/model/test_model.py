@@ -373,3 +373,76 @@ def test_grayscott_waits_only_when_the_consumers_take_longer_than_plotgap_steps(
     assert slow.parts["link_comm"] == 0  # 160 ms of stencil hides the delivery
     half = model.predict(fed, cal, "A1B1", nodes, GrayScottParams(L=48, plotgap=20, sim_ranks=8, consumers=2))
     assert half.parts["compute"] == pytest.approx((1 + 7 * (48 ** 3 - 32 ** 3) / (64 ** 3 - 32 ** 3)) / 2 * 1e-3)
+
+
+def exchange_profile(directory, polls: tuple[float, float], iterations: int = 20, compute_s: float = 2e-3) -> str:
+    """An app.profile of two ranks at site A that post an 8-byte exchange with each other, wait
+    for it (polling, with the intervals between polls summed in `polls`: sum, sum of squares;
+    (0, 0) for a blocking wait), then compute `compute_s`, `iterations` times."""
+    def rank(r):
+        call = {"source": -1, "bytes": 8, "size": 0, "count": iterations, "inside_s": iterations * 1e-6,
+                "mean_s": 1e-6, "sd_s": 0.0, "min_s": 1e-6, "max_s": 1e-6, "gap_s": 0.0, "overlap_s": 0.0,
+                "overlapped": iterations, "poll_s": 0.0, "poll_sq": 0.0}
+        patterns = [call | {"kind": "irecv", "peer": 1 - r, "gap_s": iterations * compute_s},
+                    call | {"kind": "isend", "peer": 1 - r},
+                    call | {"kind": "waitall", "peer": -1, "bytes": 0, "size": 2, "overlapped": 0,
+                            "poll_s": polls[0] * iterations, "poll_sq": polls[1] * iterations}]
+        return {"rank": r, "host": "vm", "node": f"A{r + 1}", "total_s": iterations * compute_s,
+                "compute_s": iterations * compute_s, "comm_s": 3 * iterations * 1e-6, "calls": 3 * iterations,
+                "prefix": [], "iteration": [0, 1, 2], "iterations": iterations, "suffix": [], "patterns": patterns}
+    rec = records.make("app.profile", {"program": ["exchange"], "placement": "A2", "site": "A",
+                                       "ranks_per_node": 1, "total_s": iterations * compute_s,
+                                       "ranks": [rank(0), rank(1)], "untracked_calls": 0})
+    return str(records.save(rec, directory))
+
+
+def test_a_polling_wait_sees_a_message_from_across_the_link_at_its_next_poll(fed, tmp_path):
+    """A wait made by polling every 0.5 ms ends, when its message comes late, on average 0.25 ms
+    (the mean residual of its intervals, sum(x^2) / (2 sum(x))) after the message arrived: every
+    exchange across the link is late, none inside a site is."""
+    from geofed.model import app
+    every = 0.5e-3
+    polled = exchange_profile(tmp_path / "polled", (every, every ** 2))
+    blocking = exchange_profile(tmp_path / "blocking", (0.0, 0.0))
+    cal = cal_for(fed)
+
+    def total(profile, code):
+        return app.MODELS[0].predict(fed, cal, code, parse(code, fed).nodes(fed),
+                                     app.AppParams(profile=profile)).total_s
+    assert total(polled, "A2") == pytest.approx(total(blocking, "A2"))
+    extra = total(polled, "A1B1") - total(blocking, "A1B1")
+    # one late wait per exchange on the critical path at least, both ranks' at most
+    assert 20 * every / 2 * 0.99 <= extra <= 2 * 20 * every / 2 * 1.01, extra
+
+
+def test_a_blocking_send_holds_its_sender_while_the_connection_opens_its_window(fed, tmp_path):
+    """Rank 0 sends 1 MB to rank 1 with MPI_Send, computes 100 ms, then sends 8 bytes: across
+    the link the first send returns only once slow start has opened the window to 1 MB (the
+    socket's buffer takes the message as the window opens), so the 8 bytes leave that much later."""
+    from geofed.model import app
+    big, compute = 1 << 20, 0.1
+
+    def call(kind, peer, nbytes, gap):
+        return {"kind": kind, "peer": peer, "source": -1, "bytes": nbytes, "size": 0, "count": 1,
+                "inside_s": 1e-6, "mean_s": 1e-6, "sd_s": 0.0, "min_s": 1e-6, "max_s": 1e-6, "gap_s": gap,
+                "overlap_s": 0.0, "overlapped": 0, "poll_s": 0.0, "poll_sq": 0.0}
+    ranks = [[call("send", 1, big, 0.0), call("send", 1, 8, compute)],
+             [call("recv", 0, big, 0.0), call("recv", 0, 8, 0.0)]]
+    rec = records.make("app.profile", {"program": ["two sends"], "placement": "A2", "site": "A",
+                                       "ranks_per_node": 1, "total_s": compute, "untracked_calls": 0,
+                                       "ranks": [{"rank": r, "host": "vm", "node": f"A{r + 1}", "total_s": compute,
+                                                  "compute_s": compute if r == 0 else 0.0, "comm_s": 2e-6,
+                                                  "calls": 2, "prefix": [0, 1], "iteration": [], "iterations": 0,
+                                                  "suffix": [], "patterns": ranks[r]} for r in range(2)]})
+    profile = str(records.save(rec, tmp_path))
+    cal = cal_for(fed)
+    equal = whatif.apply(fed, ["B.speed=1"])
+
+    def total(code):
+        return app.MODELS[0].predict(equal, cal, code, parse(code, equal).nodes(equal),
+                                     app.AppParams(profile=profile)).total_s
+    r = network.route(equal, "A", "B", cal)
+    warm = network.slow_start_rounds(big, r.share_Bps(1) * r.rtt_s) * r.rtt_s
+    assert warm > 0.04  # 0.8 Gb/s x 10 ms: a window of 1 MB, six round trips from ten segments
+    # the 8 bytes leave after the warm-up and the compute, and cross: more than a send not held
+    assert total("A1B1") - total("A2") >= (warm + r.extra_one_way_s) * 0.99

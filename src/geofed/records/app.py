@@ -29,7 +29,9 @@ class AppProfile:
             translated), source (a sendrecv's), bytes (sent; a collective's vector or one rank's block),
             size (a collective's communicator size, a wait's requests), count, inside_s (time inside) with its
             mean_s, sd_s, min_s and max_s per call, gap_s (time before the calls: compute), overlap_s (time a
-            non-blocking message had between its post and its wait) over `overlapped` requests. The calls in
+            non-blocking message had between its post and its wait) over `overlapped` requests, poll_s and
+            poll_sq (a wait made by polling, MPI_Test/Testall or MPI_Iprobe: the sum of the intervals between
+            its polls and of their squares; 0 for a blocking call). The calls in
             order are `prefix`, then `iteration` `iterations` times, then `suffix` (indexes into patterns)
         untracked_calls: calls beyond the profiler's table of patterns (counted, not described)
     """

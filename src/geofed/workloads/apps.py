@@ -174,7 +174,8 @@ def measure(fed, program: list[str], one: str, across: list[str], repeat: int, w
                               "profile_runs_s": [p["total_s"] for p in profiles], "measured_s": measured,
                               "measured_runs_s": runs[code], "rehearsal_s": max(rehearsal["rank_s"]),
                               "rehearsal_error": max(rehearsal["rank_s"]) / measured - 1,
-                              "load": statistics.median(loads), "crossing_us": statistics.median(crossings)})
+                              "load": statistics.median(loads), "crossing_us": statistics.median(crossings),
+                              "crossings_us": crossings})
         rows.append(row)
         progress(f"  {code}: measured {measured:.3f} s, predicted {row['predicted_s']:.3f} s "
                  f"({row['error']:+.1%}), rehearsed {row['rehearsal_s']:.3f} s ({row['rehearsal_error']:+.1%})")
@@ -182,21 +183,35 @@ def measure(fed, program: list[str], one: str, across: list[str], repeat: int, w
 
 
 def predicted(fed, row: dict) -> dict:
-    """The row with the app model's prediction from each round's profile: their median, an
-    interval spanning every one's own (the host's load varies between runs as well as
-    within one), the parts of the median profile's; the host's crossing cost measured in
-    the rounds as the calibration's. No CPU quota: every node computes at the host's speed."""
+    """The row with the app model's prediction from each round's profile at the rounds'
+    median crossing cost: their median, the parts of the median profile's. The interval
+    carries what the model is uncertain of: every round's profile's own spread (the
+    model's), the host's crossing cost as it varied between the rounds (each profile
+    predicted at the lowest and the highest measured), and the host's repeatability (the
+    profile rounds' totals, minutes apart, scatter as a run does: half their range either
+    side). No CPU quota: every node computes at the host's speed."""
     from geofed.launch.placement import parse
     from geofed.model import app, calibration, whatif
     equal = whatif.apply(fed, [f"{s.code}.speed=1" for s in fed.sites])
-    # the federation file and the host's crossing cost as measured in the rounds: nothing else fitted
-    cal = calibration.Calibration(fed.name, speeds={s.code: 1.0 for s in fed.sites},
-                                  tcp_window_bytes=calibration.host_tcp_window(), crossing_us=row["crossing_us"])
     nodes = parse(row["placement"], equal).nodes(equal)
-    preds = [app.MODELS[0].predict(equal, cal, row["placement"], nodes, app.AppParams(profile=p))
-             for p in row["profiles"]]
+
+    def at(crossing_us: float, profile: str):
+        # the federation file and the host's crossing cost as measured in the rounds: nothing else fitted
+        cal = calibration.Calibration(fed.name, speeds={s.code: 1.0 for s in fed.sites},
+                                      tcp_window_bytes=calibration.host_tcp_window(), crossing_us=crossing_us)
+        return app.MODELS[0].predict(equal, cal, row["placement"], nodes, app.AppParams(profile=profile))
+
+    preds = [at(row["crossing_us"], p) for p in row["profiles"]]
     total = statistics.median(p.total_s for p in preds)
-    interval = [min(p.interval[0] for p in preds), max(p.interval[1] for p in preds)]
+    crossings = row.get("crossings_us", [row["crossing_us"]])  # records before crossings_us: the median only
+    low = [at(min(crossings), p) for p in row["profiles"]]
+    high = [at(max(crossings), p) for p in row["profiles"]]
+    runs = row["profile_runs_s"]
+    repeat = (max(runs) - min(runs)) / 2 / statistics.median(runs)  # relative, either side
+    # the host's repeatability scales what runs on the host (compute, the sites' own
+    # communication), not the link's propagation
+    interval = [max(0.0, min(p.interval[0] - repeat * (p.total_s - p.parts["link_comm"]) for p in low)),
+                max(p.interval[1] + repeat * (p.total_s - p.parts["link_comm"]) for p in high)]
     return row | {"predicted_s": total, "interval_s": interval,
                   "parts": preds[row["profiles"].index(row["profile"])].parts, "error": total / row["measured_s"] - 1,
                   "covered": interval[0] <= row["measured_s"] <= interval[1]}

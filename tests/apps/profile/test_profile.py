@@ -192,6 +192,11 @@ def test_polling_until_done_is_a_wait(fed, tmp_path):
         waitall = next(p for p in rank["patterns"] if p["kind"] == "waitall")
         assert waitall["overlapped"] == 0 and all(p["overlapped"] == ITERATIONS for p in rank["patterns"]
                                                   if p["kind"] in ("irecv", "isend"))
+        # the intervals between the polls lie inside the waits, and every one holds a 0.2 ms sleep
+        assert 0 <= waitall["poll_s"] <= waitall["inside_s"]
+        if waitall["poll_s"]:
+            assert waitall["poll_sq"] / (2 * waitall["poll_s"]) >= 0.0001
+        assert all(p["poll_s"] == p["poll_sq"] == 0 for p in rank["patterns"] if p["kind"] != "waitall")
 
 
 PICKLED = """

@@ -26,7 +26,7 @@ LIBRARY = "libgeofed_profile.so"  # libgeofed_profile.openmpi.so for Open MPI (g
 SOURCE = Path(__file__).with_name("pmpi.c")
 MAX_PERIOD = 2048  # the longest iteration looked for, in calls
 PATTERN_FIELDS = ("kind", "peer", "source", "bytes", "size", "count", "inside_s", "inside_sq", "min_s", "max_s",
-                  "gap_s", "overlap_s", "overlapped")
+                  "gap_s", "overlap_s", "overlapped", "poll_s", "poll_sq")
 
 
 def preload(directory: Path) -> list[str]:
@@ -106,7 +106,8 @@ def merge(directory: Path, ranks: int, nodes: list[str]) -> tuple[list[dict], in
             patterns.append({"kind": p["kind"], "peer": p["peer"], "source": p["source"], "bytes": p["bytes"],
                              "size": p["size"], "count": p["count"], "inside_s": p["inside_s"], "mean_s": mean,
                              "sd_s": var ** 0.5, "min_s": p["min_s"], "max_s": p["max_s"], "gap_s": p["gap_s"],
-                             "overlap_s": p["overlap_s"], "overlapped": p["overlapped"]})
+                             "overlap_s": p["overlap_s"], "overlapped": p["overlapped"],
+                             "poll_s": p.get("poll_s", 0.0), "poll_sq": p.get("poll_sq", 0.0)})
         prefix, period, iterations, suffix = iteration([index[s] for s in raw["order"]], raw["calls"])
         comm = sum(p["inside_s"] for p in patterns)
         out.append({"rank": rank, "host": raw.get("host", ""), "node": nodes[rank], "total_s": raw["total_s"],

@@ -38,6 +38,7 @@ struct pattern {
     long long bytes, count;
     double inside_s, inside_sq, inside_min, inside_max, gap_s, overlap_s;
     long long overlapped;
+    double poll_s, poll_sq;  /* a polled wait's intervals between its polls: sum, sum of squares */
 };
 
 static struct pattern patterns[PATTERNS];
@@ -134,12 +135,23 @@ static int pattern_of(int kind, int peer, int source, long long bytes, int size)
  * loop itself), are one wait from the first poll: the test that completes is counted as
  * a wait (waitall) over that time, the receive after a probe as starting at its first
  * poll. A longer stretch between two polls is compute: the wait starts again at the next
- * poll; another call ends it. */
+ * poll; another call ends it. The intervals between the polls of a wait are summed with
+ * their squares: a message that comes while the program waits this way is seen at the
+ * next poll, on average sum(x^2) / (2 sum(x)) after it arrived (the interval it lands in
+ * is a long one more often), which a wait across a link shows and one inside a site,
+ * whose messages mostly come before the first sleep, does not. */
 #define POLL_GAP_S 1e-3
-static double poll_start = -1, poll_last = -1;
+static double poll_start = -1, poll_last = -1, poll_prev, streak_s, streak_sq;
 
 static double polled(double t0, double t1) {
-    if (poll_start < 0 || t0 - poll_last > POLL_GAP_S) poll_start = t0;
+    if (poll_start < 0 || t0 - poll_last > POLL_GAP_S) {
+        poll_start = t0;
+        streak_s = streak_sq = 0;
+    } else {
+        streak_s += t0 - poll_prev;
+        streak_sq += (t0 - poll_prev) * (t0 - poll_prev);
+    }
+    poll_prev = t0;
     poll_last = t1;
     return poll_start;
 }
@@ -166,6 +178,10 @@ static int record(int kind, int peer, int source, long long bytes, int size, dou
     if (inside > p->inside_max) p->inside_max = inside;
     p->gap_s += t0 - t_last_end;
     t_last_end = t1;
+    if (poll_start >= 0 && t0 == poll_start) {  /* the call is the wait its polls made */
+        p->poll_s += streak_s;
+        p->poll_sq += streak_sq;
+    }
     poll_start = -1;  /* a poll after another call starts a wait of its own */
     if (calls < ORDER) order[calls] = (uint16_t)i;
     calls++;
@@ -240,9 +256,10 @@ static void write_profile(double t_end) {
     for (int i = 0; i < PATTERNS; i++) {
         struct pattern *p = &patterns[i];
         if (!p->used || !p->count) continue;
-        fprintf(f, "pattern %d %s %d %d %lld %d %lld %.9g %.9g %.9g %.9g %.9g %.9g %lld\n", i,
+        fprintf(f, "pattern %d %s %d %d %lld %d %lld %.9g %.9g %.9g %.9g %.9g %.9g %lld %.9g %.9g\n", i,
                 KIND_NAMES[p->kind], p->peer, p->source, p->bytes, p->size, p->count, p->inside_s,
-                p->inside_sq, p->inside_min, p->inside_max, p->gap_s, p->overlap_s, p->overlapped);
+                p->inside_sq, p->inside_min, p->inside_max, p->gap_s, p->overlap_s, p->overlapped, p->poll_s,
+                p->poll_sq);
     }
     long long kept = calls < ORDER ? calls : ORDER;
     fprintf(f, "order");
