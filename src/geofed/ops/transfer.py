@@ -293,7 +293,8 @@ def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | No
             "corrupt_found": got["corrupt"],  # damaged on disk since verified, or arrived damaged
             "sender_cpu_s_per_gb": sent["cpu_s"] / gb, "receiver_cpu_s_per_gb": got["cpu_s"] / gb,
             "tree": planned["entries"] | {"deleted": sent["deleted"], "not_sent": len(planned["not_sent"])},
-            "phases": {"plan_s": sent["plan_s"], "data_s": sent["seconds"], "finish_s": sent["finish_s"]},
+            "phases": {"plan_s": sent["plan_s"], "connect_s": sent["connect_s"], "data_s": sent["seconds"],
+                       "finish_s": sent["finish_s"]},
             "link": {"src_site": s_site, "dst_site": d_site, "rtt_ms": fed.rtt_ms(s_site, d_site),
                      "bandwidth_gbps": fed.bandwidth_gbps(s_site, d_site), "bdp_bytes": bdp},
             "started_from": caller or "host",
@@ -318,26 +319,39 @@ def narrower_end(fed, s_site: str, d_site: str, sent: dict, got: dict) -> dict:
     """Which of the sender's disk, the receiver's disk, either end's CPU and the network held
     the transfer, from what each was doing during the data phase: the share of the streams'
     time spent reading (sender) or writing (receiver), each end's CPU seconds per second
-    (a Python end's work runs mostly on one core), and the rate against the link's TCP
-    goodput. The busiest is named; when no end is busy (all below half), the network. Beside
-    them, how much of the streams' time the sender spent blocked sending (the network or the
-    receiver holding it back) and the receiver waiting for bytes (the network or the sender)."""
+    (a Python end's work runs mostly on one core), the rate against the link's TCP goodput,
+    and the share of the bytes that were already waiting in the receiver's sockets when it
+    came to read them. Bytes that wait for the receiver (half of them or more) name it: its
+    disk or its CPU, whichever was busier, though its CPU seconds be few (a CPU shared with
+    other processes: the time its threads were ready to run and waited for a CPU is given
+    beside). Else the busiest end is named; when no end is busy (all below half), or the
+    network's share is higher, the network. Beside them, how much of the streams' time the
+    sender spent blocked sending (the network or the receiver holding it back) and the
+    receiver waiting for bytes (the network or the sender)."""
     from geofed.model.network import route
     wall = max(sent["seconds"], 1e-9)
     r = route(fed, s_site, d_site)
     goodput = r.rate_Bps * federation.TCP_PAYLOAD_PER_WIRE_BYTE * (1 - r.loss) * 8 / 1e6 if r.rate_Bps else None
     rate = sent["bytes"] * 8 / wall / 1e6
+    rx_streams = max(got["streams"], 1)
     busy = {"sender disk": sent["read_s"] / (sent["streams"] * wall),
-            "receiver disk": got["written_s"] / (max(got["streams"], 1) * wall),
+            "receiver disk": got["written_s"] / (rx_streams * wall),
             "sender CPU": sent["cpu_s"] / wall, "receiver CPU": got["cpu_s"] / wall}
     busy = {k: round(v, 3) for k, v in busy.items()}
     network = rate / goodput if goodput else 0.0
+    behind = got.get("queued", 0) / got["bytes"] if got.get("bytes") else 0.0
     end = max(busy, key=busy.get)
-    name = "network" if network >= busy[end] or busy[end] < 0.5 else end
+    if behind >= 0.5:
+        name = max(("receiver disk", "receiver CPU"), key=busy.get)
+    else:
+        name = "network" if network >= busy[end] or busy[end] < 0.5 else end
     waiting = {"sender sending": sent["send_s"] / (sent["streams"] * wall),
-               "receiver waiting": got["waited_s"] / (max(got["streams"], 1) * wall)}
+               "receiver waiting": got["waited_s"] / (rx_streams * wall)}
+    cpu_waiting = {"sender": sent.get("cpu_waited_s", 0.0) / (sent["streams"] * wall),
+                   "receiver": got.get("cpu_waited_s", 0.0) / (rx_streams * wall)}
     return {"narrower": name, "busy": busy, "network": round(network, 3), "goodput_mbps": goodput,
-            "rate_mbps": rate, "waiting": {k: round(v, 3) for k, v in waiting.items()}}
+            "rate_mbps": rate, "waiting": {k: round(v, 3) for k, v in waiting.items()},
+            "receiver_behind": round(behind, 3), "waiting_for_cpu": {k: round(v, 3) for k, v in cpu_waiting.items()}}
 
 
 def limit_line(data: dict) -> str:
@@ -347,9 +361,11 @@ def limit_line(data: dict) -> str:
     net = (f"the link: {lim['rate_mbps']:.0f} of {lim['goodput_mbps']:.0f} Mb/s of TCP goodput, {lim['network']:.0%}"
            if lim["goodput_mbps"] else f"the link: {lim['rate_mbps']:.0f} Mb/s")
     waiting = ", ".join(f"{k} {v:.0%}" for k, v in lim["waiting"].items())
+    cpu = ", ".join(f"{k} {v:.0%}" for k, v in lim["waiting_for_cpu"].items())
     return (f"congestion control {c['algorithm']} (sockets: {', '.join(c['sockets'])}): {c['reason']}; "
             f"{c['retransmitted']:.2%} retransmitted\n"
-            f"narrower end: {lim['narrower']} ({net}; busy: {busy}; streams blocked: {waiting})")
+            f"narrower end: {lim['narrower']} ({net}; busy: {busy}; bytes waiting for the receiver: "
+            f"{lim['receiver_behind']:.0%}; streams blocked: {waiting}; streams waiting for a CPU: {cpu})")
 
 
 def dry_run_table(preview: dict) -> str:
