@@ -320,14 +320,16 @@ def narrower_end(fed, s_site: str, d_site: str, sent: dict, got: dict) -> dict:
     the transfer, from what each was doing during the data phase: the share of the streams'
     time spent reading (sender) or writing (receiver), each end's CPU seconds per second
     (a Python end's work runs mostly on one core), the rate against the link's TCP goodput,
-    and the share of the bytes that were already waiting in the receiver's sockets when it
-    came to read them. Bytes that wait for the receiver (half of them or more) name it: its
-    disk or its CPU, whichever was busier, though its CPU seconds be few (a CPU shared with
-    other processes: the time its threads were ready to run and waited for a CPU is given
-    beside). Else the busiest end is named; when no end is busy (all below half), or the
-    network's share is higher, the network. Beside them, how much of the streams' time the
-    sender spent blocked sending (the network or the receiver holding it back) and the
-    receiver waiting for bytes (the network or the sender)."""
+    and the share of the time the sender's sockets had data in flight that the receiver's
+    window held them (the kernel's rwnd_limited: the receiver did not take the bytes as
+    fast as the network brought them). A sender held so half of that time or more names
+    the receiver: its disk or its CPU, whichever was busier, though its CPU seconds be few
+    (a CPU shared with other processes: beside it, the share of its streams' time they were
+    ready to run and waited for a CPU, and of the bytes already waiting in its sockets when
+    it came to read them). Else the busiest end is named; when no end is busy (all below
+    half), or the network's share is higher, the network. Beside them, how much of the
+    streams' time the sender spent blocked sending (the network or the receiver holding it
+    back) and the receiver waiting for bytes (the network or the sender)."""
     from geofed.model.network import route
     wall = max(sent["seconds"], 1e-9)
     r = route(fed, s_site, d_site)
@@ -340,8 +342,9 @@ def narrower_end(fed, s_site: str, d_site: str, sent: dict, got: dict) -> dict:
     busy = {k: round(v, 3) for k, v in busy.items()}
     network = rate / goodput if goodput else 0.0
     behind = got.get("queued", 0) / got["bytes"] if got.get("bytes") else 0.0
+    held = sent.get("rwnd_limited_s", 0.0) / sent["busy_s"] if sent.get("busy_s") else 0.0
     end = max(busy, key=busy.get)
-    if behind >= 0.5:
+    if held >= 0.5:
         name = max(("receiver disk", "receiver CPU"), key=busy.get)
     else:
         name = "network" if network >= busy[end] or busy[end] < 0.5 else end
@@ -351,7 +354,8 @@ def narrower_end(fed, s_site: str, d_site: str, sent: dict, got: dict) -> dict:
                    "receiver": got.get("cpu_waited_s", 0.0) / (rx_streams * wall)}
     return {"narrower": name, "busy": busy, "network": round(network, 3), "goodput_mbps": goodput,
             "rate_mbps": rate, "waiting": {k: round(v, 3) for k, v in waiting.items()},
-            "receiver_behind": round(behind, 3), "waiting_for_cpu": {k: round(v, 3) for k, v in cpu_waiting.items()}}
+            "receiver_window": round(held, 3), "receiver_behind": round(behind, 3),
+            "waiting_for_cpu": {k: round(v, 3) for k, v in cpu_waiting.items()}}
 
 
 def limit_line(data: dict) -> str:
@@ -364,7 +368,8 @@ def limit_line(data: dict) -> str:
     cpu = ", ".join(f"{k} {v:.0%}" for k, v in lim["waiting_for_cpu"].items())
     return (f"congestion control {c['algorithm']} (sockets: {', '.join(c['sockets'])}): {c['reason']}; "
             f"{c['retransmitted']:.2%} retransmitted\n"
-            f"narrower end: {lim['narrower']} ({net}; busy: {busy}; bytes waiting for the receiver: "
+            f"narrower end: {lim['narrower']} ({net}; busy: {busy}; the receiver's window held the sender "
+            f"{lim['receiver_window']:.0%} of its sending time, bytes waiting for the receiver: "
             f"{lim['receiver_behind']:.0%}; streams blocked: {waiting}; streams waiting for a CPU: {cpu})")
 
 

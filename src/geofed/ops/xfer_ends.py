@@ -81,9 +81,13 @@ MANIFEST = ".geofed-partial.manifest"
 NULL_SINK = "/dev/null"
 MEM_PREFIX = "mem:"
 SO_SNDBUFFORCE, SO_RCVBUFFORCE = 32, 33  # linux/asm-generic/socket.h; Python's socket module has neither
-# struct tcp_info (linux/tcp.h, Linux 4.19 on): tcpi_bytes_sent and tcpi_bytes_retrans
+# struct tcp_info (linux/tcp.h, Linux 4.19 on): tcpi_bytes_sent and tcpi_bytes_retrans; and
+# tcpi_busy_time, tcpi_rwnd_limited, tcpi_sndbuf_limited (microseconds the socket had data in
+# flight, and of them those the receiver's window or the send buffer held it)
 TCP_INFO_SENT = struct.Struct("<QQ")
 TCP_INFO_SENT_AT = 200
+TCP_INFO_LIMITED = struct.Struct("<QQQ")
+TCP_INFO_LIMITED_AT = 168
 # The window in which the sender measures the path's loss: after slow start, whose
 # overshoot of the link's queue loses frames on any path (298 retransmissions in the
 # first second of 2 cubic streams on a clean 9 ms link, none after).
@@ -231,6 +235,14 @@ def sent_and_retransmitted(sock: socket.socket) -> tuple[int, int]:
     """Bytes this socket has sent and, of them, sent again (the kernel's TCP_INFO)."""
     info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_SENT_AT + TCP_INFO_SENT.size)
     return TCP_INFO_SENT.unpack_from(info, TCP_INFO_SENT_AT)
+
+
+def limited_s(sock: socket.socket) -> tuple[float, float, float]:
+    """Seconds this socket has been busy sending (data in flight) and, of them, held by the
+    receiver's window (a receiver that does not read fast enough, or whose buffer is too
+    small) and by its own send buffer (the kernel's TCP_INFO)."""
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_LIMITED_AT + TCP_INFO_LIMITED.size)
+    return tuple(us / 1e6 for us in TCP_INFO_LIMITED.unpack_from(info, TCP_INFO_LIMITED_AT))
 
 
 def retransmitted_share(counts: list[tuple[int, int]]) -> float:
@@ -884,7 +896,7 @@ def send_main(a) -> int:
         emit(event="dry_run", changes=answer["changes"], not_sent=not_sent)
         return 0
     state = {"sent": 0, "resent": 0, "acked": 0, "left": len(sending), "read_s": 0.0, "send_s": 0.0,
-             "cpu_waited_s": 0.0}
+             "cpu_waited_s": 0.0, "busy_s": 0.0, "rwnd_limited_s": 0.0, "sndbuf_limited_s": 0.0}
     tcp_counts: dict[socket.socket, tuple[int, int]] = {}  # each data socket's last TCP_INFO counts
     algorithms: set[str] = set()
     lock = threading.Lock()
@@ -962,6 +974,8 @@ def send_main(a) -> int:
                 state["cpu_waited_s"] += delayed - before
         with lock:
             tcp_counts[sock] = sent_and_retransmitted(sock)
+            for k, v in zip(("busy_s", "rwnd_limited_s", "sndbuf_limited_s"), limited_s(sock)):
+                state[k] += v
             algorithms.add(congestion(sock))
         sock.close()
 
@@ -1022,7 +1036,8 @@ def send_main(a) -> int:
     emit(event="done", bytes=state["sent"], acked=state["acked"], held=skipped, total=total, seconds=seconds,
          resent=state["resent"], cpu_s=cpu_seconds(), streams=a.streams, chunk=chunk, deleted=end["deleted"],
          plan_s=plan_s, connect_s=connect_s, finish_s=finish_s, read_s=state["read_s"], send_s=state["send_s"],
-         cpu_waited_s=state["cpu_waited_s"],
+         cpu_waited_s=state["cpu_waited_s"], busy_s=state["busy_s"], rwnd_limited_s=state["rwnd_limited_s"],
+         sndbuf_limited_s=state["sndbuf_limited_s"],
          congestion=sorted(algorithms), retransmitted=retransmitted_share(list(tcp_counts.values())))
     leave()
 
