@@ -52,9 +52,10 @@ class OpsTransfer:
             network), busy (each end's share of the data phase reading, writing, on CPU), network (the
             rate against the link's TCP goodput), goodput_mbps, rate_mbps, waiting (the share of the
             streams' time the sender was blocked sending, the receiver waiting for bytes),
+            receiver_window (the share of the sender's sending time the receiver's window held it),
             receiver_behind (the share of the bytes already waiting in the receiver's sockets when it
             read them), waiting_for_cpu (per end, the share of its streams' time they were ready to run
-            and waited for a CPU; these two not in records made before them); empty before version 3
+            and waited for a CPU; these three not in records made before them); empty before version 3
     """
     source: str
     destination: str
