@@ -320,16 +320,17 @@ def narrower_end(fed, s_site: str, d_site: str, sent: dict, got: dict) -> dict:
     the transfer, from what each was doing during the data phase: the share of the streams'
     time spent reading (sender) or writing (receiver), each end's CPU seconds per second
     (a Python end's work runs mostly on one core), the rate against the link's TCP goodput,
-    and the share of the time the sender's sockets had data in flight that the receiver's
+    the share of the time the sender's sockets had data in flight that the receiver's
     window held them (the kernel's rwnd_limited: the receiver did not take the bytes as
-    fast as the network brought them). A sender held so half of that time or more names
-    the receiver: its disk or its CPU, whichever was busier, though its CPU seconds be few
-    (a CPU shared with other processes: beside it, the share of its streams' time they were
-    ready to run and waited for a CPU, and of the bytes already waiting in its sockets when
-    it came to read them). Else the busiest end is named; when no end is busy (all below
-    half), or the network's share is higher, the network. Beside them, how much of the
-    streams' time the sender spent blocked sending (the network or the receiver holding it
-    back) and the receiver waiting for bytes (the network or the sender)."""
+    fast as the network brought them), the share of its streams' time each end spent
+    blocked (the sender sending, the receiver waiting for bytes) and ready to run but
+    waiting for a CPU, and the share of the bytes already waiting in the receiver's
+    sockets when it came to read them. A sender held by the receiver's window half of that
+    time or more names the receiver: its disk or its CPU, whichever was busier. Else the
+    busiest end, if busy half of the time and more than the network's share. Else an end
+    whose CPU others share, though its own CPU seconds be few: the receiver if its streams
+    waited for a CPU longer than for bytes and bytes waited for it, the sender if its
+    streams waited for a CPU longer than they were blocked sending. Else the network."""
     from geofed.model.network import route
     wall = max(sent["seconds"], 1e-9)
     r = route(fed, s_site, d_site)
@@ -343,15 +344,21 @@ def narrower_end(fed, s_site: str, d_site: str, sent: dict, got: dict) -> dict:
     network = rate / goodput if goodput else 0.0
     behind = got.get("queued", 0) / got["bytes"] if got.get("bytes") else 0.0
     held = sent.get("rwnd_limited_s", 0.0) / sent["busy_s"] if sent.get("busy_s") else 0.0
-    end = max(busy, key=busy.get)
-    if held >= 0.5:
-        name = max(("receiver disk", "receiver CPU"), key=busy.get)
-    else:
-        name = "network" if network >= busy[end] or busy[end] < 0.5 else end
     waiting = {"sender sending": sent["send_s"] / (sent["streams"] * wall),
                "receiver waiting": got["waited_s"] / (rx_streams * wall)}
     cpu_waiting = {"sender": sent.get("cpu_waited_s", 0.0) / (sent["streams"] * wall),
                    "receiver": got.get("cpu_waited_s", 0.0) / (rx_streams * wall)}
+    end = max(busy, key=busy.get)
+    if held >= 0.5:
+        name = max(("receiver disk", "receiver CPU"), key=busy.get)
+    elif busy[end] >= 0.5 and busy[end] > network:
+        name = end
+    elif cpu_waiting["receiver"] > waiting["receiver waiting"] and behind >= 0.5:
+        name = "receiver CPU"  # ready to run more than waiting for bytes, and bytes waited for it
+    elif cpu_waiting["sender"] > waiting["sender sending"]:
+        name = "sender CPU"  # ready to run more than blocked sending
+    else:
+        name = "network"
     return {"narrower": name, "busy": busy, "network": round(network, 3), "goodput_mbps": goodput,
             "rate_mbps": rate, "waiting": {k: round(v, 3) for k, v in waiting.items()},
             "receiver_window": round(held, 3), "receiver_behind": round(behind, 3),
