@@ -328,9 +328,9 @@ def narrower_end(fed, s_site: str, d_site: str, sent: dict, got: dict) -> dict:
     sockets when it came to read them. A sender held by the receiver's window half of that
     time or more names the receiver: its disk or its CPU, whichever was busier. Else the
     busiest end, if busy half of the time and more than the network's share. Else an end
-    whose CPU others share, though its own CPU seconds be few: the receiver if its streams
-    waited for a CPU longer than for bytes and bytes waited for it, the sender if its
-    streams waited for a CPU longer than they were blocked sending. Else the network."""
+    whose CPU others share, though its own CPU seconds be few: one whose streams were ready
+    to run and waited for a CPU half of their time or more (the receiver only if bytes
+    waited for it too), the longer waiting if both. Else the network."""
     from geofed.model.network import route
     wall = max(sent["seconds"], 1e-9)
     r = route(fed, s_site, d_site)
@@ -353,10 +353,8 @@ def narrower_end(fed, s_site: str, d_site: str, sent: dict, got: dict) -> dict:
         name = max(("receiver disk", "receiver CPU"), key=busy.get)
     elif busy[end] >= 0.5 and busy[end] > network:
         name = end
-    elif cpu_waiting["receiver"] > waiting["receiver waiting"] and behind >= 0.5:
-        name = "receiver CPU"  # ready to run more than waiting for bytes, and bytes waited for it
-    elif cpu_waiting["sender"] > waiting["sender sending"]:
-        name = "sender CPU"  # ready to run more than blocked sending
+    elif starved := {e: v for e, v in cpu_waiting.items() if v >= 0.5 and (e == "sender" or behind >= 0.5)}:
+        name = max(starved, key=starved.get) + " CPU"
     else:
         name = "network"
     return {"narrower": name, "busy": busy, "network": round(network, 3), "goodput_mbps": goodput,
