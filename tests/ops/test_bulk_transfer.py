@@ -436,6 +436,61 @@ def test_the_narrower_end_is_the_busiest_part():
     assert transfer.narrower_end(fed, "W", "G", fast | {"read_s": 18.0}, got)["narrower"] == "network"
 
 
+def measured(mbps, streams=2, *, tx_cpu, rx_cpu, sending, waiting, window, behind, tx_ready, rx_ready,
+             written=0.0):
+    """The ends' done events of a 10 s data phase with these shares (the shares the ends measured
+    on a 50 ms, 10 Gb/s copy of icm-task, docs/transfer.md)."""
+    n, wall = streams, 10.0
+    nbytes = mbps * 1e6 / 8 * wall
+    sent = {"seconds": wall, "bytes": nbytes, "streams": n, "read_s": 0.0, "cpu_s": tx_cpu * wall,
+            "send_s": sending * n * wall, "cpu_waited_s": tx_ready * n * wall, "busy_s": n * wall,
+            "rwnd_limited_s": window * n * wall, "sndbuf_limited_s": 0.0}
+    got = {"bytes": nbytes, "streams": n, "written_s": written * n * wall, "cpu_s": rx_cpu * wall,
+           "waited_s": waiting * n * wall, "cpu_waited_s": rx_ready * n * wall, "queued": behind * nbytes}
+    return sent, got
+
+
+def test_an_end_starved_of_cpu_is_named_though_its_cpu_seconds_are_few(tmp_path):
+    """Before, every run on this 2-core host was named "network", also where the receiver, on
+    CPU a third of the time, held geofed to 0.75 of iperf3. The cases the ends measured:"""
+    fed = federation.load(federation.derive(federation.load("icm-task"), tmp_path, "xfer-50ms", rtt_ms=50,
+                                            bandwidth_gbps=10))
+
+    def named(**shares):
+        return transfer.narrower_end(fed, "W", "G", *measured(**shares))
+
+    # alone on the host at 0.99 of iperf3: its streams waited for bytes more than for a CPU
+    quiet = named(mbps=4859, tx_cpu=0.111, rx_cpu=0.411, sending=0.925, waiting=0.665, window=0.003, behind=0.649,
+                  tx_ready=0.129, rx_ready=0.348)
+    assert quiet["narrower"] == "network" and quiet["network"] == pytest.approx(0.907, abs=1e-3)
+    # the receiver in a cgroup of a quarter of a CPU: 4222 Mb/s, its streams ready to run 71 % of the time;
+    # again 4040 Mb/s, 62 %
+    starved = named(mbps=4222, tx_cpu=0.109, rx_cpu=0.238, sending=0.905, waiting=0.452, window=0.188, behind=0.984,
+                    tx_ready=0.069, rx_ready=0.713)
+    assert starved["narrower"] == "receiver CPU" and starved["waiting_for_cpu"]["receiver"] == 0.713
+    assert named(mbps=4040, tx_cpu=0.084, rx_cpu=0.224, sending=0.933, waiting=0.613, window=0.135, behind=0.908,
+                 tx_ready=0.047, rx_ready=0.615)["narrower"] == "receiver CPU"
+    assert "streams waiting for a CPU: sender 7%, receiver 71%" in transfer.limit_line(
+        {"congestion": {"algorithm": "cubic", "sockets": ["cubic"], "reason": "", "retransmitted": 0.0},
+         "limit": starved})
+    # the sender in one of a 25th of a CPU, twice: 1833 and 2338 Mb/s (its streams, woken in sendall and
+    # waiting for a CPU, count as blocked sending too)
+    for sender in (named(mbps=1833, tx_cpu=0.049, rx_cpu=0.149, sending=0.874, waiting=0.892, window=0.0,
+                         behind=0.562, tx_ready=0.929, rx_ready=0.092),
+                   named(mbps=2338, tx_cpu=0.051, rx_cpu=0.17, sending=0.89, waiting=0.864, window=0.0,
+                         behind=0.497, tx_ready=0.876, rx_ready=0.106)):
+        assert sender["narrower"] == "sender CPU"
+    # two busy loops beside both ends: the host's CPU, shared, held geofed (4809 Mb/s) and iperf3 (4766) alike
+    hogs = named(mbps=4809, tx_cpu=0.121, rx_cpu=0.427, sending=0.937, waiting=0.435, window=0.127, behind=0.989,
+                 tx_ready=0.127, rx_ready=0.665)
+    assert hogs["narrower"] == "receiver CPU"
+    # a receiver whose window held the sender most of its sending time: its CPU, or its disk if writing
+    held = dict(mbps=3000, tx_cpu=0.1, rx_cpu=0.3, sending=0.95, waiting=0.1, window=0.75, behind=0.9,
+                tx_ready=0.05, rx_ready=0.05)
+    assert named(**held)["narrower"] == "receiver CPU" and named(**held)["receiver_window"] == 0.75
+    assert named(**held | {"written": 0.7})["narrower"] == "receiver disk"
+
+
 def test_every_stream_gets_sixteen_chunks_to_share_unless_that_goes_below_256_kib():
     assert xfer_ends.chunk_for(1 << 30, 8) == 8 << 20
     assert xfer_ends.chunk_for(64 << 20, 8) == 512 << 10  # 128 chunks for 8 streams

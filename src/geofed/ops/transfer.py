@@ -293,7 +293,8 @@ def run(fed, src: str, dst: str, *, streams: int | None = None, buffer: int | No
             "corrupt_found": got["corrupt"],  # damaged on disk since verified, or arrived damaged
             "sender_cpu_s_per_gb": sent["cpu_s"] / gb, "receiver_cpu_s_per_gb": got["cpu_s"] / gb,
             "tree": planned["entries"] | {"deleted": sent["deleted"], "not_sent": len(planned["not_sent"])},
-            "phases": {"plan_s": sent["plan_s"], "data_s": sent["seconds"], "finish_s": sent["finish_s"]},
+            "phases": {"plan_s": sent["plan_s"], "connect_s": sent["connect_s"], "data_s": sent["seconds"],
+                       "finish_s": sent["finish_s"]},
             "link": {"src_site": s_site, "dst_site": d_site, "rtt_ms": fed.rtt_ms(s_site, d_site),
                      "bandwidth_gbps": fed.bandwidth_gbps(s_site, d_site), "bdp_bytes": bdp},
             "started_from": caller or "host",
@@ -318,26 +319,48 @@ def narrower_end(fed, s_site: str, d_site: str, sent: dict, got: dict) -> dict:
     """Which of the sender's disk, the receiver's disk, either end's CPU and the network held
     the transfer, from what each was doing during the data phase: the share of the streams'
     time spent reading (sender) or writing (receiver), each end's CPU seconds per second
-    (a Python end's work runs mostly on one core), and the rate against the link's TCP
-    goodput. The busiest is named; when no end is busy (all below half), the network. Beside
-    them, how much of the streams' time the sender spent blocked sending (the network or the
-    receiver holding it back) and the receiver waiting for bytes (the network or the sender)."""
+    (a Python end's work runs mostly on one core), the rate against the link's TCP goodput,
+    the share of the time the sender's sockets had data in flight that the receiver's
+    window held them (the kernel's rwnd_limited: the receiver did not take the bytes as
+    fast as the network brought them), the share of its streams' time each end spent
+    blocked (the sender sending, the receiver waiting for bytes) and ready to run but
+    waiting for a CPU, and the share of the bytes already waiting in the receiver's
+    sockets when it came to read them. A sender held by the receiver's window half of that
+    time or more names the receiver: its disk or its CPU, whichever was busier. Else the
+    busiest end, if busy half of the time and more than the network's share. Else an end
+    whose CPU others share, though its own CPU seconds be few: one whose streams were ready
+    to run and waited for a CPU half of their time or more (the receiver only if bytes
+    waited for it too), the longer waiting if both. Else the network."""
     from geofed.model.network import route
     wall = max(sent["seconds"], 1e-9)
     r = route(fed, s_site, d_site)
     goodput = r.rate_Bps * federation.TCP_PAYLOAD_PER_WIRE_BYTE * (1 - r.loss) * 8 / 1e6 if r.rate_Bps else None
     rate = sent["bytes"] * 8 / wall / 1e6
+    rx_streams = max(got["streams"], 1)
     busy = {"sender disk": sent["read_s"] / (sent["streams"] * wall),
-            "receiver disk": got["written_s"] / (max(got["streams"], 1) * wall),
+            "receiver disk": got["written_s"] / (rx_streams * wall),
             "sender CPU": sent["cpu_s"] / wall, "receiver CPU": got["cpu_s"] / wall}
     busy = {k: round(v, 3) for k, v in busy.items()}
     network = rate / goodput if goodput else 0.0
-    end = max(busy, key=busy.get)
-    name = "network" if network >= busy[end] or busy[end] < 0.5 else end
+    behind = got.get("queued", 0) / got["bytes"] if got.get("bytes") else 0.0
+    held = sent.get("rwnd_limited_s", 0.0) / sent["busy_s"] if sent.get("busy_s") else 0.0
     waiting = {"sender sending": sent["send_s"] / (sent["streams"] * wall),
-               "receiver waiting": got["waited_s"] / (max(got["streams"], 1) * wall)}
+               "receiver waiting": got["waited_s"] / (rx_streams * wall)}
+    cpu_waiting = {"sender": sent.get("cpu_waited_s", 0.0) / (sent["streams"] * wall),
+                   "receiver": got.get("cpu_waited_s", 0.0) / (rx_streams * wall)}
+    end = max(busy, key=busy.get)
+    if held >= 0.5:
+        name = max(("receiver disk", "receiver CPU"), key=busy.get)
+    elif busy[end] >= 0.5 and busy[end] > network:
+        name = end
+    elif starved := {e: v for e, v in cpu_waiting.items() if v >= 0.5 and (e == "sender" or behind >= 0.5)}:
+        name = max(starved, key=starved.get) + " CPU"
+    else:
+        name = "network"
     return {"narrower": name, "busy": busy, "network": round(network, 3), "goodput_mbps": goodput,
-            "rate_mbps": rate, "waiting": {k: round(v, 3) for k, v in waiting.items()}}
+            "rate_mbps": rate, "waiting": {k: round(v, 3) for k, v in waiting.items()},
+            "receiver_window": round(held, 3), "receiver_behind": round(behind, 3),
+            "waiting_for_cpu": {k: round(v, 3) for k, v in cpu_waiting.items()}}
 
 
 def limit_line(data: dict) -> str:
@@ -347,9 +370,12 @@ def limit_line(data: dict) -> str:
     net = (f"the link: {lim['rate_mbps']:.0f} of {lim['goodput_mbps']:.0f} Mb/s of TCP goodput, {lim['network']:.0%}"
            if lim["goodput_mbps"] else f"the link: {lim['rate_mbps']:.0f} Mb/s")
     waiting = ", ".join(f"{k} {v:.0%}" for k, v in lim["waiting"].items())
+    cpu = ", ".join(f"{k} {v:.0%}" for k, v in lim["waiting_for_cpu"].items())
     return (f"congestion control {c['algorithm']} (sockets: {', '.join(c['sockets'])}): {c['reason']}; "
             f"{c['retransmitted']:.2%} retransmitted\n"
-            f"narrower end: {lim['narrower']} ({net}; busy: {busy}; streams blocked: {waiting})")
+            f"narrower end: {lim['narrower']} ({net}; busy: {busy}; the receiver's window held the sender "
+            f"{lim['receiver_window']:.0%} of its sending time, bytes waiting for the receiver: "
+            f"{lim['receiver_behind']:.0%}; streams blocked: {waiting}; streams waiting for a CPU: {cpu})")
 
 
 def dry_run_table(preview: dict) -> str:

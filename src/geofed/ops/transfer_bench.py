@@ -19,7 +19,8 @@ over their client's run time less that of a 1-byte copy (their connection set-up
 geofed's and iperf3's are their own. CPU seconds per GB at the sender: geofed's from
 getrusage of its sender, iperf3's from its own host CPU share x time, GridFTP's from
 getrusage of globus-url-copy (the client pushes), xrootd's from its server's
-/proc/PID/stat (xrdcp pulls from it), each less that of the 1-byte copy.
+/proc/PID/stat (xrdcp pulls from it), each less that of the 1-byte copy; at the receiver,
+geofed's and iperf3's (its server's share, which iperf3 reports as remote).
 """
 
 from __future__ import annotations
@@ -57,8 +58,10 @@ def iperf3(plan, src: str, dst: str, streams: int, nbytes: int, timeout: float =
     end = doc["end"]
     seconds = end["sum_received"]["seconds"]
     moved = end["sum_received"]["bytes"]
-    cpu = end["cpu_utilization_percent"]["host_total"] / 100 * seconds
-    return {"rate_mbps": moved * 8 / seconds / 1e6, "sender_cpu_s_per_gb": cpu / (moved / 1e9),
+    cpu = end["cpu_utilization_percent"]  # the client's (host) and the server's (remote) CPU share of the run
+    return {"rate_mbps": moved * 8 / seconds / 1e6,
+            "sender_cpu_s_per_gb": cpu["host_total"] / 100 * seconds / (moved / 1e9),
+            "receiver_cpu_s_per_gb": cpu["remote_total"] / 100 * seconds / (moved / 1e9),
             "retransmits": end["sum_sent"].get("retransmits", 0)}
 
 
@@ -234,7 +237,9 @@ def _row(fed, plan, a: str, b: str, n: int, size: int, cubic_size: int, repeat: 
             **{f"{p}_mbps": statistics.median(r["rate_mbps"] for r in v) for p, v in tools.items()},
             **{f"{p}_runs_mbps": [r["rate_mbps"] for r in v] for p, v in tools.items()},
             **{f"{p}_sender_cpu_s_per_gb": statistics.median(r["sender_cpu_s_per_gb"] for r in v)
-               for p, v in tools.items()}}
+               for p, v in tools.items()},
+            **{f"{p}_receiver_cpu_s_per_gb": statistics.median(r["receiver_cpu_s_per_gb"] for r in tools[p])
+               for p in ("iperf3", "iperf3_bbr")}}
 
 
 def goodput_ceiling_mbps(gbps: float, loss: float) -> float:
@@ -275,7 +280,8 @@ def table(data: dict) -> str:
                for loss, c in data.get("auto", {}).items()),
              f"{'loss':>6} {'streams':>7} {'geofed Mb/s':>11} {'cc':>5} {'of link':>7} {'iperf3 Mb/s':>11} "
              f"{'geofed/iperf3':>13} {'iperf3 bbr':>10}" + "".join(f" {p + ' Mb/s':>12}" for p in peers)
-             + f" {'CPU s/GB geofed':>15} {'iperf3':>7}" + "".join(f" {p:>7}" for p in peers)]
+             + f" {'CPU s/GB geofed':>15} {'iperf3':>7}" + "".join(f" {p:>7}" for p in peers)
+             + f" {'receiver geofed':>15} {'iperf3':>7}"]
     for r in data["rows"]:
         lines.append(f"{r['loss']:>6g} {r['streams']:>7} {r['geofed_mbps']:>11.0f} "
                      f"{'/'.join(r.get('geofed_congestion', ['cubic'])):>5} {r['geofed_mbps'] / cap:>7.1%} "
@@ -283,7 +289,9 @@ def table(data: dict) -> str:
                      f"{r.get('iperf3_bbr_mbps', float('nan')):>10.0f}"
                      + "".join(f" {r[p + '_mbps']:>12.0f}" for p in peers)
                      + f" {r['geofed_sender_cpu_s_per_gb']:>15.2f} {r['iperf3_sender_cpu_s_per_gb']:>7.2f}"
-                     + "".join(f" {r.get(p + '_sender_cpu_s_per_gb', float('nan')):>7.2f}" for p in peers))
+                     + "".join(f" {r.get(p + '_sender_cpu_s_per_gb', float('nan')):>7.2f}" for p in peers)
+                     + f" {r.get('geofed_receiver_cpu_s_per_gb', float('nan')):>15.2f}"
+                     f" {r.get('iperf3_receiver_cpu_s_per_gb', float('nan')):>7.2f}")
     if "iperf3_bbr_mbps" in data["rows"][0]:
         for b in best(data):
             tops = ", ".join(f"{t} {v['mbps']:.0f} ({v['streams']})" for t, v in b["best"].items())

@@ -39,8 +39,9 @@ class OpsTransfer:
         tree: the source's entries by kind (file, dir, link, hardlink), and how many were deleted at
             the destination (--delete) and not sent (devices, FIFOs, sockets); empty in version 1
         phases: seconds at the sender: plan_s (connecting, walking the source, the plan, the
-            receiver's answer), data_s (= seconds), finish_s (the receiver's links, deletions and
-            directories' metadata); empty in records made before it
+            receiver's answer), connect_s (the data connections, side by side; in data_s before it),
+            data_s (= seconds: from the data connections' first byte), finish_s (the receiver's links,
+            deletions and directories' metadata); empty in records made before it
         started_from: the node the ends were started from over ssh (a third-party transfer when at
             neither end's site), or host (the testbed's host, in the nodes' namespaces)
         congestion: the data streams' TCP congestion control: asked (auto, cubic, bbr), algorithm
@@ -50,8 +51,11 @@ class OpsTransfer:
         limit: the narrower end: narrower (sender disk, receiver disk, sender CPU, receiver CPU,
             network), busy (each end's share of the data phase reading, writing, on CPU), network (the
             rate against the link's TCP goodput), goodput_mbps, rate_mbps, waiting (the share of the
-            streams' time the sender was blocked sending, the receiver waiting for bytes); empty before
-            version 3
+            streams' time the sender was blocked sending, the receiver waiting for bytes),
+            receiver_window (the share of the sender's sending time the receiver's window held it),
+            receiver_behind (the share of the bytes already waiting in the receiver's sockets when it
+            read them), waiting_for_cpu (per end, the share of its streams' time they were ready to run
+            and waited for a CPU; these three not in records made before them); empty before version 3
     """
     source: str
     destination: str
