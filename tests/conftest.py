@@ -11,6 +11,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# The Ctrl-C tests send SIGINT to what they start, as a terminal would. A suite started in
+# the background by a shell without job control (`./test.sh &` in a script) has SIGINT
+# ignored, an ignored signal stays ignored across exec, and every geofed it starts would
+# then ignore the test's Ctrl-C (all 16 such tests failed so).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 GEOFED = str(Path(sys.executable).parent / "geofed")
 
 
