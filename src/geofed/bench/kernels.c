@@ -108,10 +108,14 @@ int gf_bw(MPI_Fint fcomm, int role, char *sbuf, char *rbuf, long size, int windo
         if (sends)
             for (int j = 0; j < window; j++)
                 MPI_Isend(sbuf + j * stride, (int)size, MPI_BYTE, peer, TAG_DATA, comm, &sreq[j]);
-        if (sends)
+        /* in OSU's order: rank 0 completes its sends first, rank 1 its receives (with both
+         * directions busy, the order decides which of them Open MPI's shared memory serves first) */
+        if (sends && role == 0)
             MPI_Waitall(window, sreq, MPI_STATUSES_IGNORE);
         if (recvs)
             MPI_Waitall(window, rreq, MPI_STATUSES_IGNORE);
+        if (sends && role == 1)
+            MPI_Waitall(window, sreq, MPI_STATUSES_IGNORE);
         if (!bidir) {
             if (role == 0)
                 MPI_Recv(rbuf, 1, MPI_BYTE, peer, TAG_ACK, comm, MPI_STATUS_IGNORE);
