@@ -162,7 +162,7 @@ def _run(tool: str, server: dict, ca: str, args: list[str], stdin: str = "",
     argv = [tool, "-H", *target, "-x", "-D", server["bind_dn"], "-y", f"/dev/fd/{read}", "-o", "nettimeout=10", *args]
     try:
         if consume is not None:
-            return _streamed(argv, env, read, consume)
+            return _streamed(argv, env, read, consume, timeout or TIMEOUT_S)
         return subprocess.run(argv, input=stdin, capture_output=True, text=True, env=env, pass_fds=(read,),
                               timeout=timeout or TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -171,8 +171,10 @@ def _run(tool: str, server: dict, ca: str, args: list[str], stdin: str = "",
         os.close(read)
 
 
-def _streamed(argv: list[str], env: dict, fd: int, consume: Callable[[str], None]) -> subprocess.CompletedProcess:
-    """Run a client, its output handed to `consume` a piece at a time as it comes."""
+def _streamed(argv: list[str], env: dict, fd: int, consume: Callable[[str], None],
+              timeout: float) -> subprocess.CompletedProcess:
+    """Run a client, its output handed to `consume` a piece at a time as it comes, killed
+    after `timeout` seconds."""
     timed_out = []
 
     def stop() -> None:
@@ -181,7 +183,7 @@ def _streamed(argv: list[str], env: dict, fd: int, consume: Callable[[str], None
     with tempfile.TemporaryFile("w+") as err:  # a file: a pipe left unread could fill and stall the client
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, text=True,
                                 env=env, pass_fds=(fd,))
-        timer = threading.Timer(TIMEOUT_S, stop)
+        timer = threading.Timer(timeout, stop)
         timer.start()
         try:
             while piece := proc.stdout.read(PIECE):
@@ -194,7 +196,7 @@ def _streamed(argv: list[str], env: dict, fd: int, consume: Callable[[str], None
                 proc.wait()
             proc.stdout.close()
         if timed_out:
-            raise subprocess.TimeoutExpired(argv, TIMEOUT_S)
+            raise subprocess.TimeoutExpired(argv, timeout)
         err.seek(0)
         return subprocess.CompletedProcess(argv, status, "", err.read())
 
