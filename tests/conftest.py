@@ -36,6 +36,20 @@ def run_group(argv, timeout: float, **popen) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
+def run_ranks(n: int, argv, timeout: float, **popen) -> subprocess.CompletedProcess:
+    """`mpiexec -n n argv` on this host, as the tests of a rank program start it. A rank
+    that refuses a request ends the job with MPI_Abort, and the ranks and Hydra proxy it
+    kills leave their shared-memory segments and topology file behind; geofed's runner
+    removes those (launch.job.stop), and so does this, for what the run made."""
+    from geofed.launch.job import remove_orphan_files
+    from geofed.native import binary
+    since = time.time()
+    try:
+        return run_group([binary("mpiexec"), "-n", str(n), *argv], timeout, **popen)
+    finally:
+        remove_orphan_files(since)
+
+
 def run_geofed(*args, check=False, timeout=600):
     """Run the installed CLI as a user would; returns the CompletedProcess."""
     done = run_group([GEOFED, *args], timeout)

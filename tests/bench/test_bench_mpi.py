@@ -10,14 +10,11 @@ import pytest
 
 from geofed import records
 from geofed.bench import compare, suite
-from tests.conftest import run_group
-
-MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
+from tests.conftest import run_ranks
 
 
 def ranks(n: int, params: dict, result: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    return run_group([MPIEXEC, "-n", str(n), sys.executable, "-m", "geofed.workloads", "mpi", json.dumps(params),
-                      str(result)], timeout)
+    return run_ranks(n, [sys.executable, "-m", "geofed.workloads", "mpi", json.dumps(params), str(result)], timeout)
 
 
 def test_p2p_prints_osu_text_and_sends_home_a_bench_mpi_result(tmp_path):

@@ -361,10 +361,19 @@ def stop(proc: subprocess.Popen, job: Job, since: float) -> None:
             break
         left |= _left_files(pids)
         host.terminate(pids)
-    for path in left | host.orphan_segments(since) | host.orphan_segments(since, HYDRA_TOPOLOGY_FILE + "*") | \
+    for path in left:
+        Path(path).unlink(missing_ok=True)
+    remove_orphan_files(since)
+    shutil.rmtree(OPENMPI_SESSION_DIR + job.id, ignore_errors=True)
+
+
+def remove_orphan_files(since: float) -> None:
+    """Remove the shared-memory segments and Hydra topology files made since `since` by
+    this user that no process holds: what ranks and proxies killed by an abort or a stop
+    leave behind (a job that ends cleanly removes its own)."""
+    for path in host.orphan_segments(since) | host.orphan_segments(since, HYDRA_TOPOLOGY_FILE + "*") | \
             host.orphan_segments(since, "/dev/shm/vader_segment.*"):
         Path(path).unlink(missing_ok=True)
-    shutil.rmtree(OPENMPI_SESSION_DIR + job.id, ignore_errors=True)
 
 
 def job_pids(job: Job) -> list[int]:

@@ -6,8 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from geofed.native import binary
-from tests.conftest import run_group
+from tests.conftest import run_ranks
 
 
 def reference(L, steps, Du, Dv, F, k, dt):
@@ -36,9 +35,8 @@ def run_sim(tmp_path, ranks, settings, **params):
     path = tmp_path / "settings.json"
     path.write_text(json.dumps(settings))
     result = tmp_path / f"result-{ranks}.json"
-    cmd = [binary("mpiexec"), "-n", str(ranks), sys.executable, "-m", "geofed.workloads", "grayscott-simulation",
-           json.dumps({"settings": str(path), "final": True, **params}), str(result)]
-    res = run_group(cmd, 300)
+    res = run_ranks(ranks, [sys.executable, "-m", "geofed.workloads", "grayscott-simulation",
+                            json.dumps({"settings": str(path), "final": True, **params}), str(result)], 300)
     final = json.loads(result.read_text())["final"] if result.exists() else None
     return res, final and {k: np.array(v) for k, v in final.items()}
 
