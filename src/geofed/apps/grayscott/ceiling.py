@@ -16,6 +16,7 @@ is one role.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import socket
@@ -25,6 +26,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+from geofed.errors import JobFailed
 
 PORT = 47311
 CONNECT_S = 30.0
@@ -117,9 +120,10 @@ def run(plan, writer_node: str, reader_nodes: list[str], nbytes: int, steps: int
     try:
         for i, (node, argv) in enumerate(roles):
             out = workdir / f"ceiling-{i}.json"
+            # Into the node's cgroup before `ip netns exec`, which remounts /sys without the cgroups.
             procs.append((subprocess.Popen(host.in_netns(plan.node(node).netns, [
-                sys.executable, "-m", "geofed.apps.grayscott.ceiling", *common, *argv, "--out", str(out),
-                "--cgroup", f"{plan.cgroup}/{node}"]), env=env), out))
+                sys.executable, "-m", "geofed.apps.grayscott.ceiling", *common, *argv, "--out", str(out)]), env=env,
+                preexec_fn=functools.partial(host.cgroup_join, f"{plan.cgroup}/{node}", 0)), out))
         codes = [p.wait(timeout=timeout) for p, _ in procs]
     finally:
         for p, _ in procs:
@@ -127,7 +131,7 @@ def run(plan, writer_node: str, reader_nodes: list[str], nbytes: int, steps: int
                 p.kill()
                 p.wait()
     if any(codes):
-        raise RuntimeError(f"plain-TCP ceiling: a part failed (exit statuses {codes})")
+        raise JobFailed(f"plain-TCP ceiling: a part failed (exit statuses {codes}; writer, readers)")
     results = [json.loads(out.read_text()) for _, out in procs]
     return summarise(results[0], results[1:])
 
@@ -141,12 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--readers", type=int, default=1)
     ap.add_argument("--gap", type=float, default=1.0, help="seconds between publications")
     ap.add_argument("--start", type=float, default=0.0, help="the common clock's zero for the publications")
-    ap.add_argument("--cgroup", help="CPU cgroup of the node to join first")
     ap.add_argument("--out", required=True, help="JSON written at the end")
     a = ap.parse_args(argv)
-    if a.cgroup:
-        from geofed.testbed.host import cgroup_join
-        cgroup_join(a.cgroup, os.getpid())
     result = (writer(a.address, a.readers, a.nbytes, a.steps, a.gap, a.start) if a.role == "writer"
               else reader(a.address, a.nbytes, a.steps))
     Path(a.out).write_text(json.dumps(result))
