@@ -26,12 +26,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -44,7 +42,6 @@ VARIANTS = {  # name -> (writer processes, streams per writer, preload)
     "one stream, preload": (1, 1, "ON"),
     "two writers, preload": (2, 1, "ON"),
 }
-TCP_PORT = 47311
 
 
 def fields(L: int):
@@ -56,9 +53,9 @@ def fields(L: int):
 
 
 def at_slot(a, k: int) -> None:
-    """Wait for step k's moment on the host's common clock: every writer process of a
-    variant publishes a step at the same instant, as after one gather."""
-    time.sleep(max(0.0, a.start + (k + 1) * a.gap - time.time()))
+    """Every writer process of a variant publishes a step at the same instant, as after one gather."""
+    from geofed.apps.grayscott import ceiling
+    ceiling.at_slot(a.start, a.gap, k)
 
 
 def sst_writer(a) -> None:
@@ -85,53 +82,14 @@ def sst_reader(a) -> None:
 
 
 def tcp_writer(a) -> None:
-    data = fields(a.L)
-    payload = memoryview(np.concatenate([data["U"].ravel(), data["V"].ravel()]).view(np.uint8))
-    srv = socket.create_server((a.address, TCP_PORT))
-    conns = [srv.accept()[0] for _ in range(2)]
-    published = []
-    for k in range(a.steps):
-        at_slot(a, k)
-        published.append([time.time()] * 2)
-        for c in conns:  # each reader is waiting for the step: tell it, it asks
-            c.sendall(k.to_bytes(4, "little"))
-        for c in conns:
-            c.recv(1)
-        senders = []
-        for c in conns:
-            t = threading.Thread(target=c.sendall, args=(payload,))
-            t.start()
-            senders.append(t)
-        for t in senders:
-            t.join()
-    for c in conns:
-        c.close()
-    Path(a.dir, "writer0.json").write_text(json.dumps(published))
+    from geofed.apps.grayscott import ceiling
+    published = ceiling.writer(a.address, 2, 2 * a.L ** 3 * 8, a.steps, a.gap, a.start)
+    Path(a.dir, "writer0.json").write_text(json.dumps([[t, t] for t in published]))
 
 
 def tcp_reader(a) -> None:
-    nbytes = 2 * a.L ** 3 * 8
-    buf = bytearray(nbytes)
-    view = memoryview(buf)
-    deadline = time.time() + 30
-    while True:
-        try:
-            c = socket.create_connection((a.address, TCP_PORT))
-            break
-        except OSError:
-            if time.time() > deadline:
-                raise
-            time.sleep(0.05)
-    rows = []
-    for _ in range(a.steps):
-        step = int.from_bytes(c.recv(4, socket.MSG_WAITALL), "little")
-        c.sendall(b"?")
-        got = 0
-        while got < nbytes:
-            got += c.recv_into(view[got:])
-        rows.append((step, time.time(), nbytes))
-    c.close()
-    Path(a.dir, f"reader{a.index}.json").write_text(json.dumps(rows))
+    from geofed.apps.grayscott import ceiling
+    Path(a.dir, f"reader{a.index}.json").write_text(json.dumps(ceiling.reader(a.address, 2 * a.L ** 3 * 8, a.steps)))
 
 
 # ---------------------------------------------------------------- the driver

@@ -2,6 +2,7 @@
 directories on the testbed, and the storage site's shared ones reached from the other
 site through sshfs across the emulated link (every byte crosses it)."""
 
+import json
 import os
 from pathlib import Path
 
@@ -90,3 +91,30 @@ def test_the_export_is_mounted_at_the_other_site_and_its_bytes_cross_the_link(wr
     assert no_leftovers(fed.name) == []
     assert not storage.fed_root(fed.name).exists() and not os.path.ismount(mnt)
 
+
+
+@needs_root
+@pytest.mark.root
+def test_bench_remote_write_writes_across_the_link_beside_a_plain_copy_and_leaves_nothing(write_fed, tmp_path):
+    fed = fed_with_filesystems(write_fed, name=f"gfrw-{os.getpid()}")
+    try:
+        core.up(fed)
+        # The storage site's own node is not across the link: refused before anything is written.
+        res = run_geofed("bench", "remote-write", "-f", str(fed.path), "--node", "A1", "--out", str(tmp_path))
+        assert res.returncode == 2 and res.stderr.count("\n") == 1 and "local at A1" in res.stderr
+        res = run_geofed("bench", "remote-write", "-f", str(fed.path), "--size", "8M", "--record", "1M",
+                         "--repeat", "2", "--out", str(tmp_path))
+        assert res.returncode == 0, res.stderr
+        assert "write/copy" in res.stdout
+        (path,) = tmp_path.glob("bench.remote_write-*.json")
+        d = json.loads(path.read_text())["data"]
+        # The defaults: the other site's login node writes into the storage site's first export.
+        assert (d["node"], d["server"], d["filesystem"]) == ("B1", "A1", "A:home")
+        assert len(d["rounds"]) == 2 and all(r["landed_bytes"] == 8 << 20 for r in d["rounds"])
+        # Neither moved the bytes faster than the link's 1 Gb/s.
+        assert all(0 < r["write_mb_s"] <= 125 and 0 < r["copy_mb_s"] <= 125 for r in d["rounds"])
+        assert d["of_copy"] == d["write_mb_s"] / d["copy_mb_s"]
+        assert list(storage.disk_path(fed, "A", "home").iterdir()) == []
+    finally:
+        core.down(fed.name)
+    assert no_leftovers(fed.name) == []

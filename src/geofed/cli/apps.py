@@ -174,6 +174,10 @@ def bench_grayscott_args(p: argparse.ArgumentParser) -> None:
     options.out(p, "geofed-out/bench", "the JSON record and the runs' logs")
     p.add_argument("--settings", help="settings JSON (its L and steps are replaced by --sizes)")
     p.add_argument("--plotgap", type=positive_int, help="override the settings' plotgap")
+    p.add_argument("--repeat", type=positive_int, default=1,
+                   help="rounds per L: staging off, on and the plain-TCP ceiling in turn; medians (default 1)")
+    p.add_argument("--no-ceiling", dest="ceiling", action="store_false",
+                   help="skip the same bytes over plain TCP between the same nodes after each staging run")
 
 
 def obstacle_args(p: argparse.ArgumentParser) -> None:

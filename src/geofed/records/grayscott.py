@@ -65,8 +65,10 @@ class BenchGrayscott:
         analysis_site: site of the consumers
         sim_ranks: simulation ranks
         link: rtt_ms, bandwidth_gbps between the two sites
-        cases: per L: L, steps, plotgap, outputs, bytes_per_output, off {per_step_ms, ...}, on {per_step_ms,
-            staging_ms, transfer, intact, ...}, overhead, staging_overhead
+        cases: per L and round: L, steps, round, plotgap, outputs, bytes_per_output, off {per_step_ms, ...}, on
+            {per_step_ms, staging_ms, transfer, intact, ...}, overhead, staging_overhead, ceiling (the same bytes
+            over plain TCP between the same nodes: steps, median_mbps, median_delivery_s; null when not run),
+            of_ceiling (both consumers together / the ceiling)
     """
     settings: dict
     sim_site: str

@@ -143,3 +143,42 @@ class BenchBtio:
         ok = self.verified and self.files_identical
         return Sanity(ok, "read back intact, simple and full files identical" if ok else
                       ("a run read back wrong data" if not self.verified else "simple and full files differ"))
+
+
+@kind("bench.remote_write")
+class BenchRemoteWrite:
+    """`geofed bench remote-write`: a sequential write across the link into the storage site's file system, against
+    a plain TCP copy of the same bytes between the same nodes, in turn.
+
+    Attributes:
+        node: node writing
+        server: the storage site's node serving the file system (and receiving the copy)
+        filesystem: SITE:NAME written
+        path: the node's mount of it
+        size: bytes written and copied per round
+        record: bytes per write call
+        repeat: rounds
+        link: rtt_ms, bandwidth_gbps between the node's site and the storage site
+        rounds: per round: write_mb_s (fsync inside), copy_mb_s, landed_bytes (the file's size on the server's disk)
+        write_mb_s: median write rate, MB/s
+        copy_mb_s: median plain TCP copy rate, MB/s
+        of_copy: write_mb_s / copy_mb_s
+    """
+    node: str
+    server: str
+    filesystem: str
+    path: str
+    size: int
+    record: int
+    repeat: int
+    link: dict
+    rounds: list
+    write_mb_s: float
+    copy_mb_s: float
+    of_copy: float
+
+    def sanity(self) -> Sanity:
+        """every round's file reached the server's disk whole."""
+        short = [i for i, r in enumerate(self.rounds, 1) if r["landed_bytes"] != self.size]
+        return Sanity(not short, "every file landed whole" if not short
+                      else f"files short on the server's disk in rounds {', '.join(map(str, short))}")

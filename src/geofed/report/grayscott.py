@@ -83,11 +83,14 @@ def render_bench(rec: Record, i: int, outdir: Path) -> Iterator[str]:
                      f"{on['per_step_ms']:.1f}", percent_change(c["overhead"]), f"{on['staging_ms']:.2f}",
                      f"{c['staging_overhead'] * 100:.1f} %", f"{c['off']['compute_ms']:.1f} / {on['compute_ms']:.1f}",
                      f"{on['gather_ms']:.1f}", f"{on['stage_ms']:.1f}", " / ".join(num(v, ".0f") for v in x["median_mbps"].values()),
-                     num(x["median_link_mbps"], ".0f"), num(x["configured_mbps"], ".0f"), "yes" if on["intact"] else "NO"])
+                     num(x["median_link_mbps"], ".0f"), num((c.get("ceiling") or {}).get("median_mbps"), ".0f"),
+                     "-" if c.get("of_ceiling") is None else f"{c['of_ceiling'] * 100:.1f} %",
+                     num(x["configured_mbps"], ".0f"), "yes" if on["intact"] else "NO"])
         classes.append("" if on["intact"] else "fail")
     yield table(["L", "steps", "MB per output", "off ms/step", "on ms/step", "overhead",
                 "staging ms/step", "staging / off", "compute ms/step off / on", "gather ms per output",
-                "staged ms per output", "per consumer Mb/s", "together Mb/s", "link Mb/s", "intact"], rows, classes)
+                "staged ms per output", "per consumer Mb/s", "together Mb/s", "plain TCP Mb/s (ceiling)",
+                "of the ceiling", "link Mb/s", "intact"], rows, classes)
 
 
 def _bp_file(name: str, check: dict, run_dir: Path, outdir: Path) -> str:

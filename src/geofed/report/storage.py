@@ -102,3 +102,17 @@ def storage(r: Record, k: int, outdir: Path) -> Iterator[str]:
                         LogNorm(vmin=0.5, vmax=2), "coolwarm", lambda *_: (lambda i, j, v: f"{v:.2f}"),
                         f"geofed / {p}", ticks=[0.5, 0.7, 0.9, 1, 1.1, 1.4, 2])
             yield figure(fig, outdir, f"io-{k}-{mode}-{p}.png", f"geofed over {p} per cell, {mode}")
+
+
+@section("bench.remote_write", "Storage: a write across the link against a plain TCP copy of the same bytes", order=73,
+         each=True)
+def render_remote_write(rec: Record, i: int, outdir: Path) -> Iterator[str]:
+    d = rec.data
+    yield (f"<p class='meta'>{esc(rec.meta.get('federation'))}: {esc(d.node)} writing {fmt_size(d.size)} in "
+           f"{fmt_size(d.record)} records with fsync into {esc(d.filesystem)} (served by {esc(d.server)}), then the "
+           f"same bytes over one TCP stream {esc(d.node)} -> {esc(d.server)}; link RTT {d.link['rtt_ms']:.4g} ms, "
+           f"{num(d.link['bandwidth_gbps'], 'g')} Gb/s</p>")
+    rows = [[n, f"{r['write_mb_s']:.1f}", f"{r['copy_mb_s']:.1f}", f"{r['write_mb_s'] / r['copy_mb_s'] * 100:.1f} %"]
+            for n, r in enumerate(d.rounds, 1)]
+    rows.append(["median", f"{d.write_mb_s:.1f}", f"{d.copy_mb_s:.1f}", f"{d.of_copy * 100:.1f} %"])
+    yield table(["round", "write MB/s", "plain copy MB/s", "write / copy"], rows)

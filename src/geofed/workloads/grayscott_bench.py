@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from geofed import validate
 from geofed.params import Params, param
 from geofed.workloads import Context, Workload
 
@@ -13,6 +14,9 @@ class GrayScottBenchParams(Params):
     sim_site: str = param("G", "site of the simulation")
     analysis_site: str = param("W", "site of the consumers")
     sim_ranks: int = param(4, "MPI ranks of the simulation")
+    repeat: int = param(1, "rounds per L (staging off, on and the plain-TCP ceiling in turn); medians",
+                        type=validate.positive_int)
+    ceiling: bool = param(True, "after each staging run, the same bytes over plain TCP between the same nodes")
 
 
 class GrayScottBench(Workload, kind="bench.grayscott", Params=GrayScottBenchParams, command="bench grayscott",
@@ -33,7 +37,8 @@ class GrayScottBench(Workload, kind="bench.grayscott", Params=GrayScottBenchPara
             ctx.progress(f"warning: {w}")
         require_up(ctx.fed)
         return bench.run(ctx.fed, s, bench.parse_sizes(params.sizes), ctx.out, sim_site=params.sim_site,
-                         analysis_site=params.analysis_site, sim_ranks=params.sim_ranks, timeout=ctx.timeout,
+                         analysis_site=params.analysis_site, sim_ranks=params.sim_ranks, repeat=params.repeat,
+                         with_ceiling=params.ceiling, timeout=ctx.timeout,
                          progress=ctx.progress)
 
     def table(self, rec) -> str:

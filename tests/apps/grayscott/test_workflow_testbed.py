@@ -59,12 +59,22 @@ def test_every_step_crosses_the_9ms_link_intact(fed, tmp_path):
     assert "pdf.bp (BP5" in page and "gs.bp (BP5" in page
 
 
-def test_bench_compares_staging_on_and_off_and_stays_below_the_link_rate(fed, tmp_path):
-    res = run_geofed("bench", "grayscott", "-f", str(fed.path), "--sizes", "16:40", "--out", str(tmp_path),
-                     "--timeout", "300")
+def test_bench_compares_staging_on_and_off_and_with_plain_tcp_and_stays_below_the_link_rate(fed, tmp_path):
+    res = run_geofed("bench", "grayscott", "-f", str(fed.path), "--sizes", "16:40", "--repeat", "2",
+                     "--out", str(tmp_path), "--timeout", "300")
     assert res.returncode == 0, res.stderr
-    assert "overhead" in res.stdout
-    (case,) = json.loads(next(tmp_path.glob("bench.grayscott-*.json")).read_text())["data"]["cases"]
+    assert "overhead" in res.stdout and "L = 16, 2 rounds, medians" in res.stdout
+    data = json.loads(next(tmp_path.glob("bench.grayscott-*.json")).read_text())["data"]
+    cases = data["cases"]
+    assert [c["round"] for c in cases] == [1, 2]
+    case = cases[0]
+    # The ceiling moved the same steps between the same nodes: one rate per output step,
+    # none faster than the link, none arriving before the link's one-way delay.
+    tcp = case["ceiling"]
+    assert [s["step"] for s in tcp["steps"]] == [0, 1, 2, 3]
+    assert all(s["delivery_s"] * 1e3 >= data["link"]["rtt_ms"] / 2 for s in tcp["steps"])
+    assert 0 < tcp["median_mbps"] <= case["on"]["transfer"]["configured_mbps"]
+    assert case["of_ceiling"] == case["on"]["transfer"]["median_link_mbps"] / tcp["median_mbps"]
     assert len(case["off"]["intervals_s"]) == len(case["on"]["intervals_s"]) == 4
     assert case["off"]["per_step_ms"] > 0 and case["on"]["intact"]
     # Gathering and staging take time the stencil does not: the direct cost is positive.
