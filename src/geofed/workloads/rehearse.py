@@ -157,8 +157,18 @@ class Rehearse(RankWorkload, kind="app.rehearsal", Params=AppParams, command="re
             made += replayer.call(patterns[i])
         spin(compute_s(me.get("tail_cpu_s", tail_s), tail_s))  # after the last call, to MPI_Finalize
         elapsed = time.perf_counter() - t0
-        rank_s, made = comm.gather(elapsed, root=0), comm.reduce(made, root=0)
-        return {"rank_s": rank_s, "calls": made} if comm.Get_rank() == 0 else None
+        # A rank done waits for the others off the core, as the program's ranks do in
+        # MPI_Finalize (a PMI fence on a socket): a blocking gather would poll, and take a
+        # core from the rank still replaying its compute after its last call (MDFS's rank 0,
+        # 0.64 s alone), whose CPU-timed spin then stretches.
+        mine = np.array([elapsed, made], dtype=float)
+        every = np.empty((comm.Get_size(), 2)) if comm.Get_rank() == 0 else None
+        request = comm.Igather(mine, every, root=0)
+        while not request.Test():
+            time.sleep(0.001)
+        if comm.Get_rank() != 0:
+            return None
+        return {"rank_s": every[:, 0].tolist(), "calls": int(every[:, 1].sum())}
 
     def table(self, rec) -> str:
         d = rec.data
