@@ -35,6 +35,7 @@ def test_a_stencil_profiled_at_one_site_is_run_predicted_and_rehearsed_across_it
         assert row["measured_s"] >= row["profile_s"] + SWEEPS * RTT_MS / 2e3 * 0.9
         assert row["parts"]["link_comm"] >= SWEEPS * RTT_MS / 2e3 * 0.9
         assert row["rehearsal_s"] >= SWEEPS * RTT_MS / 2e3 * 0.9
+        assert row["rehearsal_runs_s"] == [row["rehearsal_s"]]  # one round: one rehearsal, after its run
         assert row["interval_s"][0] <= row["predicted_s"] <= row["interval_s"][1]
     assert "median |error|" in res.stdout and "jacobi2d" in res.stdout
 

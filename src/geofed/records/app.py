@@ -22,13 +22,15 @@ class AppProfile:
         ranks_per_node: ranks per node
         total_s: the slowest rank's time from MPI_Init to MPI_Finalize
         ranks: per rank (in rank order): rank, host, node, total_s, compute_s (time between calls, the tail
-            included), comm_s (time inside calls), calls, patterns, prefix, iteration, iterations, suffix.
+            included), comm_s (time inside calls), tail_cpu_s (the process's CPU time after the last call),
+            calls, patterns, prefix, iteration, iterations, suffix.
             A pattern is kind (send, isend, recv, irecv, sendrecv, wait, waitall, waitany, waitsome, barrier,
             bcast, reduce, allreduce, scan, gather, scatter, allgather, alltoall, reduce_scatter_block), peer
             (the destination, source or root's MPI_COMM_WORLD rank; -1 none, -2 any source, -3 not
             translated), source (a sendrecv's), bytes (sent; a collective's vector or one rank's block),
             size (a collective's communicator size, a wait's requests), count, inside_s (time inside) with its
-            mean_s, sd_s, min_s and max_s per call, gap_s (time before the calls: compute), overlap_s (time a
+            mean_s, sd_s, min_s and max_s per call, gap_s (time before the calls: compute), gap_cpu_s (the
+            process's CPU time in those gaps: the compute without its waits for a core), overlap_s (time a
             non-blocking message had between its post and its wait) over `overlapped` requests, poll_s and
             poll_sq (a wait made by polling, MPI_Test/Testall or MPI_Iprobe: the sum of the intervals between
             its polls and of their squares; 0 for a blocking call). The calls in
@@ -90,11 +92,12 @@ class BenchApps:
         nodes: nodes of every run, one rank each
         repeat: rounds of one profile and one run per placement
         rows: per federation (and its federation_file), program and placement across sites: profiled_at, profiles (every round's app.profile,
-            kept), profile (the one of the median total, rehearsed), profile_s (its total: the median of
+            kept), profile (the one of the median total), profile_s (its total: the median of
             profile_runs_s), measured_s (median of measured_runs_s, MPI_Init to MPI_Finalize
             of the slowest rank), predicted_s (median of every round's profile's prediction), interval_s (spanning every
             round's), parts (the median profile's), error (predicted over measured, less 1),
-            covered (the interval holds the measured time), rehearsal_s, rehearsal_error, load (the host's
+            covered (the interval holds the measured time), rehearsal_s (median of rehearsal_runs_s, each round's
+            profile rehearsed after the round's run), rehearsal_error, load (the host's
             1-minute load average during the rounds), crossing_us (the host's one-way crossing cost measured in
             the rounds, the calibration's)
         load: the host's 1-minute load average at the start and end, and its cores

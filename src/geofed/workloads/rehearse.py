@@ -3,8 +3,12 @@
 Every rank makes the calls its profile recorded (`geofed profile`, an app.profile
 record) in their order: the calls before the program's iteration, the iteration as
 many times as it ran, the calls after; each call with the same peer or root, the same
-bytes, and before it the compute measured before such a call, as a timed wait (a spin:
-the rank holds its core as a computing rank does). A wait completes the oldest
+bytes, and before it the compute measured before such a call, as a spin until the rank
+has used as much CPU time as the program's process did there (the rank holds its core as
+a computing rank does, and a spin that waits for a core, three ranks on two cores or the
+link emulator's forwarding, is held up as the program's compute is; by the wall clock it
+ran on, a gap that waited for a core at the profiled site would be copied with that wait
+whatever the contention of the replay's placement). A wait completes the oldest
 outstanding requests, as many as the profiled one did. Collectives over a
 sub-communicator are not replayed (the profile names only their size). So a centre
 checks a prediction on the emulated link without the application's inputs or licence:
@@ -26,10 +30,17 @@ TAG = 0
 BLOCKED = ("gather", "scatter", "allgather", "alltoall", "reduce_scatter_block")  # bytes are one rank's block
 
 
-def spin(seconds: float) -> None:
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
+def spin(cpu_s: float) -> None:
+    """Compute for `cpu_s` of the process's CPU time, however long a wait for a core makes it."""
+    end = time.process_time() + cpu_s
+    while time.process_time() < end:
         pass
+
+
+def compute_s(cpu_s: float, wall_s: float) -> float:
+    """The CPU time a gap is replayed for: its own, but no more than its wall time (a program
+    whose threads computed side by side used more CPU than time; the replay has one thread)."""
+    return min(cpu_s, wall_s)
 
 
 def calls(rank: dict):
@@ -134,7 +145,9 @@ class Rehearse(RankWorkload, kind="app.rehearsal", Params=AppParams, command="re
             raise UserError(f"{params.profile}: {len(profile.ranks)} ranks profiled, {comm.Get_size()} started")
         me = profile.ranks[comm.Get_rank()]
         patterns = me["patterns"]
-        gaps = [p["gap_s"] / p["count"] for p in patterns]
+        # a profile from before the profiler read CPU time: its gaps' wall time
+        gaps = [compute_s(p.get("gap_cpu_s", p["gap_s"]), p["gap_s"]) / p["count"] for p in patterns]
+        tail_s = me["compute_s"] - sum(p["gap_s"] for p in patterns)
         replayer = Replayer(comm, profile, np, MPI)
         made = 0
         comm.Barrier()
@@ -142,10 +155,20 @@ class Rehearse(RankWorkload, kind="app.rehearsal", Params=AppParams, command="re
         for i in calls(me):
             spin(gaps[i])
             made += replayer.call(patterns[i])
-        spin(me["compute_s"] - sum(p["gap_s"] for p in patterns))  # after the last call, to MPI_Finalize
+        spin(compute_s(me.get("tail_cpu_s", tail_s), tail_s))  # after the last call, to MPI_Finalize
         elapsed = time.perf_counter() - t0
-        rank_s, made = comm.gather(elapsed, root=0), comm.reduce(made, root=0)
-        return {"rank_s": rank_s, "calls": made} if comm.Get_rank() == 0 else None
+        # A rank done waits for the others off the core, as the program's ranks do in
+        # MPI_Finalize (a PMI fence on a socket): a blocking gather would poll, and take a
+        # core from the rank still replaying its compute after its last call (MDFS's rank 0,
+        # 0.64 s alone), whose CPU-timed spin then stretches.
+        mine = np.array([elapsed, made], dtype=float)
+        every = np.empty((comm.Get_size(), 2)) if comm.Get_rank() == 0 else None
+        request = comm.Igather(mine, every, root=0)
+        while not request.Test():
+            time.sleep(0.001)
+        if comm.Get_rank() != 0:
+            return None
+        return {"rank_s": every[:, 0].tolist(), "calls": int(every[:, 1].sum())}
 
     def table(self, rec) -> str:
         d = rec.data

@@ -221,6 +221,36 @@ def test_mpi4py_pickled_messages(fed, tmp_path):
     assert (recv["kind"], recv["peer"], recv["count"], recv["bytes"]) == ("recv", 0, 5, send["bytes"])
 
 
+# Before each barrier 20 ms asleep, before each allreduce 20 ms of the process's CPU time.
+SLEEP_THEN_COMPUTE = f"""
+import time
+import numpy as np
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+for _ in range({ITERATIONS}):
+    time.sleep(0.02)
+    comm.Barrier()
+    end = time.process_time() + 0.02
+    while time.process_time() < end:
+        pass
+    comm.Allreduce(np.ones(1), np.empty(1))
+"""
+
+
+@needs_root
+@pytest.mark.root
+def test_a_gaps_cpu_time_is_its_compute_not_its_wall_time(fed, tmp_path):
+    """The CPU time of the gaps: a sleep's is none of its wall time, a compute's is what it used."""
+    (tmp_path / "sleep.py").write_text(SLEEP_THEN_COMPUTE)
+    d = profile(fed, "A3", tmp_path / "profile", sys.executable, str(tmp_path / "sleep.py")).data
+    for rank in d.ranks:
+        gaps = {p["kind"]: p for p in rank["patterns"]}
+        asleep, computing = gaps["barrier"], gaps["allreduce"]
+        assert asleep["gap_s"] >= ITERATIONS * 0.02 and asleep["gap_cpu_s"] < ITERATIONS * 0.02 / 4
+        assert ITERATIONS * 0.02 <= computing["gap_cpu_s"] <= computing["gap_s"]
+        assert 0 <= rank["tail_cpu_s"] <= rank["total_s"]
+
+
 def test_a_spanning_placement_is_refused(tmp_path):
     res = run_geofed("profile", "-f", "icm-task", "-p", "W1G1", "--", "true")
     assert res.returncode == 2 and res.stderr.count("\n") == 1

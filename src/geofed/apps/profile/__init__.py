@@ -26,7 +26,7 @@ LIBRARY = "libgeofed_profile.so"  # libgeofed_profile.openmpi.so for Open MPI (g
 SOURCE = Path(__file__).with_name("pmpi.c")
 MAX_PERIOD = 2048  # the longest iteration looked for, in calls
 PATTERN_FIELDS = ("kind", "peer", "source", "bytes", "size", "count", "inside_s", "inside_sq", "min_s", "max_s",
-                  "gap_s", "overlap_s", "overlapped", "poll_s", "poll_sq")
+                  "gap_s", "overlap_s", "overlapped", "poll_s", "poll_sq", "gap_cpu_s")
 
 
 def preload(directory: Path) -> list[str]:
@@ -48,7 +48,7 @@ def read_rank(path: Path) -> dict:
             out["order"] = [int(x) for x in rest.split()]
         elif key in ("rank", "ranks", "calls", "patterns_full"):
             out[key] = int(rest)
-        elif key in ("total_s", "tail_s"):
+        elif key in ("total_s", "tail_s", "tail_cpu_s"):
             out[key] = float(rest)
         elif key == "host":
             out[key] = rest
@@ -107,11 +107,13 @@ def merge(directory: Path, ranks: int, nodes: list[str]) -> tuple[list[dict], in
                              "size": p["size"], "count": p["count"], "inside_s": p["inside_s"], "mean_s": mean,
                              "sd_s": var ** 0.5, "min_s": p["min_s"], "max_s": p["max_s"], "gap_s": p["gap_s"],
                              "overlap_s": p["overlap_s"], "overlapped": p["overlapped"],
-                             "poll_s": p.get("poll_s", 0.0), "poll_sq": p.get("poll_sq", 0.0)})
+                             "poll_s": p.get("poll_s", 0.0), "poll_sq": p.get("poll_sq", 0.0),
+                             "gap_cpu_s": p["gap_cpu_s"]})
         prefix, period, iterations, suffix = iteration([index[s] for s in raw["order"]], raw["calls"])
         comm = sum(p["inside_s"] for p in patterns)
         out.append({"rank": rank, "host": raw.get("host", ""), "node": nodes[rank], "total_s": raw["total_s"],
-                    "compute_s": raw["total_s"] - comm, "comm_s": comm, "calls": raw["calls"], "patterns": patterns,
+                    "compute_s": raw["total_s"] - comm, "comm_s": comm, "tail_cpu_s": raw["tail_cpu_s"],
+                    "calls": raw["calls"], "patterns": patterns,
                     "prefix": prefix, "iteration": period, "iterations": iterations, "suffix": suffix})
         untracked += raw["patterns_full"]
     return out, untracked

@@ -39,6 +39,7 @@ struct pattern {
     double inside_s, inside_sq, inside_min, inside_max, gap_s, overlap_s;
     long long overlapped;
     double poll_s, poll_sq;  /* a polled wait's intervals between its polls: sum, sum of squares */
+    double gap_cpu_s;        /* the process's CPU time in the gaps: their compute without the waits for a core */
 };
 
 static struct pattern patterns[PATTERNS];
@@ -48,13 +49,42 @@ static long long calls;
 static struct { MPI_Request req; int pattern; double posted; } requests[REQUESTS];
 static struct { MPI_Comm comm; int size; int *world; } comms[COMMS];
 static int world_rank = -1, world_size;
-static double t_init, t_last_end;
+static double t_init, t_last_end, cpu_last_end;
 static int active;                /* between MPI_Init and MPI_Finalize */
 
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The process's CPU time: a gap's compute as the rehearsal replays it. Its wall time
+ * holds the waits for a core too (three ranks on two cores), which a replay on another
+ * placement, with another contention, should not copy but undergo. */
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Reading the CPU clock is a system call (0.8 us on the testbed host, a VM, against 44 ns
+ * for the wall clock), so it is read only after a stretch longer than SHORT_S since the
+ * last reading: a shorter one is taken as all CPU (a process is seldom descheduled for
+ * less than a time slice). A program of fine-grained calls pays no more than before. */
+#define SHORT_S 50e-6
+
+/* The CPU time at wall time t, the last reading being cpu_from at t_from. */
+static double cpu_since(double t_from, double cpu_from, double t) {
+    return t - t_from <= SHORT_S ? cpu_from + (t - t_from) : cpu_now();
+}
+
+/* The wall time a call begins at, its CPU time kept beside it for the gap before it. */
+static double entered_cpu;
+
+static double enter(void) {
+    double t = now();
+    entered_cpu = cpu_since(t_last_end, cpu_last_end, t);
+    return t;
 }
 
 static long long type_bytes(MPI_Count count, MPI_Datatype type) {
@@ -141,11 +171,12 @@ static int pattern_of(int kind, int peer, int source, long long bytes, int size)
  * is a long one more often), which a wait across a link shows and one inside a site,
  * whose messages mostly come before the first sleep, does not. */
 #define POLL_GAP_S 1e-3
-static double poll_start = -1, poll_last = -1, poll_prev, streak_s, streak_sq;
+static double poll_start = -1, poll_last = -1, poll_prev, streak_s, streak_sq, poll_start_cpu;
 
 static double polled(double t0, double t1) {
     if (poll_start < 0 || t0 - poll_last > POLL_GAP_S) {
         poll_start = t0;
+        poll_start_cpu = cpu_since(t_last_end, cpu_last_end, t0);
         streak_s = streak_sq = 0;
     } else {
         streak_s += t0 - poll_prev;
@@ -159,6 +190,16 @@ static double polled(double t0, double t1) {
 /* When a receive that begins at t0 began waiting: at the polls just before it, if any. */
 static double waited_since(double t0) {
     return poll_start >= 0 && t0 - poll_last <= POLL_GAP_S ? poll_start : t0;
+}
+
+/* A matched receive's probe (below): when it began, in wall and CPU time. */
+static double probe_start = -1, probe_began = -1, probe_began_cpu;
+
+/* The CPU time at wall time t0, the beginning of a call or of the polls or probe before it. */
+static double cpu_at(double t0) {
+    if (t0 == poll_start) return poll_start_cpu;
+    if (t0 == probe_began) return probe_began_cpu;
+    return entered_cpu;
 }
 
 /* Count one call that ran from t0 to t1; its pattern's index, or -1. */
@@ -177,7 +218,10 @@ static int record(int kind, int peer, int source, long long bytes, int size, dou
     if (inside < p->inside_min) p->inside_min = inside;
     if (inside > p->inside_max) p->inside_max = inside;
     p->gap_s += t0 - t_last_end;
+    double cpu0 = cpu_at(t0);
+    p->gap_cpu_s += cpu0 - cpu_last_end;
     t_last_end = t1;
+    cpu_last_end = cpu_since(t0, cpu0, t1);
     if (poll_start >= 0 && t0 == poll_start) {  /* the call is the wait its polls made */
         p->poll_s += streak_s;
         p->poll_sq += streak_sq;
@@ -224,6 +268,7 @@ static void start(void) {
     PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
     memset(requests, 0, sizeof requests);
     t_init = t_last_end = now();
+    cpu_last_end = cpu_now();
     active = 1;
 }
 
@@ -239,7 +284,7 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
     return rc;
 }
 
-static void write_profile(double t_end) {
+static void write_profile(double t_end, double cpu_end) {
     const char *dir = getenv("GEOFED_PROFILE_DIR");
     if (!dir || !*dir) return;
     char path[4096], host[256] = "";
@@ -250,16 +295,16 @@ static void write_profile(double t_end) {
         fprintf(stderr, "geofed profile: cannot write %s\n", path);
         return;
     }
-    fprintf(f, "geofed-profile 1\nrank %d\nranks %d\nhost %s\ntotal_s %.9f\ntail_s %.9f\ncalls %lld\n"
-               "patterns_full %lld\n", world_rank, world_size, host, t_end - t_init, t_end - t_last_end,
-            calls, patterns_full);
+    fprintf(f, "geofed-profile 1\nrank %d\nranks %d\nhost %s\ntotal_s %.9f\ntail_s %.9f\ntail_cpu_s %.9f\n"
+               "calls %lld\npatterns_full %lld\n", world_rank, world_size, host, t_end - t_init,
+            t_end - t_last_end, cpu_end - cpu_last_end, calls, patterns_full);
     for (int i = 0; i < PATTERNS; i++) {
         struct pattern *p = &patterns[i];
         if (!p->used || !p->count) continue;
-        fprintf(f, "pattern %d %s %d %d %lld %d %lld %.9g %.9g %.9g %.9g %.9g %.9g %lld %.9g %.9g\n", i,
+        fprintf(f, "pattern %d %s %d %d %lld %d %lld %.9g %.9g %.9g %.9g %.9g %.9g %lld %.9g %.9g %.9g\n", i,
                 KIND_NAMES[p->kind], p->peer, p->source, p->bytes, p->size, p->count, p->inside_s,
                 p->inside_sq, p->inside_min, p->inside_max, p->gap_s, p->overlap_s, p->overlapped, p->poll_s,
-                p->poll_sq);
+                p->poll_sq, p->gap_cpu_s);
     }
     long long kept = calls < ORDER ? calls : ORDER;
     fprintf(f, "order");
@@ -271,7 +316,8 @@ static void write_profile(double t_end) {
 int MPI_Finalize(void) {
     if (active) {
         active = 0;
-        write_profile(now());
+        double cpu_end = cpu_now();
+        write_profile(now(), cpu_end);
     }
     return PMPI_Finalize();
 }
@@ -287,7 +333,7 @@ int MPI_Comm_free(MPI_Comm *comm) {
 
 #define SEND(SUF, COUNT)                                                                                \
 int MPI_Send##SUF(const void *buf, COUNT count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {  \
-    double t0 = now();                                                                                  \
+    double t0 = enter();                                                                                \
     int rc = PMPI_Send##SUF(buf, count, type, dest, tag, comm);                                         \
     record(K_SEND, world_of(comm, dest), -1, type_bytes(count, type), 0, t0, now());                    \
     return rc;                                                                                          \
@@ -298,7 +344,7 @@ int MPI_Recv##SUF(void *buf, COUNT count, MPI_Datatype type, int source, int tag
                   MPI_Status *status) {                                                                 \
     MPI_Status own;                                                                                     \
     if (status == MPI_STATUS_IGNORE) status = &own;                                                     \
-    double t0 = now();                                                                                  \
+    double t0 = enter();                                                                                \
     int rc = PMPI_Recv##SUF(buf, count, type, source, tag, comm, status);                               \
     double t1 = now();                                                                                  \
     int got = MPI_UNDEFINED;                                                                            \
@@ -313,7 +359,7 @@ int MPI_Recv##SUF(void *buf, COUNT count, MPI_Datatype type, int source, int tag
 #define NONBLOCKING(CALL, KIND, BUF, SUF, COUNT)                                                        \
 int MPI_##CALL##SUF(BUF buf, COUNT count, MPI_Datatype type, int peer, int tag, MPI_Comm comm,          \
                     MPI_Request *req) {                                                                 \
-    double t0 = now();                                                                                  \
+    double t0 = enter();                                                                                \
     int rc = PMPI_##CALL##SUF(buf, count, type, peer, tag, comm, req);                                  \
     double t1 = now();                                                                                  \
     posted(*req, record(KIND, world_of(comm, peer), -1, type_bytes(count, type), 0, t0, t1), t1);      \
@@ -324,7 +370,7 @@ int MPI_##CALL##SUF(BUF buf, COUNT count, MPI_Datatype type, int peer, int tag, 
 int MPI_Sendrecv##SUF(const void *sendbuf, COUNT sendcount, MPI_Datatype sendtype, int dest,           \
                       int sendtag, void *recvbuf, COUNT recvcount, MPI_Datatype recvtype, int source,   \
                       int recvtag, MPI_Comm comm, MPI_Status *status) {                                 \
-    double t0 = now();                                                                                  \
+    double t0 = enter();                                                                                \
     int rc = PMPI_Sendrecv##SUF(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,        \
                                 recvtype, source, recvtag, comm, status);                               \
     record(K_SENDRECV, world_of(comm, dest), world_of(comm, source), type_bytes(sendcount, sendtype),   \
@@ -334,11 +380,11 @@ int MPI_Sendrecv##SUF(const void *sendbuf, COUNT sendcount, MPI_Datatype sendtyp
 
 /* A matched receive (mpi4py's pickled recv: MPI_Mprobe, then MPI_Mrecv) is one recv,
  * timed from the probe: the probe is where it waits. */
-static double probe_start = -1;
 static MPI_Comm probe_comm = MPI_COMM_NULL;
 
 int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status) {
-    probe_start = now();
+    probe_start = probe_began = enter();
+    probe_began_cpu = entered_cpu;
     probe_comm = comm;
     return PMPI_Mprobe(source, tag, comm, message, status);
 }
@@ -347,7 +393,7 @@ int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Sta
 int MPI_Mrecv##SUF(void *buf, COUNT count, MPI_Datatype type, MPI_Message *message, MPI_Status *status) { \
     MPI_Status own;                                                                                     \
     if (status == MPI_STATUS_IGNORE) status = &own;                                                     \
-    double t0 = probe_start >= 0 ? probe_start : waited_since(now());                                   \
+    double t0 = probe_start >= 0 ? probe_start : waited_since(enter());                                 \
     probe_start = -1;                                                                                   \
     int rc = PMPI_Mrecv##SUF(buf, count, type, message, status);                                        \
     double t1 = now();                                                                                  \
@@ -385,7 +431,7 @@ static int keep(MPI_Request kept[], const MPI_Request reqs[], int count) {
 
 int MPI_Wait(MPI_Request *req, MPI_Status *status) {
     MPI_Request r = *req;
-    double t0 = now();
+    double t0 = enter();
     int rc = PMPI_Wait(req, status);
     double t1 = now();
     completed(r, t0);
@@ -396,7 +442,7 @@ int MPI_Wait(MPI_Request *req, MPI_Status *status) {
 int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[]) {
     MPI_Request kept[WAIT_BATCH];
     int n = keep(kept, reqs, count);
-    double t0 = now();
+    double t0 = enter();
     int rc = PMPI_Waitall(count, reqs, statuses);
     double t1 = now();
     for (int i = 0; i < n; i++) completed(kept[i], t0);
@@ -407,7 +453,7 @@ int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[]) {
 int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status) {
     MPI_Request kept[WAIT_BATCH];
     int n = keep(kept, reqs, count);
-    double t0 = now();
+    double t0 = enter();
     int rc = PMPI_Waitany(count, reqs, index, status);
     double t1 = now();
     if (*index != MPI_UNDEFINED && *index < n) completed(kept[*index], t0);
@@ -418,7 +464,7 @@ int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status) {
 int MPI_Waitsome(int incount, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]) {
     MPI_Request kept[WAIT_BATCH];
     int n = keep(kept, reqs, incount);
-    double t0 = now();
+    double t0 = enter();
     int rc = PMPI_Waitsome(incount, reqs, outcount, indices, statuses);
     double t1 = now();
     for (int i = 0; *outcount != MPI_UNDEFINED && i < *outcount; i++)
@@ -479,7 +525,7 @@ int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status statuses[])
  * `peer` is the root where there is one. */
 
 #define COLLECTIVE(kind, bytes, root, call)                                   \
-    double t0 = now();                                                        \
+    double t0 = enter();                                                      \
     int rc = call;                                                            \
     record(kind, root, -1, bytes, comm_size(comm), t0, now());                \
     return rc;
