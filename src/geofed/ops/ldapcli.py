@@ -25,8 +25,6 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import quote
 
-import geofed_ldif
-
 from geofed.testbed.host import HostError
 
 PAGE = 1000
@@ -60,6 +58,7 @@ def entries_text(entries: list[tuple[str, dict]]) -> str:
     Made in compiled code (rust/ldif) where no value needs base64 (the first sync's
     200,000 entries: 6.5 s of `line`'s tests one value at a time in Python, then 1.4 s of
     format strings tested whole); else line by line here."""
+    import geofed_ldif  # here: every geofed command imports this module, few make LDIF
     text = geofed_ldif.plain_text(entries)
     if text is not None:
         return text
@@ -80,6 +79,7 @@ def parse(text: str, names: dict[str, str] | None = None) -> list[tuple[str, dic
         # No base64 and no comment (most reads): split in compiled code (rust/ldif): in
         # Python, line by line, 100,000 users took about 1 s a home under the GIL, most of
         # the first sync's reading at 100,000 users per site.
+        import geofed_ldif
         return geofed_ldif.parse(text, names or {})
     spelling = {}  # each name as the server sent it -> as it is kept
 
