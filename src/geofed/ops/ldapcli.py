@@ -5,7 +5,7 @@ pure-Python LDAP (ldap3) cost more than the servers' own work: here a 20,000-use
 slapd site read in 3.4 s with ldap3 and 0.3 s with ldapsearch, and 40,000 adds took
 36 s with ldap3 (64 in flight) and 14 s with ldapmodify (slapd without fsync in both:
 the rest was Python's). So the C clients speak the
-protocol and TLS, and Python only writes and splits LDIF text.
+protocol and TLS, and geofed only writes and splits LDIF text (the bulk of it in rust/ldif).
 
 A home is reached at its URI (StartTLS on ldap://, TLS on ldaps://) with its certificate
 checked against its CA, bound as geofed's read-only account; the admin server through its Unix socket (ldapi://, in the root-only run

@@ -221,7 +221,7 @@ class Building:
 
 
 def start_build(fed: Federation, homes: dict[str, users.HomeRead]) -> Building:
-    """Begin a full sync's cache with the homes' rows (half of its 1.4 million at 100,000
+    """Begin a full sync's cache with the homes' rows (600,000 of its 1.2 million at 100,000
     users per site), written by a forked child while this process merges and makes the
     entries (the merge is Python on one core; the child takes the other). `build`
     finishes it, `cancel` throws it away."""
@@ -255,8 +255,8 @@ def start_build(fed: Federation, homes: dict[str, users.HomeRead]) -> Building:
 
 def _wait(b: Building) -> None:
     """Wait for the child writing the homes' rows; HostError where it failed."""
-    pid, b.pid = b.pid, None
-    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    status = os.waitstatus_to_exitcode(os.waitpid(b.pid, 0)[1])
+    b.pid = None  # only once waited for: interrupted before, `cancel` still stops it
     if status != 0:
         raise HostError(f"writing the sync's cache {b.path} failed (status {status})")
 
