@@ -5,7 +5,7 @@ pure-Python LDAP (ldap3) cost more than the servers' own work: here a 20,000-use
 slapd site read in 3.4 s with ldap3 and 0.3 s with ldapsearch, and 40,000 adds took
 36 s with ldap3 (64 in flight) and 14 s with ldapmodify (slapd without fsync in both:
 the rest was Python's). So the C clients speak the
-protocol and TLS, and Python only writes and splits LDIF text.
+protocol and TLS, and geofed only writes and splits LDIF text (the bulk of it in rust/ldif).
 
 A home is reached at its URI (StartTLS on ldap://, TLS on ldaps://) with its certificate
 checked against its CA, bound as geofed's read-only account; the admin server through its Unix socket (ldapi://, in the root-only run
@@ -55,20 +55,12 @@ def values(v) -> list:
 def entries_text(entries: list[tuple[str, dict]]) -> str:
     """LDIF of whole entries (dn, {attribute: value or values}), as slapadd loads them.
 
-    Made first as if no value needed base64 (a format string a line: the first sync's
-    200,000 entries took 6.5 s of `line`'s tests one value at a time), and tested once,
-    whole: where a value needs base64 or holds a line break, made again line by line."""
-    rows = []
-    for dn, attrs in entries:
-        rows.append(f"dn: {dn}")
-        for k, vs in attrs.items():
-            if isinstance(vs, list):
-                rows.extend([f"{k}: {v}" for v in vs])
-            elif vs is not None:
-                rows.append(f"{k}: {vs}")
-        rows.append("")
-    text = "\n".join(rows)
-    if text.count("\n") == len(rows) - 1 and plain(text):
+    Made in compiled code (rust/ldif) where no value needs base64 (the first sync's
+    200,000 entries: 6.5 s of `line`'s tests one value at a time in Python, then 1.4 s of
+    format strings tested whole); else line by line here."""
+    import geofed_ldif  # here: every geofed command imports this module, few make LDIF
+    text = geofed_ldif.plain_text(entries)
+    if text is not None:
         return text
     blocks = []
     for dn, attrs in entries:
@@ -79,43 +71,21 @@ def entries_text(entries: list[tuple[str, dict]]) -> str:
     return "\n\n".join(blocks) + "\n"
 
 
-def plain(text: str) -> bool:
-    """Whether no value in these `name: value` lines needs base64 (`line`'s rule: printable
-    ASCII, not starting with a space, ':' or '<', not ending with a space); a value that
-    only looks so (`a: :b` inside) is made again the careful way, never wrong."""
-    return (text.isascii() and text.replace("\n", "").isprintable()
-            and not any(s in text for s in (":  ", ": :", ": <", " \n")))
-
-
 def parse(text: str, names: dict[str, str] | None = None) -> list[tuple[str, dict[str, list[str]]]]:
     """(dn, {attribute: values}) of ldapsearch's unwrapped LDIF. Attribute names come back
     as the server spells them; `names` (lower case -> wanted spelling) puts them back as
     they were asked for."""
+    if ":: " not in text and "#" not in text:
+        # No base64 and no comment (most reads): split in compiled code (rust/ldif): in
+        # Python, line by line, 100,000 users took about 1 s a home under the GIL, most of
+        # the first sync's reading at 100,000 users per site.
+        import geofed_ldif
+        return geofed_ldif.parse(text, names or {})
     spelling = {}  # each name as the server sent it -> as it is kept
 
     def kept(k: str) -> str:
         name = spelling[k] = (names or {}).get(k.lower(), k)
         return name
-    if ":: " not in text and "#" not in text:
-        # No base64 and no comment (most reads): entry by entry, each line split at its
-        # first colon (a plain value has no leading space), half the time of the lines'
-        # general loop below at 100,000 users.
-        out = []
-        for block in text.split("\n\n"):
-            rows = block.strip("\n").split("\n")
-            if not rows[0]:
-                continue
-            attrs = {}
-            for row in rows[1:]:
-                k, _, v = row.partition(":")
-                name = spelling.get(k) or kept(k)
-                values_of = attrs.get(name)
-                if values_of is None:
-                    attrs[name] = [v[1:]]
-                else:
-                    values_of.append(v[1:])
-            out.append((rows[0][4:], attrs))
-        return out
     out = []
     dn, attrs = None, {}
     for row in text.split("\n"):  # one pass over the lines: 100,000s of entries

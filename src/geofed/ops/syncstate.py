@@ -46,6 +46,7 @@ import hashlib
 import json
 import os
 import secrets
+import signal
 import sqlite3
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +55,7 @@ from pathlib import Path
 
 from geofed.federation import Federation
 from geofed.ops import directory, ldapcli, users
+from geofed.testbed.host import HostError
 
 VERSION = 3  # 3: the homes' entryUUIDs kept (what a refresh names)
 SUMMARY = "sync.json"  # the marks and the counts: all a sync with nothing changed reads
@@ -139,13 +141,12 @@ CREATE TABLE merged(kind TEXT, name TEXT, site TEXT, PRIMARY KEY (kind, name)) W
 CREATE TABLE owned(kind TEXT, name TEXT, dn TEXT, digest TEXT, PRIMARY KEY (kind, name)) WITHOUT ROWID;
 CREATE TABLE line(file TEXT, id INTEGER, name TEXT, text TEXT, PRIMARY KEY (file, id, name)) WITHOUT ROWID;
 """
-# Made after the rows go in (faster than kept up row by row).
-INDEXES = """
-CREATE INDEX home_user_name ON home_user(name);
-CREATE INDEX home_group_lname ON home_group(site, lname);
-CREATE INDEX home_member_name ON home_member(name, site);
-CREATE INDEX line_name ON line(file, name);
-"""
+# Made after the rows go in (faster than kept up row by row): the homes' with their rows
+# (`start_build`), the lines' with theirs.
+HOME_INDEXES = ["CREATE INDEX home_user_name ON home_user(name)",
+                "CREATE INDEX home_group_lname ON home_group(site, lname)",
+                "CREATE INDEX home_member_name ON home_member(name, site)"]
+LINE_INDEX = "CREATE INDEX line_name ON line(file, name)"
 COLUMNS = {"home_user": 10, "home_group": 7, "home_member": 3}
 FILES = {"user": "passwd", "group": "group"}
 
@@ -211,25 +212,77 @@ def _group_row(code: str, g: dict) -> tuple:
     return code, g["dn"].lower(), g["name"].lower(), g["name"], g["dn"], g["gid"], g.get("uuid")
 
 
-def build(fed: Federation, homes: dict[str, users.HomeRead], m: users.Merge, held: dict, owned: dict,
-          lines: dict[str, list[tuple[int, str, str]]]) -> tuple[str, Path]:
-    """A full sync's cache, written beside the last one (`save` puts it in its place), and
-    the token that ties it to its summary. `owned`: kind -> {name: {"dn", "geofedDigest"}}
-    as the plan leaves them; `lines`: file -> (id, name, line) of passwd and group."""
+@dataclass
+class Building:
+    """A full sync's cache as it is written beside the last one: the homes' rows by a
+    child process (`start_build`), the rest by `build` once the merge is written."""
+    path: Path
+    pid: int | None  # the child writing the homes' rows, until it is waited for
+
+
+def start_build(fed: Federation, homes: dict[str, users.HomeRead]) -> Building:
+    """Begin a full sync's cache with the homes' rows (600,000 of its 1.2 million at 100,000
+    users per site), written by a forked child while this process merges and makes the
+    entries (the merge is Python on one core; the child takes the other). `build`
+    finishes it, `cancel` throws it away."""
     path = _dir(fed) / f".{CACHE}.tmp"
     path.unlink(missing_ok=True)
+    pid = os.fork()
+    if pid == 0:  # the child: never back into the caller's frames, whatever happens
+        status = 1
+        try:
+            db = _connect(path, "rwc")
+            # A new file, thrown away if this fails: no rollback journal; and its pages kept in
+            # memory while the rows go in (the default cache of 2 MB holds a sliver of 100 MB).
+            db.execute("PRAGMA journal_mode = OFF")
+            db.execute("PRAGMA cache_size = -262144")
+            db.executescript(TABLES)
+            db.execute("BEGIN")
+            for code, read in homes.items():
+                for table, rows in _home_rows(code, fed.site(code).directory.kind, read).items():
+                    db.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * COLUMNS[table])})", rows)
+            for index in HOME_INDEXES:
+                db.execute(index)
+            db.execute("COMMIT")
+            db.close()
+            status = 0
+        except BaseException as e:  # noqa: BLE001 (Ctrl-C too: the parent cleans up)
+            os.write(2, f"geofed: the sync's cache of the homes: {e}\n".encode())
+        finally:
+            os._exit(status)
+    return Building(path, pid)
+
+
+def _wait(b: Building) -> None:
+    """Wait for the child writing the homes' rows; HostError where it failed."""
+    status = os.waitstatus_to_exitcode(os.waitpid(b.pid, 0)[1])
+    b.pid = None  # only once waited for: interrupted before, `cancel` still stops it
+    if status != 0:
+        raise HostError(f"writing the sync's cache {b.path} failed (status {status})")
+
+
+def cancel(b: Building) -> None:
+    """Stop writing the cache and remove what was written (a sync that failed or was refused)."""
+    if b.pid is not None:
+        os.kill(b.pid, signal.SIGKILL)
+        os.waitpid(b.pid, 0)
+        b.pid = None
+    b.path.unlink(missing_ok=True)
+
+
+def build(b: Building, m: users.Merge, held: dict, owned: dict,
+          lines: dict[str, list[tuple[int, str, str]]]) -> tuple[str, Path]:
+    """The full sync's cache `b` finished with what was merged and written, and the token
+    that ties it to its summary (`save` puts it in its place). `owned`: kind -> {name:
+    {"dn", "geofedDigest"}} as the plan leaves them; `lines`: file -> (id, name, line) of
+    passwd and group."""
+    _wait(b)
     token = secrets.token_hex(16)
-    db = _connect(path, "rwc")
+    db = _connect(b.path, "rw")
     try:
-        # A new file, thrown away if this fails: no rollback journal; and its pages kept in
-        # memory while the rows go in (the default cache of 2 MB holds a sliver of 100 MB).
         db.execute("PRAGMA journal_mode = OFF")
         db.execute("PRAGMA cache_size = -262144")
-        db.executescript(TABLES)
         db.execute("BEGIN")
-        for code, read in homes.items():
-            for table, rows in _home_rows(code, fed.site(code).directory.kind, read).items():
-                db.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * COLUMNS[table])})", rows)
         for kind, entries in (("user", m.users), ("group", m.groups)):
             db.executemany("INSERT INTO merged VALUES (?, ?, ?)",
                            ((kind, n, e["geofedSite"]) for n, e in entries.items()))
@@ -241,12 +294,11 @@ def build(fed: Federation, homes: dict[str, users.HomeRead], m: users.Merge, hel
         set_meta(db, token=token, held={k: {str(n): v for n, v in d.items()} for k, d in held.items()},
                  collisions=m.collisions, refused_users=sorted(m.refused_users),
                  refused_groups=sorted(m.refused_groups))
-        for index in filter(None, (i.strip() for i in INDEXES.split(";"))):
-            db.execute(index)
+        db.execute(LINE_INDEX)
         db.execute("COMMIT")
     finally:
         db.close()
-    return token, path
+    return token, b.path
 
 
 def _held(db: sqlite3.Connection) -> dict:

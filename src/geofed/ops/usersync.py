@@ -58,51 +58,60 @@ def _sync_full(fed: Federation, state: dict, sites: dict, marks: dict, dry_run: 
     for code, home in homes.items():
         progress(f"site {code}: {len(home.users)} users, {len(home.groups)} groups read")
     t_read = time.monotonic()
-    m = users.merge(fed, homes, held)
-    admin = state["servers"]["admin"]
+    # The cache's rows of the homes written meanwhile by a child (`syncstate.start_build`).
+    building = None if dry_run else syncstate.start_build(fed, homes)
+    try:
+        m = users.merge(fed, homes, held)
+        admin = state["servers"]["admin"]
 
-    def fetch(kind: str, dns: list[str]) -> dict[str, dict]:
-        return users.fetch_owned(admin, state["ca"], kind, dns)
-    planning = users.planned(m, owned_users, owned_groups, admin["base"], fetch)
-    # Nothing of ours there yet (the plan is all adds): a bulk load, if big enough; its
-    # changes are made as slapadd takes them.
-    offline = (not dry_run and not owned_users and not owned_groups and marks["admin"] is not None
-               and len(m.users) + len(m.groups) >= OFFLINE_MIN)
-    changes = [] if offline else list(planning)
-    t_plan = time.monotonic()
-    settled = {}
+        def fetch(kind: str, dns: list[str]) -> dict[str, dict]:
+            return users.fetch_owned(admin, state["ca"], kind, dns)
+        planning = users.planned(m, owned_users, owned_groups, admin["base"], fetch)
+        # Nothing of ours there yet (the plan is all adds): a bulk load, if big enough; its
+        # changes are made as slapadd takes them.
+        offline = (not dry_run and not owned_users and not owned_groups and marks["admin"] is not None
+                   and len(m.users) + len(m.groups) >= OFFLINE_MIN)
+        changes = [] if offline else list(planning)
+        t_plan = time.monotonic()
+        settled = {}
 
-    def settle() -> None:
-        """passwd and group, and the state to keep, as the plan leaves the admin directory."""
-        final = {"user": users.final_entries(m, owned_users, "user", fetch),
-                 "group": users.final_entries(m, owned_groups, "group", fetch)}
-        lines = {f: sorted(rows) for f, rows in users.file_lines({**held["users"], **final["user"]},
-                                                                 {**held["groups"], **final["group"]}).items()}
-        settled["paths"] = users.write_lines(out, lines) if out is not None else []
-        owned = {kind: users.owned_after(have, changes, kind) for kind, have in (("user", owned_users), ("group", owned_groups))}
-        settled["state"] = syncstate.build(fed, homes, m, held, owned, lines)
-    errors = []
-    loaded = offline and _load_offline(fed, state, planning, len(m.users) + len(m.groups), changes, marks["admin"],
-                                       settle, progress)
-    changes.extend(planning)  # those an offline load did not take (it failed)
-    if not dry_run and changes and not loaded:
-        progress(f"writing {len(changes)} changes to the admin directory")
-        errors = users.apply(admin, changes)
-    t_apply = time.monotonic()
-    paths = []
-    if errors:
-        paths = syncstate.abandon(fed, state, out)
-    elif not dry_run:
-        if not settled:
-            settle()
-        paths = settled["paths"]
-        marks = dict(marks, admin=syncstate.admin_mark(admin, state["ca"]) if changes else marks["admin"])
-        syncstate.save(fed, marks, syncstate.summary_of(m.read, len(m.users), len(m.groups), m.collisions, out),
-                       *settled["state"])
-    seconds = {"read": t_read - t0, "merge": t_plan - t_read, "write": t_apply - t_plan,
-               "files": time.monotonic() - t_apply, "total": time.monotonic() - t0, "read_each": read_s}
-    return users.result(dry_run, m.read, len(m.users), len(m.groups), changes, errors, m.collisions, seconds, paths,
-                  incremental=False)
+        def settle() -> None:
+            """passwd and group, and the state to keep, as the plan leaves the admin directory."""
+            final = {"user": users.final_entries(m, owned_users, "user", fetch),
+                     "group": users.final_entries(m, owned_groups, "group", fetch)}
+            lines = {f: sorted(rows) for f, rows in users.file_lines({**held["users"], **final["user"]},
+                                                                     {**held["groups"], **final["group"]}).items()}
+            settled["paths"] = users.write_lines(out, lines) if out is not None else []
+            owned = {kind: users.owned_after(have, changes, kind)
+                     for kind, have in (("user", owned_users), ("group", owned_groups))}
+            settled["state"] = syncstate.build(building, m, held, owned, lines)
+        errors = []
+        loaded = offline and _load_offline(fed, state, planning, len(m.users) + len(m.groups), changes,
+                                           marks["admin"], settle, progress)
+        changes.extend(planning)  # those an offline load did not take (it failed)
+        if not dry_run and changes and not loaded:
+            progress(f"writing {len(changes)} changes to the admin directory")
+            errors = users.apply(admin, changes)
+        t_apply = time.monotonic()
+        paths = []
+        if errors:
+            syncstate.cancel(building)
+            paths = syncstate.abandon(fed, state, out)
+        elif not dry_run:
+            if not settled:
+                settle()
+            paths = settled["paths"]
+            marks = dict(marks, admin=syncstate.admin_mark(admin, state["ca"]) if changes else marks["admin"])
+            syncstate.save(fed, marks, syncstate.summary_of(m.read, len(m.users), len(m.groups), m.collisions, out),
+                           *settled["state"])
+        seconds = {"read": t_read - t0, "merge": t_plan - t_read, "write": t_apply - t_plan,
+                   "files": time.monotonic() - t_apply, "total": time.monotonic() - t0, "read_each": read_s}
+        return users.result(dry_run, m.read, len(m.users), len(m.groups), changes, errors, m.collisions, seconds,
+                            paths, incremental=False)
+    except BaseException:
+        if building is not None:
+            syncstate.cancel(building)
+        raise
 
 
 def _load_offline(fed: Federation, state: dict, planning, count: int, changes: list, mark: list[str], meanwhile,
