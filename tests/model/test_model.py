@@ -16,7 +16,7 @@ from geofed.records.mdfs import MdfsSplitParams
 from geofed.records.mpi import MpiAllreduceParams, MpiBandwidthParams, MpiLatencyParams
 from geofed.records.obstacle import ObstacleParams
 from geofed.records.transfer import TransferParams
-from tests.conftest import run_geofed
+from tests.conftest import GEOFED, run_geofed, run_group
 
 FED = """
 name = "model-test"
@@ -446,3 +446,14 @@ def test_a_blocking_send_holds_its_sender_while_the_connection_opens_its_window(
     assert warm > 0.04  # 0.8 Gb/s x 10 ms: a window of 1 MB, six round trips from ten segments
     # the 8 bytes leave after the warm-up and the compute, and cross: more than a send not held
     assert total("A1B1") - total("A2") >= (warm + r.extra_one_way_s) * 0.99
+
+
+def test_predict_transfer_needs_no_calibration_and_holds_to_the_narrowest_hop(write_fed, tmp_path):
+    # A planned link: no calibration file and no one-site records anywhere (cwd is empty).
+    path = write_fed(FED.format(rtt=1.0, gbps=20, loss=0.0), name="planned.toml")
+    done = run_group([GEOFED, "predict", "transfer", "-f", str(path), "-p", "A1B1", "--bytes", "1G",
+                      "--streams", "4", "--json"], 120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    total = json.loads(done.stdout)["total_s"]
+    wire = (1 << 30) / (8e9 / 8 * PAYLOAD)  # the nodes' 8 Gb/s interfaces, not the 20 Gb/s link
+    assert wire < total < wire * 1.02

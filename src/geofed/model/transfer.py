@@ -13,7 +13,7 @@ from geofed.model.network import fresh_stream_s, route
 from geofed.records.transfer import TransferParams
 
 
-class Transfer(Model, name="transfer", measured_unit="s", Params=TransferParams):
+class Transfer(Model, name="transfer", measured_unit="s", Params=TransferParams, needs_calibration=False):
     """bulk data transfer from the placement's first site to its last (parallel TCP streams)"""
 
     def predict(self, fed, cal, placement, nodes, params) -> Prediction:
