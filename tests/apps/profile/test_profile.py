@@ -161,6 +161,12 @@ def test_a_c_program_with_nonblocking_calls(fed, tmp_path):
         assert all(p["overlapped"] == ITERATIONS for p in rank["patterns"] if p["kind"] in ("irecv", "isend"))
         assert len(rank["iteration"]) == 5 and rank["iterations"] == ITERATIONS
         assert [rank["patterns"][i]["kind"] for i in rank["prefix"]] == ["comm_split", "comm_dup"]
+    # rehearsed across the link, the communicator creation too: every call is replayed
+    res = run_geofed("rehearse", str(next((tmp_path / "profile").glob("*.json"))), "-f", fed, "-p", "A2B1",
+                     "--out", str(tmp_path / "rehearsal"), timeout=300)
+    assert res.returncode == 0, res.stderr
+    (rpath,) = (tmp_path / "rehearsal").glob("app.rehearsal-*.json")
+    assert records.read(rpath).data.calls == 3 * (2 + 5 * ITERATIONS)
 
 
 # The ring's exchange, waited for by polling (MPI_Testall, sleeping between polls, as the
