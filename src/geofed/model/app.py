@@ -14,12 +14,10 @@ call, plus what `network.crossing_s` adds where the two ranks sit at different s
 (the link's extra latency, a round trip per full send buffer, the excess of
 serialising at the link's rate, shared by the messages of the same pattern that
 cross the same way: contention; over TCP, a connection's message larger than any it
-carried before pays slow start's round trips to open its window; the first message between
-two ranks across the link, either way, pays the round trips of opening their connection,
-CONNECT_ROUND_TRIPS). A collective over every rank starts when the last
+carried before pays slow start's round trips to open its window). A collective over every rank starts when the last
 rank enters it and runs its algorithm's rounds (MPICH's: `mpi.allreduce_rounds`,
 binomial trees, dissemination, pairwise exchange; communicator creation as MPICH makes it,
-an allgather of colours and keys for a split, an allreduce agreeing on a context id),
+an allgather of colours and keys for a split, allreduces agreeing on a context id),
 a message of a round leaving when
 its sender is there, the round's crossing messages sharing the link. The iteration
 is simulated SIMULATED times, the rest extrapolated from the second half of them. What the
@@ -59,15 +57,14 @@ Z_95 = 1.96
 # first absorb the ranks' different starts (a late rank's skew takes several to settle)
 SIMULATED = 30
 # Communicator creation (MPICH's MPIR_Comm_split_impl, MPIR_Get_contextid_sparse): a split
-# gathers every rank's colour and key, then every kind agrees on a context id by an
-# allreduce of the context mask (MPIR_MAX_CONTEXT_MASK 32-bit words).
+# gathers every rank's colour and key, then every kind agrees on a context id by allreduces
+# of the context mask (MPIR_MAX_CONTEXT_MASK 32-bit words): two of them, as measured (a split
+# of 3 ranks across icm-task's link, first or later in the program: 2 round trips;
+# docs/profile.md, "Communicator creation").
 CREATION = ("comm_split", "comm_dup", "comm_create", "cart_create")
 COLOUR_KEY_BYTES = 8
 CONTEXT_MASK_BYTES = 64 * 4
-# MPI opens a connection between two ranks at their first message (MPICH and Open MPI over
-# TCP, lazily): the round trips that takes across the link before the message is carried
-# (TCP's handshake, then the MPI library's own greeting), found by measurement (docs/profile.md).
-CONNECT_ROUND_TRIPS = 2
+CONTEXT_ID_ALLREDUCES = 2
 LINK = {"latency": 1.0, "bandwidth": 1.0}
 LATENCY_ONLY = {"latency": 1.0, "bandwidth": 0.0}
 NO_LINK = {"latency": 0.0, "bandwidth": 0.0}
@@ -108,7 +105,7 @@ def rounds(kind: str, p: int, nbytes: float, root: int) -> list[tuple[list[tuple
     if kind == "allreduce":
         return allreduce_rounds(p, nbytes)
     if kind in CREATION:
-        agree = allreduce_rounds(p, CONTEXT_MASK_BYTES)
+        agree = allreduce_rounds(p, CONTEXT_MASK_BYTES) * CONTEXT_ID_ALLREDUCES
         return rounds("allgather", p, COLOUR_KEY_BYTES, -1) + agree if kind == "comm_split" else agree
     if kind == "barrier":  # dissemination
         return [([(i, (i + s) % p) for i in range(p)], 0) for s in steps]
@@ -172,16 +169,7 @@ class Replay:
         flows = self.flows.get((p["kind"], p["bytes"], a, b), 1)
         lat, bw = self.crossing(a, b, p["bytes"], flows)
         warm = self.warm_up(src, dst, p["bytes"], flows)
-        return (lat + warm + self.connect(src, dst)) * scale["latency"], bw * scale["bandwidth"], warm * scale["latency"]
-
-    def connect(self, x: int, y: int) -> float:
-        """The round trips across the link that opening the connection between ranks x and y
-        takes, at their first message either way (over TCP; one connection carries both ways);
-        none after. At the profiled site these were in the first calls' measured time."""
-        if self.cal.transport != "tcp" or self.site[x] == self.site[y] or frozenset((x, y)) in self.connected:
-            return 0.0
-        self.connected.add(frozenset((x, y)))
-        return CONNECT_ROUND_TRIPS * route(self.fed, self.site[x], self.site[y], self.cal).rtt_s
+        return (lat + warm) * scale["latency"], bw * scale["bandwidth"], warm * scale["latency"]
 
     def warm_up(self, src: int, dst: int, nbytes: float, flows: int) -> float:
         """Over TCP, the round trips a connection across the link spends opening its window
@@ -210,8 +198,7 @@ class Replay:
                 if self.site[x] != self.site[y]:
                     flows = ways[(self.site[x], self.site[y])]
                     lat, bw = self.crossing(self.site[x], self.site[y], nbytes, flows)
-                    extra = ((lat + self.warm_up(x, y, nbytes, flows) + self.connect(x, y)) * scale["latency"]
-                             + bw * scale["bandwidth"])
+                    extra = (lat + self.warm_up(x, y, nbytes, flows)) * scale["latency"] + bw * scale["bandwidth"]
                 after[y] = max(after[y], t[x] + extra)
             t = after
         return t
@@ -223,7 +210,6 @@ class Replay:
         data = self.prof.data
         n = self.ranks
         self.grown: dict[tuple[int, int], float] = {}  # every connection starts cold
-        self.connected: set[frozenset[int]] = set()  # and is opened at its first message
         k = [min(r["iterations"], SIMULATED) for r in data.ranks]
         seqs = [r["prefix"] + r["iteration"] * k[i] + r["suffix"] for i, r in enumerate(data.ranks)]
         ends = [[len(r["prefix"]) + len(r["iteration"]) * j for j in range(k[i] + 1)] for i, r in enumerate(data.ranks)]
