@@ -150,8 +150,8 @@ def measure(fed, program: list[str], one: str, across: list[str], repeat: int, w
             kept: Path, progress) -> list[dict]:
     """One program on one federation's testbed copy: the rows of its placements across sites."""
     from geofed.apps.profile import profiled
+    from geofed.launch import runner
     from geofed.launch.placement import parse
-    from geofed.workloads.rehearse import replayed
     run = dict(ranks_per_node=1, timeout=600, cpu_limit=False, cwd=work, echo=False)
     profiles, paths, loads, crossings = [], [], [], []
     runs, rehearsals = {c: [] for c in across}, {c: [] for c in across}
@@ -165,7 +165,8 @@ def measure(fed, program: list[str], one: str, across: list[str], repeat: int, w
             runs[code].append(profiled(fed, parse(code, fed), program, **run)["total_s"])
             # the run's rehearsal right after it, from the round's profile, under the same load: a
             # median of rounds as the runs' (one rehearsal is as open to a one-off stall as one run)
-            rehearsal = replayed(fed, parse(code, fed), paths[-1], timeout=600, cpu_limit=False)
+            rehearsal = runner.run_ranks(fed, parse(code, fed), "rehearse", {"profile": paths[-1]}, timeout=600,
+                                         cpu_limit=False, what=f"rehearse on {code}")
             rehearsals[code].append(max(rehearsal["rank_s"]))
         progress(f"  round {i + 1}/{repeat}: {one} {profiles[-1]['total_s']:.3f} s, "
                  + ", ".join(f"{c} {runs[c][-1]:.3f} s (rehearsed {rehearsals[c][-1]:.3f} s)" for c in across)

@@ -12,14 +12,7 @@ whatever the contention of the replay's placement). A wait completes the oldest
 outstanding requests, as many as the profiled one did. Communicator creation is made
 as the same kind of call over the world (a split into one colour, a duplicate, ...),
 and freed. Collectives over a sub-communicator are not replayed (the profile names only
-their size).
-
-The ranks start their clocks at one instant agreed through a file, not after an MPI
-barrier: MPI opens a connection at a pair's first message, and a barrier would open the
-connections across the link before the clock starts, where the program opens them inside
-its run (HPL's communicator split, ~50 ms across icm-task's link). Rank 0 names the
-instant once every rank is ready (the ranks' Python start-up leaves them 0.1 s apart);
-on the testbed every rank reads one host's clock. So a centre
+their size). So a centre
 checks a prediction on the emulated link without the application's inputs or licence:
 
     geofed rehearse geofed-out/profile/app.profile-*.json -f icm-task -p W2G2
@@ -27,19 +20,15 @@ checks a prediction on the emulated link without the application's inputs or lic
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 from geofed import records
 from geofed.errors import UserError
-from geofed.params import param
 from geofed.records.app import AppParams
 from geofed.workloads import RankWorkload
 
 TAG = 0
-START_AHEAD_S = 0.05  # how far ahead rank 0 sets the start: every rank reads it before
-POLL_S = 0.001
 BLOCKED = ("gather", "scatter", "allgather", "alltoall", "reduce_scatter_block")  # bytes are one rank's block
 
 
@@ -54,37 +43,6 @@ def compute_s(cpu_s: float, wall_s: float) -> float:
     """The CPU time a gap is replayed for: its own, but no more than its wall time (a program
     whose threads computed side by side used more CPU than time; the replay has one thread)."""
     return min(cpu_s, wall_s)
-
-
-class RehearsalRank(AppParams):
-    """What every rank of a rehearsal is given: the profile, and where the ranks agree on their start."""
-    start: str = param("", "a directory every rank sees, where the ranks agree on the instant they start")
-
-
-def agreed_start(directory: Path, rank: int, ranks: int) -> float:
-    """The wall-clock instant every rank starts at, agreed without MPI (which would open
-    connections): each rank says it is ready with a file; rank 0, once all are, writes an
-    instant START_AHEAD_S ahead, which the others wait for and read."""
-    (directory / f"ready-{rank}").touch()
-    start = directory / "start"
-    if rank == 0:
-        while sum(1 for f in os.listdir(directory) if f.startswith("ready-")) < ranks:
-            time.sleep(POLL_S)
-        part = directory / "start.part"
-        part.write_text(repr(time.time() + START_AHEAD_S))
-        os.replace(part, start)  # read whole or not at all
-    while not start.exists():
-        time.sleep(POLL_S)
-    return float(start.read_text())
-
-
-def wait_until(instant: float) -> None:
-    """Asleep until just before the wall-clock `instant`, then spinning to it: the ranks start within microseconds."""
-    ahead = instant - time.time() - 2 * POLL_S
-    if ahead > 0:
-        time.sleep(ahead)
-    while time.time() < instant:
-        pass
 
 
 def calls(rank: dict):
@@ -165,17 +123,7 @@ COLLECTIVES = {
 }
 
 
-def replayed(fed, placement, profile: str, *, ranks_per_node: int = 1, hostfile: str | None = None,
-             timeout: float | None = 600, cpu_limit: bool = False) -> dict:
-    """The ranks' replay of `profile` on `placement`: {"rank_s": each rank's time, "calls": replayed}."""
-    from geofed.launch import runner
-    with runner.work_directory("rehearse-start", hostfile) as start:
-        return runner.run_ranks(fed, placement, "rehearse", {"profile": profile, "start": str(start)},
-                                ranks_per_node=ranks_per_node, hostfile=hostfile, timeout=timeout,
-                                cpu_limit=cpu_limit, what=f"rehearse on {placement.code}")
-
-
-class Rehearse(RankWorkload, kind="app.rehearsal", Params=AppParams, RankParams=RehearsalRank, command="rehearse"):
+class Rehearse(RankWorkload, kind="app.rehearsal", Params=AppParams, command="rehearse"):
     """Replay a profile's communication (same peers, sizes, order; compute as timed waits) on a placement"""
 
     def check(self, ctx, params: AppParams) -> None:
@@ -184,11 +132,13 @@ class Rehearse(RankWorkload, kind="app.rehearsal", Params=AppParams, RankParams=
         app.fits(app.load(params.profile).data, ctx.placement.node_count)
 
     def run(self, ctx, params: AppParams) -> records.Record:
+        from geofed.launch import runner
         from geofed.model import app, calibration
         prof = app.load(params.profile)
         path = str(Path(params.profile).resolve())
-        result = replayed(ctx.fed, ctx.placement, path, ranks_per_node=prof.data.ranks_per_node,
-                          hostfile=ctx.hostfile, timeout=ctx.timeout, cpu_limit=self.cpu_limit)
+        result = runner.run_ranks(ctx.fed, ctx.placement, self.name, {"profile": path},
+                                  ranks_per_node=prof.data.ranks_per_node, hostfile=ctx.hostfile, timeout=ctx.timeout,
+                                  cpu_limit=self.cpu_limit, what=f"rehearse on {ctx.placement.code}")
         cal = calibration.found_or_empty(str(ctx.fed.path), ctx.fed)
         pred = app.MODELS[0].predict(ctx.fed, cal, ctx.placement.code, ctx.placement.nodes(ctx.fed),
                                      AppParams(profile=path))
@@ -200,7 +150,7 @@ class Rehearse(RankWorkload, kind="app.rehearsal", Params=AppParams, RankParams=
                                         "error": measured / pred.total_s - 1, "calls": result["calls"]},
                             **self.meta(ctx))
 
-    def rank(self, comm, params: RehearsalRank) -> dict | None:
+    def rank(self, comm, params: AppParams) -> dict | None:
         import numpy as np
         from mpi4py import MPI
         profile = records.read(params.profile).data
@@ -213,13 +163,13 @@ class Rehearse(RankWorkload, kind="app.rehearsal", Params=AppParams, RankParams=
         tail_s = me["compute_s"] - sum(p["gap_s"] for p in patterns)
         replayer = Replayer(comm, profile, np, MPI)
         made = 0
-        t0 = agreed_start(Path(params.start), comm.Get_rank(), comm.Get_size())
-        wait_until(t0)
+        comm.Barrier()
+        t0 = time.perf_counter()
         for i in calls(me):
             spin(gaps[i])
             made += replayer.call(patterns[i])
         spin(compute_s(me.get("tail_cpu_s", tail_s), tail_s))  # after the last call, to MPI_Finalize
-        elapsed = time.time() - t0  # from the agreed instant: a rank late to it is late in the run
+        elapsed = time.perf_counter() - t0
         # A rank done waits for the others off the core, as the program's ranks do in
         # MPI_Finalize (a PMI fence on a socket): a blocking gather would poll, and take a
         # core from the rank still replaying its compute after its last call (MDFS's rank 0,

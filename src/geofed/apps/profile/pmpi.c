@@ -586,9 +586,9 @@ COLLECTIVES(_c, MPI_Count)
 #endif
 
 /* Communicator creation is a collective over the parent communicator (MPICH: an allgather
- * of the colours and keys for a split, an allreduce agreeing on a context id for each), and
- * often a program's first exchange: where its ranks span sites, the one that opens the TCP
- * connections across the link (HPL's grid, ~50 ms on icm-task, 1 ms at one site). */
+ * of the colours and keys for a split, allreduces agreeing on a context id): across the
+ * link it costs round trips (HPL's grid: three splits, 18 ms each on icm-task, 0.2-0.5 ms
+ * at one site), which a profile that left it out counted as compute. */
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
     COLLECTIVE(K_COMM_SPLIT, 0, -1, PMPI_Comm_split(comm, color, key, newcomm))
 }
