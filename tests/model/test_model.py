@@ -415,37 +415,62 @@ def test_a_polling_wait_sees_a_message_from_across_the_link_at_its_next_poll(fed
     assert 20 * every / 2 * 0.99 <= extra <= 2 * 20 * every / 2 * 1.01, extra
 
 
+def call(kind, peer, nbytes, gap, size=0):
+    """One call of a hand-made profile, made once, 1 us inside, after `gap` of compute."""
+    return {"kind": kind, "peer": peer, "source": -1, "bytes": nbytes, "size": size, "count": 1,
+            "inside_s": 1e-6, "mean_s": 1e-6, "sd_s": 0.0, "min_s": 1e-6, "max_s": 1e-6, "gap_s": gap,
+            "overlap_s": 0.0, "overlapped": 0, "poll_s": 0.0, "poll_sq": 0.0}
+
+
+def calls_profile(directory, ranks: list[list[dict]], compute: float = 0.0) -> str:
+    """An app.profile of len(ranks) ranks at site A, each making its calls once in order."""
+    rec = records.make("app.profile", {"program": ["calls"], "placement": f"A{len(ranks)}", "site": "A",
+                                       "ranks_per_node": 1, "total_s": compute, "untracked_calls": 0,
+                                       "ranks": [{"rank": r, "host": "vm", "node": f"A{r + 1}", "total_s": compute,
+                                                  "compute_s": sum(c["gap_s"] for c in calls), "comm_s": 1e-6,
+                                                  "calls": len(calls), "prefix": list(range(len(calls))),
+                                                  "iteration": [], "iterations": 0, "suffix": [], "patterns": calls}
+                                                 for r, calls in enumerate(ranks)]})
+    return str(records.save(rec, directory))
+
+
+def app_total(fed, cal, profile, code) -> float:
+    from geofed.model import app
+    return app.MODELS[0].predict(fed, cal, code, parse(code, fed).nodes(fed), app.AppParams(profile=profile)).total_s
+
+
 def test_a_blocking_send_holds_its_sender_while_the_connection_opens_its_window(fed, tmp_path):
     """Rank 0 sends 1 MB to rank 1 with MPI_Send, computes 100 ms, then sends 8 bytes: across
     the link the first send returns only once slow start has opened the window to 1 MB (the
     socket's buffer takes the message as the window opens), so the 8 bytes leave that much later."""
-    from geofed.model import app
     big, compute = 1 << 20, 0.1
-
-    def call(kind, peer, nbytes, gap):
-        return {"kind": kind, "peer": peer, "source": -1, "bytes": nbytes, "size": 0, "count": 1,
-                "inside_s": 1e-6, "mean_s": 1e-6, "sd_s": 0.0, "min_s": 1e-6, "max_s": 1e-6, "gap_s": gap,
-                "overlap_s": 0.0, "overlapped": 0, "poll_s": 0.0, "poll_sq": 0.0}
-    ranks = [[call("send", 1, big, 0.0), call("send", 1, 8, compute)],
-             [call("recv", 0, big, 0.0), call("recv", 0, 8, 0.0)]]
-    rec = records.make("app.profile", {"program": ["two sends"], "placement": "A2", "site": "A",
-                                       "ranks_per_node": 1, "total_s": compute, "untracked_calls": 0,
-                                       "ranks": [{"rank": r, "host": "vm", "node": f"A{r + 1}", "total_s": compute,
-                                                  "compute_s": compute if r == 0 else 0.0, "comm_s": 2e-6,
-                                                  "calls": 2, "prefix": [0, 1], "iteration": [], "iterations": 0,
-                                                  "suffix": [], "patterns": ranks[r]} for r in range(2)]})
-    profile = str(records.save(rec, tmp_path))
+    profile = calls_profile(tmp_path, [[call("send", 1, big, 0.0), call("send", 1, 8, compute)],
+                                       [call("recv", 0, big, 0.0), call("recv", 0, 8, 0.0)]], compute)
     cal = cal_for(fed)
     equal = whatif.apply(fed, ["B.speed=1"])
-
-    def total(code):
-        return app.MODELS[0].predict(equal, cal, code, parse(code, equal).nodes(equal),
-                                     app.AppParams(profile=profile)).total_s
     r = network.route(equal, "A", "B", cal)
     warm = network.slow_start_rounds(big, r.share_Bps(1) * r.rtt_s) * r.rtt_s
     assert warm > 0.04  # 0.8 Gb/s x 10 ms: a window of 1 MB, six round trips from ten segments
     # the 8 bytes leave after the warm-up and the compute, and cross: more than a send not held
-    assert total("A1B1") - total("A2") >= (warm + r.extra_one_way_s) * 0.99
+    assert app_total(equal, cal, profile, "A1B1") - app_total(equal, cal, profile, "A2") >= \
+        (warm + r.extra_one_way_s) * 0.99
+
+
+def test_a_communicator_split_is_priced_as_its_rounds_across_the_link(fed, tmp_path):
+    """A split is MPICH's allgather of colours and keys, then two allreduces agreeing on a
+    context id: with ranks 0 and 1 at A and 2 at B, four of its rounds cross the link (the
+    allgather's two, each allreduce's exchange with rank 2), as a split of three ranks across
+    icm-task's link took two round trips; at one site the link adds nothing."""
+    from geofed.model import app
+    assert app.rounds("comm_split", 3, 0, -1) == app.rounds("allgather", 3, app.COLOUR_KEY_BYTES, -1) + \
+        mpi.allreduce_rounds(3, app.CONTEXT_MASK_BYTES) * 2
+    assert app.rounds("comm_dup", 4, 0, -1) == mpi.allreduce_rounds(4, app.CONTEXT_MASK_BYTES) * 2
+    cal = cal_for(fed)
+    equal = whatif.apply(fed, ["B.speed=1"])
+    split = calls_profile(tmp_path, [[call("comm_split", -1, 0, 0.0, size=3)]] * 3)
+    r = network.route(equal, "A", "B", cal)
+    assert app_total(equal, cal, split, "A2B1") - app_total(equal, cal, split, "A3") == \
+        pytest.approx(4 * r.extra_one_way_s, rel=1e-3)
 
 
 def test_predict_transfer_needs_no_calibration_and_holds_to_the_narrowest_hop(write_fed, tmp_path):

@@ -16,7 +16,9 @@ serialising at the link's rate, shared by the messages of the same pattern that
 cross the same way: contention; over TCP, a connection's message larger than any it
 carried before pays slow start's round trips to open its window). A collective over every rank starts when the last
 rank enters it and runs its algorithm's rounds (MPICH's: `mpi.allreduce_rounds`,
-binomial trees, dissemination, pairwise exchange), a message of a round leaving when
+binomial trees, dissemination, pairwise exchange; communicator creation as MPICH makes it,
+an allgather of colours and keys for a split, allreduces agreeing on a context id),
+a message of a round leaving when
 its sender is there, the round's crossing messages sharing the link. The iteration
 is simulated SIMULATED times, the rest extrapolated from the second half of them. What the
 simulation does not explain at the profiled site (the calls' spread, noise) is kept
@@ -54,6 +56,15 @@ Z_95 = 1.96
 # iterations simulated before the rest is extrapolated from the second half of them: the
 # first absorb the ranks' different starts (a late rank's skew takes several to settle)
 SIMULATED = 30
+# Communicator creation (MPICH's MPIR_Comm_split_impl, MPIR_Get_contextid_sparse): a split
+# gathers every rank's colour and key, then every kind agrees on a context id by allreduces
+# of the context mask (MPIR_MAX_CONTEXT_MASK 32-bit words): two of them, as measured (a split
+# of 3 ranks across icm-task's link, first or later in the program: 2 round trips;
+# docs/profile.md, "Communicator creation").
+CREATION = ("comm_split", "comm_dup", "comm_create", "cart_create")
+COLOUR_KEY_BYTES = 8
+CONTEXT_MASK_BYTES = 64 * 4
+CONTEXT_ID_ALLREDUCES = 2
 LINK = {"latency": 1.0, "bandwidth": 1.0}
 LATENCY_ONLY = {"latency": 1.0, "bandwidth": 0.0}
 NO_LINK = {"latency": 0.0, "bandwidth": 0.0}
@@ -93,6 +104,9 @@ def rounds(kind: str, p: int, nbytes: float, root: int) -> list[tuple[list[tuple
     steps = [1 << k for k in range(max(0, math.ceil(math.log2(p))))] if p > 1 else []
     if kind == "allreduce":
         return allreduce_rounds(p, nbytes)
+    if kind in CREATION:
+        agree = allreduce_rounds(p, CONTEXT_MASK_BYTES) * CONTEXT_ID_ALLREDUCES
+        return rounds("allgather", p, COLOUR_KEY_BYTES, -1) + agree if kind == "comm_split" else agree
     if kind == "barrier":  # dissemination
         return [([(i, (i + s) % p) for i in range(p)], 0) for s in steps]
     if kind in ("bcast", "scatter"):  # binomial tree from the root; a scatter's subtrees shrink

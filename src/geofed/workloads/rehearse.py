@@ -9,8 +9,10 @@ a computing rank does, and a spin that waits for a core, three ranks on two core
 link emulator's forwarding, is held up as the program's compute is; by the wall clock it
 ran on, a gap that waited for a core at the profiled site would be copied with that wait
 whatever the contention of the replay's placement). A wait completes the oldest
-outstanding requests, as many as the profiled one did. Collectives over a
-sub-communicator are not replayed (the profile names only their size). So a centre
+outstanding requests, as many as the profiled one did. Communicator creation is made
+as the same kind of call over the world (a split into one colour, a duplicate, ...),
+and freed. Collectives over a sub-communicator are not replayed (the profile names only
+their size). So a centre
 checks a prediction on the emulated link without the application's inputs or licence:
 
     geofed rehearse geofed-out/profile/app.profile-*.json -f icm-task -p W2G2
@@ -95,6 +97,12 @@ def _blocks(r: Replayer, n: int):
     return r.send[:n * r.size], r.recv[:n * r.size]
 
 
+def _comm_create(r: Replayer) -> None:
+    group = r.comm.Get_group()
+    r.comm.Create(group).Free()
+    group.Free()
+
+
 COLLECTIVES = {
     "barrier": lambda r, out, into, n, root: r.comm.Barrier(),
     "bcast": lambda r, out, into, n, root: r.comm.Bcast(out, root),
@@ -107,6 +115,11 @@ COLLECTIVES = {
     "alltoall": lambda r, out, into, n, root: r.comm.Alltoall(*_blocks(r, n)),
     "reduce_scatter_block": lambda r, out, into, n, root: r.comm.Reduce_scatter_block(_blocks(r, n)[0], into,
                                                                                        r.MPI.SUM),
+    # communicator creation over the world, the new communicator freed (a local call in MPICH)
+    "comm_split": lambda r, out, into, n, root: r.comm.Split(0, r.comm.Get_rank()).Free(),
+    "comm_dup": lambda r, out, into, n, root: r.comm.Dup().Free(),
+    "comm_create": lambda r, out, into, n, root: _comm_create(r),
+    "cart_create": lambda r, out, into, n, root: r.comm.Create_cart([r.size]).Free(),
 }
 
 

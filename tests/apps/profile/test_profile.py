@@ -36,7 +36,8 @@ for _ in range({ITERATIONS}):
 """
 
 # The same exchange in C with non-blocking calls (Irecv, Isend, Waitall), then a broadcast of
-# 100 ints from rank 1 and a barrier.
+# 100 ints from rank 1 and a barrier; before it, once, a communicator split into odd and even
+# ranks and a duplicate of the world's (communicator creation: a collective of its own).
 HALO_C = f"""
 #include <mpi.h>
 int main(int argc, char **argv) {{
@@ -45,6 +46,11 @@ int main(int argc, char **argv) {{
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
+    MPI_Comm half, copy;
+    MPI_Comm_split(MPI_COMM_WORLD, me % 2, me, &half);
+    MPI_Comm_dup(MPI_COMM_WORLD, &copy);
+    MPI_Comm_free(&half);
+    MPI_Comm_free(&copy);
     for (int i = 0; i < {ITERATIONS}; i++) {{
         MPI_Request r[2];
         MPI_Irecv(in, 4096, MPI_CHAR, (me + n - 1) % n, 0, MPI_COMM_WORLD, &r[0]);
@@ -150,9 +156,17 @@ def test_a_c_program_with_nonblocking_calls(fed, tmp_path):
                                   ("isend", (r + 1) % 3, -1, 4096, 0, ITERATIONS),
                                   ("waitall", -1, -1, 0, 2, ITERATIONS),
                                   ("bcast", 1, -1, 400, 3, ITERATIONS),
-                                  ("barrier", -1, -1, 0, 3, ITERATIONS)}
+                                  ("barrier", -1, -1, 0, 3, ITERATIONS),
+                                  ("comm_split", -1, -1, 0, 3, 1), ("comm_dup", -1, -1, 0, 3, 1)}
         assert all(p["overlapped"] == ITERATIONS for p in rank["patterns"] if p["kind"] in ("irecv", "isend"))
         assert len(rank["iteration"]) == 5 and rank["iterations"] == ITERATIONS
+        assert [rank["patterns"][i]["kind"] for i in rank["prefix"]] == ["comm_split", "comm_dup"]
+    # rehearsed across the link, the communicator creation too: every call is replayed
+    res = run_geofed("rehearse", str(next((tmp_path / "profile").glob("*.json"))), "-f", fed, "-p", "A2B1",
+                     "--out", str(tmp_path / "rehearsal"), timeout=300)
+    assert res.returncode == 0, res.stderr
+    (rpath,) = (tmp_path / "rehearsal").glob("app.rehearsal-*.json")
+    assert records.read(rpath).data.calls == 3 * (2 + 5 * ITERATIONS)
 
 
 # The ring's exchange, waited for by polling (MPI_Testall, sleeping between polls, as the

@@ -20,12 +20,12 @@
 enum kind {
     K_SEND, K_ISEND, K_RECV, K_IRECV, K_SENDRECV, K_WAIT, K_WAITALL, K_WAITANY, K_WAITSOME,
     K_BARRIER, K_BCAST, K_REDUCE, K_ALLREDUCE, K_GATHER, K_SCATTER, K_ALLGATHER, K_ALLTOALL,
-    K_REDUCE_SCATTER_BLOCK, K_SCAN, NKINDS
+    K_REDUCE_SCATTER_BLOCK, K_SCAN, K_COMM_SPLIT, K_COMM_DUP, K_COMM_CREATE, K_CART_CREATE, NKINDS
 };
 static const char *KIND_NAMES[NKINDS] = {
     "send", "isend", "recv", "irecv", "sendrecv", "wait", "waitall", "waitany", "waitsome",
     "barrier", "bcast", "reduce", "allreduce", "gather", "scatter", "allgather", "alltoall",
-    "reduce_scatter_block", "scan"};
+    "reduce_scatter_block", "scan", "comm_split", "comm_dup", "comm_create", "cart_create"};
 
 #define PATTERNS 4096     /* distinct (kind, peer, source, bytes, size) a rank may use */
 #define ORDER 65536       /* calls whose order is kept: enough to see an iteration repeat */
@@ -584,6 +584,27 @@ COLLECTIVES(, int)
 #if MPI_VERSION >= 4
 COLLECTIVES(_c, MPI_Count)
 #endif
+
+/* Communicator creation is a collective over the parent communicator (MPICH: an allgather
+ * of the colours and keys for a split, allreduces agreeing on a context id): across the
+ * link it costs round trips (HPL's grid: three splits, 18 ms each on icm-task, 0.2-0.5 ms
+ * at one site), which a profile that left it out counted as compute. */
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
+    COLLECTIVE(K_COMM_SPLIT, 0, -1, PMPI_Comm_split(comm, color, key, newcomm))
+}
+
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
+    COLLECTIVE(K_COMM_DUP, 0, -1, PMPI_Comm_dup(comm, newcomm))
+}
+
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm) {
+    COLLECTIVE(K_COMM_CREATE, 0, -1, PMPI_Comm_create(comm, group, newcomm))
+}
+
+int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[], int reorder,
+                    MPI_Comm *newcomm) {
+    COLLECTIVE(K_CART_CREATE, 0, -1, PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm))
+}
 
 /* The mean of a v collective's `counts` of `type`, per rank of `comm`. */
 #define MEAN_BYTES(counts, type, comm)                                                                   \
