@@ -65,15 +65,19 @@ def rank_map(comm) -> list[dict]:
     return comm.allgather(me)
 
 
-def quiet_barrier(comm, poll_s: float = 0.0005) -> None:
-    """A barrier that sleeps while it waits.
+def quiet_wait(request, poll_s: float = 0.0005) -> None:
+    """Complete a nonblocking MPI request, sleeping while it waits.
 
-    MPI's own Barrier busy-polls; on a testbed with fewer cores than ranks, ranks
+    MPI's own blocking calls busy-poll; on a testbed with fewer cores than ranks, ranks
     spinning there steal the CPU of the ranks being measured.
     """
-    req = comm.Ibarrier()
-    while not req.Test():
+    while not request.Test():
         time.sleep(poll_s)
+
+
+def quiet_barrier(comm, poll_s: float = 0.0005) -> None:
+    """A barrier that sleeps while it waits (`quiet_wait`)."""
+    quiet_wait(comm.Ibarrier(), poll_s)
 
 
 def refuse(program: str, error: Exception, status: int = 2) -> int:

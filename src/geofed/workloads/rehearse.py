@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from geofed import records
+from geofed import records, runtime
 from geofed.errors import UserError
 from geofed.records.app import AppParams
 from geofed.workloads import RankWorkload
@@ -176,9 +176,7 @@ class Rehearse(RankWorkload, kind="app.rehearsal", Params=AppParams, command="re
         # 0.64 s alone), whose CPU-timed spin then stretches.
         mine = np.array([elapsed, made], dtype=float)
         every = np.empty((comm.Get_size(), 2)) if comm.Get_rank() == 0 else None
-        request = comm.Igather(mine, every, root=0)
-        while not request.Test():
-            time.sleep(0.001)
+        runtime.quiet_wait(comm.Igather(mine, every, root=0), 0.001)
         if comm.Get_rank() != 0:
             return None
         return {"rank_s": every[:, 0].tolist(), "calls": int(every[:, 1].sum())}
