@@ -40,13 +40,17 @@ def run_ranks(n: int, argv, timeout: float, **popen) -> subprocess.CompletedProc
     """`mpiexec -n n argv` on this host, as the tests of a rank program start it. A rank
     that refuses a request ends the job with MPI_Abort, and the ranks and Hydra proxy it
     kills leave their shared-memory segments and topology file behind; geofed's runner
-    removes those (launch.job.stop), and so does this, for what the run made."""
+    removes those (launch.job.stop), and so does this, for what the run made, once the
+    ranks are gone (mpiexec can return while a killed rank still maps its segment)."""
     from geofed.launch.job import remove_orphan_files
     from geofed.native import binary
-    since = time.time()
+    from geofed.testbed import host
+    since, marker = time.time(), f"geofedtest-{os.getpid()}-{time.monotonic_ns()}"
     try:
-        return run_group([binary("mpiexec"), "-n", str(n), *argv], timeout, **popen)
+        return run_group([binary("mpiexec"), "-n", str(n), *argv], timeout,
+                         env={**os.environ, "GEOFED_JOB": marker}, **popen)
     finally:
+        host.terminate(host.pids_with_env([int(d) for d in os.listdir("/proc") if d.isdigit()], "GEOFED_JOB", marker))
         remove_orphan_files(since)
 
 
