@@ -86,3 +86,11 @@ def test_real_madelon_reproduces_the_bundled_2d_information_gain():
     got = counter.results()["ig"]
     assert got.shape == (500,)
     assert np.max(np.abs(got - want)) < 1e-3
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_chi2_sf_is_scipy_stats_bit_for_bit(dtype):
+    from scipy.stats import chi2
+    x = np.concatenate([np.random.default_rng(5).random(1000) * 200, [0.0, -1e-17, 5e3]]).astype(dtype)
+    for df in (1, 3, 12, 80):
+        assert np.array_equal(core.chi2_sf(x, df), chi2.sf(x, df))
