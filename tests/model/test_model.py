@@ -375,10 +375,12 @@ def test_grayscott_waits_only_when_the_consumers_take_longer_than_plotgap_steps(
     assert half.parts["compute"] == pytest.approx((1 + 7 * (48 ** 3 - 32 ** 3) / (64 ** 3 - 32 ** 3)) / 2 * 1e-3)
 
 
-def exchange_profile(directory, polls: tuple[float, float], iterations: int = 20, compute_s: float = 2e-3) -> str:
+def exchange_profile(directory, polls: tuple[float, float], iterations: int = 20, compute_s: float = 2e-3,
+                     spin_s: float = 0.0) -> str:
     """An app.profile of two ranks at site A that post an 8-byte exchange with each other, wait
     for it (polling, with the intervals between polls summed in `polls`: sum, sum of squares;
-    (0, 0) for a blocking wait), then compute `compute_s`, `iterations` times."""
+    (0, 0) for a blocking wait; every wait polling `spin_s` before it slept), then compute
+    `compute_s`, `iterations` times."""
     def rank(r):
         call = {"source": -1, "bytes": 8, "size": 0, "count": iterations, "inside_s": iterations * 1e-6,
                 "mean_s": 1e-6, "sd_s": 0.0, "min_s": 1e-6, "max_s": 1e-6, "gap_s": 0.0, "overlap_s": 0.0,
@@ -386,7 +388,8 @@ def exchange_profile(directory, polls: tuple[float, float], iterations: int = 20
         patterns = [call | {"kind": "irecv", "peer": 1 - r, "gap_s": iterations * compute_s},
                     call | {"kind": "isend", "peer": 1 - r},
                     call | {"kind": "waitall", "peer": -1, "bytes": 0, "size": 2, "overlapped": 0,
-                            "poll_s": polls[0] * iterations, "poll_sq": polls[1] * iterations}]
+                            "poll_s": polls[0] * iterations, "poll_sq": polls[1] * iterations,
+                            "slept": iterations if polls[0] else 0, "spin_s": spin_s * iterations}]
         return {"rank": r, "host": "vm", "node": f"A{r + 1}", "total_s": iterations * compute_s,
                 "compute_s": iterations * compute_s, "comm_s": 3 * iterations * 1e-6, "calls": 3 * iterations,
                 "prefix": [], "iteration": [0, 1, 2], "iterations": iterations, "suffix": [], "patterns": patterns}
@@ -413,6 +416,17 @@ def test_a_polling_wait_sees_a_message_from_across_the_link_at_its_next_poll(fed
     extra = total(polled, "A1B1") - total(blocking, "A1B1")
     # one late wait per exchange on the critical path at least, both ranks' at most
     assert 20 * every / 2 * 0.99 <= extra <= 2 * 20 * every / 2 * 1.01, extra
+
+
+def test_a_message_that_comes_while_the_wait_still_spins_is_seen_at_once(fed, tmp_path):
+    """A wait that polls 20 ms before its first sleep catches a message 5 ms across the link at once."""
+    every = 0.5e-3
+    spinning = exchange_profile(tmp_path / "spinning", (every, every ** 2), spin_s=0.02)
+    sleeping = exchange_profile(tmp_path / "sleeping", (every, every ** 2))
+    blocking = exchange_profile(tmp_path / "blocking", (0.0, 0.0))
+    cal = cal_for(fed)
+    assert app_total(fed, cal, spinning, "A1B1") == pytest.approx(app_total(fed, cal, blocking, "A1B1"))
+    assert app_total(fed, cal, sleeping, "A1B1") > app_total(fed, cal, blocking, "A1B1") + 20 * every / 2 * 0.99
 
 
 def call(kind, peer, nbytes, gap, size=0):

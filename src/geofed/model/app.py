@@ -282,7 +282,9 @@ class Replay:
             elif kind == "irecv" and src is not None:
                 pending[r].append((src, taken.get((src, r), 0)))
                 taken[(src, r)] = taken.get((src, r), 0) + 1
-            if came > at and p.get("poll_s"):  # a polling wait sees a late message at its next poll
+            # a polling wait sees a late message at its next poll; one that came while the wait
+            # still spun before its first sleep (profiles since the profiler told spin from sleep), at once
+            if came > at + p.get("spin_s", 0.0) / max(1, p.get("slept", 0)) and p.get("poll_s"):
                 came += p["poll_sq"] / (2 * p["poll_s"])
             done = max(done, came)
             clock[r] = done + p["min_s"]

@@ -33,7 +33,9 @@ class AppProfile:
             process's CPU time in those gaps: the compute without its waits for a core), overlap_s (time a
             non-blocking message had between its post and its wait) over `overlapped` requests, poll_s and
             poll_sq (a wait made by polling, MPI_Test/Testall or MPI_Iprobe: the sum of the intervals between
-            its polls and of their squares; 0 for a blocking call). The calls in
+            its polls and of their squares; 0 for a blocking call), slept (the polled waits that slept between
+            polls: an interval longer than a polling loop's turn, 20 us), spin_s (their polls before their
+            first sleep), sleeps and sleep_s (their intervals that slept: count and sum). The calls in
             order are `prefix`, then `iteration` `iterations` times, then `suffix` (indexes into patterns)
         untracked_calls: calls beyond the profiler's table of patterns (counted, not described)
     """
@@ -52,7 +54,7 @@ class AppProfile:
         return Sanity(True, f"{sum(r['calls'] for r in self.ranks)} calls of {len(self.ranks)} ranks profiled")
 
 
-@kind("app.rehearsal")
+@kind("app.rehearsal", version=2, added={"rank_cpu_s": []})
 class AppRehearsal:
     """`geofed rehearse`: a profile's communication replayed on a placement of the testbed, beside its prediction.
 
@@ -62,6 +64,7 @@ class AppRehearsal:
         placement: the placement it was replayed on
         measured_s: the slowest rank's replay time
         rank_s: every rank's replay time
+        rank_cpu_s: every rank's CPU time in its replay (a wait the program made asleep is replayed asleep)
         predicted_s: the app model's time for this placement
         interval_s: the prediction interval, low and high
         parts: the prediction's parts in seconds (compute, local_comm, link_comm, staging)
@@ -73,6 +76,7 @@ class AppRehearsal:
     placement: str
     measured_s: float
     rank_s: list
+    rank_cpu_s: list
     predicted_s: float
     interval_s: list
     parts: dict

@@ -9,7 +9,9 @@ a computing rank does, and a spin that waits for a core, three ranks on two core
 link emulator's forwarding, is held up as the program's compute is; by the wall clock it
 ran on, a gap that waited for a core at the profiled site would be copied with that wait
 whatever the contention of the replay's placement). A wait completes the oldest
-outstanding requests, as many as the profiled one did. Communicator creation is made
+outstanding requests, as many as the profiled one did, and as it did: blocking, or
+(a program that slept between its polls, as the Gray-Scott simulation does) polling
+for as long as it polled before its first sleep, then at the intervals it slept. Communicator creation is made
 as the same kind of call over the world (a split into one colour, a duplicate, ...),
 and freed. Collectives over a sub-communicator are not replayed (the profile names only
 their size). So a centre
@@ -63,6 +65,7 @@ class Replayer:
                        for r in profile.ranks for p in r["patterns"]] + [1])
         self.send, self.recv = np.zeros(biggest, np.uint8), np.empty(biggest, np.uint8)
         self.requests: list = []
+        self.oversleep = 0.0  # a sleep's excess over what it asked for, a running mean
 
     def call(self, p: dict) -> bool:
         """Make the call of pattern `p`; False when it cannot be replayed."""
@@ -84,13 +87,33 @@ class Replayer:
             comm.Sendrecv(out, peer, TAG, self.recv, source, TAG)
         elif kind in ("wait", "waitany", "waitsome"):
             if self.requests:
-                self.requests.pop(0).Wait()
+                self.wait(self.requests[:1], p)
+                del self.requests[:1]
         elif kind == "waitall":
             done, self.requests = self.requests[:p["size"]], self.requests[p["size"]:]
-            MPI.Request.Waitall(done)
+            self.wait(done, p)
         else:
             COLLECTIVES[kind](self, out, into, n, peer)
         return True
+
+    def wait(self, requests: list, p: dict) -> None:
+        """Complete `requests` as the profiled wait did: a blocking wait, or (a program that
+        slept between its polls) polls for its spin, then polls at its intervals, asleep in
+        between: MPI moves a message only inside a call, and a sleeping rank sends the rest
+        of a message the link could not take at once late (the Gray-Scott simulation across
+        ma-hd: +60 % sleeping, +8 % polling without sleeps). The sleep asked for is the
+        interval less what this rank's sleeps have overslept so far."""
+        if not p.get("slept"):
+            self.MPI.Request.Waitall(requests)
+            return
+        interval = p["sleep_s"] / p["sleeps"]
+        spun = time.perf_counter() + p["spin_s"] / p["slept"]
+        while not self.MPI.Request.Testall(requests):
+            before = time.perf_counter()
+            if before > spun:
+                ask = max(0.0, interval - self.oversleep)
+                time.sleep(ask)
+                self.oversleep += (time.perf_counter() - before - ask - self.oversleep) / 8
 
 
 def _blocks(r: Replayer, n: int):
@@ -145,7 +168,8 @@ class Rehearse(RankWorkload, kind="app.rehearsal", Params=AppParams, command="re
         measured = max(result["rank_s"])
         return records.make(self.kind, {"profile": path, "program": prof.data.program,
                                         "placement": ctx.placement.code, "measured_s": measured,
-                                        "rank_s": result["rank_s"], "predicted_s": pred.total_s,
+                                        "rank_s": result["rank_s"], "rank_cpu_s": result["rank_cpu_s"],
+                                        "predicted_s": pred.total_s,
                                         "interval_s": list(pred.interval), "parts": pred.parts,
                                         "error": measured / pred.total_s - 1, "calls": result["calls"]},
                             **self.meta(ctx))
@@ -164,22 +188,22 @@ class Rehearse(RankWorkload, kind="app.rehearsal", Params=AppParams, command="re
         replayer = Replayer(comm, profile, np, MPI)
         made = 0
         comm.Barrier()
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         for i in calls(me):
             spin(gaps[i])
             made += replayer.call(patterns[i])
         spin(compute_s(me.get("tail_cpu_s", tail_s), tail_s))  # after the last call, to MPI_Finalize
-        elapsed = time.perf_counter() - t0
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         # A rank done waits for the others off the core, as the program's ranks do in
         # MPI_Finalize (a PMI fence on a socket): a blocking gather would poll, and take a
         # core from the rank still replaying its compute after its last call (MDFS's rank 0,
         # 0.64 s alone), whose CPU-timed spin then stretches.
-        mine = np.array([elapsed, made], dtype=float)
-        every = np.empty((comm.Get_size(), 2)) if comm.Get_rank() == 0 else None
+        mine = np.array([elapsed, made, cpu], dtype=float)
+        every = np.empty((comm.Get_size(), 3)) if comm.Get_rank() == 0 else None
         runtime.quiet_wait(comm.Igather(mine, every, root=0), 0.001)
         if comm.Get_rank() != 0:
             return None
-        return {"rank_s": every[:, 0].tolist(), "calls": int(every[:, 1].sum())}
+        return {"rank_s": every[:, 0].tolist(), "calls": int(every[:, 1].sum()), "rank_cpu_s": every[:, 2].tolist()}
 
     def table(self, rec) -> str:
         d = rec.data

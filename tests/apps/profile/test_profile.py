@@ -210,7 +210,52 @@ def test_polling_until_done_is_a_wait(fed, tmp_path):
         assert 0 <= waitall["poll_s"] <= waitall["inside_s"]
         if waitall["poll_s"]:
             assert waitall["poll_sq"] / (2 * waitall["poll_s"]) >= 0.0001
-        assert all(p["poll_s"] == p["poll_sq"] == 0 for p in rank["patterns"] if p["kind"] != "waitall")
+        # how it polled: every interval holds a sleep, so no spin before the first; the waits
+        # that polled more than once slept, each sleep at least the 0.2 ms asked for
+        assert waitall["spin_s"] == 0
+        assert (waitall["slept"] > 0) == (waitall["poll_s"] > 0)
+        assert waitall["sleep_s"] == pytest.approx(waitall["poll_s"])
+        assert waitall["sleep_s"] >= 0.0002 * waitall["sleeps"] >= 0.0002 * waitall["slept"]
+        assert all(p["poll_s"] == p["poll_sq"] == p["slept"] == 0 for p in rank["patterns"] if p["kind"] != "waitall")
+
+
+def waiting_profile(directory, slept: int) -> str:
+    """Two ranks at A: rank 1 computes 40 ms, then sends 8 bytes to rank 0, which has posted
+    its receive and waits for it, 5 times; with `slept`, a wait made by polling every 5 ms
+    asleep (as POLLED's), else a blocking one."""
+    def call(kind, peer, gap=0.0, size=0, **polls):
+        return {"kind": kind, "peer": peer, "source": -1, "bytes": 0 if kind == "waitall" else 8, "size": size,
+                "count": 5, "inside_s": 5e-6, "mean_s": 1e-6, "sd_s": 0.0, "min_s": 1e-6, "max_s": 1e-6,
+                "gap_s": gap, "gap_cpu_s": gap, "overlap_s": 0.0, "overlapped": 0, "poll_s": 0.0,
+                "poll_sq": 0.0} | polls
+
+    polls = {"poll_s": 0.2, "poll_sq": 0.2 * 0.005, "slept": 5, "spin_s": 0.0, "sleeps": 40, "sleep_s": 0.2}
+    ranks = [[call("irecv", 1), call("waitall", -1, size=1, **(polls if slept else {}))],
+             [call("isend", 0, gap=5 * 0.04), call("waitall", -1, size=1)]]
+    rec = records.make("app.profile", {
+        "program": ["waiting"], "placement": "A2", "site": "A", "ranks_per_node": 1, "total_s": 0.2,
+        "untracked_calls": 0,
+        "ranks": [{"rank": r, "host": "vm", "node": f"A{r + 1}", "total_s": 0.2, "compute_s": 0.2 * r,
+                   "comm_s": 1e-5, "tail_cpu_s": 0.0, "calls": 10, "prefix": [], "iteration": [0, 1],
+                   "iterations": 5, "suffix": [], "patterns": patterns} for r, patterns in enumerate(ranks)]})
+    return str(records.save(rec, directory))
+
+
+@needs_root
+@pytest.mark.root
+def test_a_wait_made_asleep_is_rehearsed_asleep(fed, tmp_path):
+    """Rank 0 waits 5 x 40 ms for rank 1's compute: replayed as the program waited, polling
+    every 5 ms asleep, it takes little CPU; replayed blocking, MPICH's wait polls on the core."""
+    cpu = {}
+    for slept in (1, 0):
+        res = run_geofed("rehearse", waiting_profile(tmp_path / f"profile{slept}", slept), "-f", fed, "-p", "A2",
+                         "--out", str(tmp_path / f"rehearsal{slept}"), timeout=300)
+        assert res.returncode == 0, res.stderr
+        (path,) = (tmp_path / f"rehearsal{slept}").glob("app.rehearsal-*.json")
+        d = records.read(path).data
+        assert d.rank_cpu_s[1] >= 0.19  # rank 1's compute, spun for its CPU time
+        cpu[slept] = d.rank_cpu_s[0]
+    assert cpu[1] < 0.05 <= 0.1 <= cpu[0], cpu
 
 
 PICKLED = """

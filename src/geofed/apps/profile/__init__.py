@@ -26,7 +26,8 @@ LIBRARY = "libgeofed_profile.so"  # libgeofed_profile.openmpi.so for Open MPI (g
 SOURCE = Path(__file__).with_name("pmpi.c")
 MAX_PERIOD = 2048  # the longest iteration looked for, in calls
 PATTERN_FIELDS = ("kind", "peer", "source", "bytes", "size", "count", "inside_s", "inside_sq", "min_s", "max_s",
-                  "gap_s", "overlap_s", "overlapped", "poll_s", "poll_sq", "gap_cpu_s")
+                  "gap_s", "overlap_s", "overlapped", "poll_s", "poll_sq", "gap_cpu_s", "slept", "spin_s", "sleeps",
+                  "sleep_s")
 
 
 def preload(directory: Path) -> list[str]:
@@ -108,7 +109,8 @@ def merge(directory: Path, ranks: int, nodes: list[str]) -> tuple[list[dict], in
                              "sd_s": var ** 0.5, "min_s": p["min_s"], "max_s": p["max_s"], "gap_s": p["gap_s"],
                              "overlap_s": p["overlap_s"], "overlapped": p["overlapped"],
                              "poll_s": p.get("poll_s", 0.0), "poll_sq": p.get("poll_sq", 0.0),
-                             "gap_cpu_s": p["gap_cpu_s"]})
+                             "gap_cpu_s": p["gap_cpu_s"], "slept": p["slept"], "spin_s": p["spin_s"],
+                             "sleeps": p["sleeps"], "sleep_s": p["sleep_s"]})
         prefix, period, iterations, suffix = iteration([index[s] for s in raw["order"]], raw["calls"])
         comm = sum(p["inside_s"] for p in patterns)
         out.append({"rank": rank, "host": raw.get("host", ""), "node": nodes[rank], "total_s": raw["total_s"],

@@ -40,6 +40,8 @@ struct pattern {
     long long overlapped;
     double poll_s, poll_sq;  /* a polled wait's intervals between its polls: sum, sum of squares */
     double gap_cpu_s;        /* the process's CPU time in the gaps: their compute without the waits for a core */
+    long long slept, sleeps; /* polled waits that slept between polls; their intervals longer than a poll's turn */
+    double spin_s, sleep_s;  /* those waits' polling before their first sleep; their sleeps' intervals */
 };
 
 static struct pattern patterns[PATTERNS];
@@ -171,16 +173,31 @@ static int pattern_of(int kind, int peer, int source, long long bytes, int size)
  * is a long one more often), which a wait across a link shows and one inside a site,
  * whose messages mostly come before the first sleep, does not. */
 #define POLL_GAP_S 1e-3
+/* Between two polls of a loop that spins, the loop's own turn (a Test from Python: a few us);
+ * a longer interval slept (or waited for a core). How a wait polls, its spin then its
+ * sleeps, is what a rehearsal repeats: MPI moves a message only inside a call, so a rank
+ * that sleeps between polls sends the rest of a message across a slow link late. */
+#define POLL_SLEEP_S 20e-6
 static double poll_start = -1, poll_last = -1, poll_prev, streak_s, streak_sq, poll_start_cpu;
+static double streak_spin_s, streak_sleep_s;
+static long long streak_sleeps;
 
 static double polled(double t0, double t1) {
     if (poll_start < 0 || t0 - poll_last > POLL_GAP_S) {
         poll_start = t0;
         poll_start_cpu = cpu_since(t_last_end, cpu_last_end, t0);
-        streak_s = streak_sq = 0;
+        streak_s = streak_sq = streak_spin_s = streak_sleep_s = 0;
+        streak_sleeps = 0;
     } else {
-        streak_s += t0 - poll_prev;
-        streak_sq += (t0 - poll_prev) * (t0 - poll_prev);
+        double x = t0 - poll_prev;
+        streak_s += x;
+        streak_sq += x * x;
+        if (x > POLL_SLEEP_S) {
+            streak_sleeps++;
+            streak_sleep_s += x;
+        } else if (!streak_sleeps) {
+            streak_spin_s += x;
+        }
     }
     poll_prev = t0;
     poll_last = t1;
@@ -225,6 +242,12 @@ static int record(int kind, int peer, int source, long long bytes, int size, dou
     if (poll_start >= 0 && t0 == poll_start) {  /* the call is the wait its polls made */
         p->poll_s += streak_s;
         p->poll_sq += streak_sq;
+        if (streak_sleeps) {
+            p->slept++;
+            p->spin_s += streak_spin_s;
+            p->sleeps += streak_sleeps;
+            p->sleep_s += streak_sleep_s;
+        }
     }
     poll_start = -1;  /* a poll after another call starts a wait of its own */
     if (calls < ORDER) order[calls] = (uint16_t)i;
@@ -301,10 +324,10 @@ static void write_profile(double t_end, double cpu_end) {
     for (int i = 0; i < PATTERNS; i++) {
         struct pattern *p = &patterns[i];
         if (!p->used || !p->count) continue;
-        fprintf(f, "pattern %d %s %d %d %lld %d %lld %.9g %.9g %.9g %.9g %.9g %.9g %lld %.9g %.9g %.9g\n", i,
-                KIND_NAMES[p->kind], p->peer, p->source, p->bytes, p->size, p->count, p->inside_s,
-                p->inside_sq, p->inside_min, p->inside_max, p->gap_s, p->overlap_s, p->overlapped, p->poll_s,
-                p->poll_sq, p->gap_cpu_s);
+        fprintf(f, "pattern %d %s %d %d %lld %d %lld %.9g %.9g %.9g %.9g %.9g %.9g %lld %.9g %.9g %.9g %lld %.9g "
+                   "%lld %.9g\n", i, KIND_NAMES[p->kind], p->peer, p->source, p->bytes, p->size, p->count,
+                p->inside_s, p->inside_sq, p->inside_min, p->inside_max, p->gap_s, p->overlap_s, p->overlapped,
+                p->poll_s, p->poll_sq, p->gap_cpu_s, p->slept, p->spin_s, p->sleeps, p->sleep_s);
     }
     long long kept = calls < ORDER ? calls : ORDER;
     fprintf(f, "order");
