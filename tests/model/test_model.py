@@ -448,6 +448,20 @@ def calls_profile(directory, ranks: list[list[dict]], compute: float = 0.0) -> s
     return str(records.save(rec, directory))
 
 
+def test_what_the_profiled_site_does_not_explain_is_kept_in_the_share_of_the_run_its_work_has(fed, tmp_path):
+    """A one-site run 50 ms longer than its simulation (ranks that waited for a core) keeps
+    the 50 ms at its site; where the link stretches the run k times, it keeps 50 ms / k."""
+    ranks = [[call("allreduce", -1, 8, 0.01, size=2)], [call("allreduce", -1, 8, 0.01, size=2)]]
+    explained = calls_profile(tmp_path / "explained", ranks, compute=0.01)
+    noisy = calls_profile(tmp_path / "noisy", ranks, compute=0.06)
+    cal = cal_for(fed)
+    site, across = app_total(fed, cal, explained, "A2"), app_total(fed, cal, explained, "A1B1")
+    assert across > 1.4 * site  # the 5 ms crossing stretches the 10 ms run
+    assert app_total(fed, cal, noisy, "A2") == pytest.approx(0.06, rel=1e-3)
+    kept = app_total(fed, cal, noisy, "A1B1") - across
+    assert kept == pytest.approx((0.06 - site) * site / across, rel=1e-3)
+
+
 def app_total(fed, cal, profile, code) -> float:
     from geofed.model import app
     return app.MODELS[0].predict(fed, cal, code, parse(code, fed).nodes(fed), app.AppParams(profile=profile)).total_s
