@@ -258,6 +258,28 @@ def test_a_wait_made_asleep_is_rehearsed_asleep(fed, tmp_path):
     assert cpu[1] < 0.05 <= 0.1 <= cpu[0], cpu
 
 
+@needs_root
+@pytest.mark.root
+def test_the_replays_own_work_between_calls_is_part_of_the_compute_it_replays(fed, tmp_path):
+    """5,000 sends to MPI_PROC_NULL, 20 us of compute before each: the replay's CPU time is the
+    profile's 0.1 s of compute, its own Python between the calls (10-20 us a call) counted in it."""
+    send = {"kind": "send", "peer": -1, "source": -1, "bytes": 8, "size": 0, "count": 5000, "inside_s": 0.005,
+            "mean_s": 1e-6, "sd_s": 0.0, "min_s": 1e-6, "max_s": 1e-6, "gap_s": 0.1, "gap_cpu_s": 0.1,
+            "overlap_s": 0.0, "overlapped": 0, "poll_s": 0.0, "poll_sq": 0.0}
+    rank = {"host": "vm", "total_s": 0.105, "compute_s": 0.1, "comm_s": 0.005, "tail_cpu_s": 0.0, "calls": 5000,
+            "prefix": [], "iteration": [0], "iterations": 5000, "suffix": [], "patterns": [send]}
+    rec = records.make("app.profile", {"program": ["sends"], "placement": "A2", "site": "A", "ranks_per_node": 1,
+                                       "total_s": 0.105, "untracked_calls": 0,
+                                       "ranks": [rank | {"rank": r, "node": f"A{r + 1}"} for r in range(2)]})
+    res = run_geofed("rehearse", str(records.save(rec, tmp_path / "profile")), "-f", fed, "-p", "A2",
+                     "--out", str(tmp_path / "rehearsal"), timeout=300)
+    assert res.returncode == 0, res.stderr
+    (path,) = (tmp_path / "rehearsal").glob("app.rehearsal-*.json")
+    d = records.read(path).data
+    assert d.calls == 2 * 5000
+    assert all(0.1 <= cpu < 0.115 for cpu in d.rank_cpu_s), d.rank_cpu_s
+
+
 PICKLED = """
 from mpi4py import MPI
 comm = MPI.COMM_WORLD
