@@ -22,7 +22,7 @@ class AppProfile:
         ranks_per_node: ranks per node
         total_s: the slowest rank's time from MPI_Init to MPI_Finalize
         ranks: per rank (in rank order): rank, host, node, total_s, compute_s (time between calls, the tail
-            included), comm_s (time inside calls), tail_cpu_s (the process's CPU time after the last call),
+            included), comm_s (time inside calls), tail_cpu_s (the MPI thread's CPU time after the last call),
             calls, patterns, prefix, iteration, iterations, suffix.
             A pattern is kind (send, isend, recv, irecv, sendrecv, wait, waitall, waitany, waitsome, barrier,
             bcast, reduce, allreduce, scan, gather, scatter, allgather, alltoall, reduce_scatter_block), peer
@@ -30,7 +30,7 @@ class AppProfile:
             translated), source (a sendrecv's), bytes (sent; a collective's vector or one rank's block),
             size (a collective's communicator size, a wait's requests), count, inside_s (time inside) with its
             mean_s, sd_s, min_s and max_s per call, gap_s (time before the calls: compute), gap_cpu_s (the
-            process's CPU time in those gaps: the compute without its waits for a core), overlap_s (time a
+            MPI-calling thread's CPU time in those gaps: the compute without its waits for a core), overlap_s (time a
             non-blocking message had between its post and its wait) over `overlapped` requests, poll_s and
             poll_sq (a wait made by polling, MPI_Test/Testall or MPI_Iprobe: the sum of the intervals between
             its polls and of their squares; 0 for a blocking call), slept (the polled waits that slept between
@@ -64,7 +64,7 @@ class AppRehearsal:
         placement: the placement it was replayed on
         measured_s: the slowest rank's replay time
         rank_s: every rank's replay time
-        rank_cpu_s: every rank's CPU time in its replay (a wait the program made asleep is replayed asleep)
+        rank_cpu_s: every rank's CPU time in its replay, its replaying thread's (a wait made asleep is replayed asleep)
         predicted_s: the app model's time for this placement
         interval_s: the prediction interval, low and high
         parts: the prediction's parts in seconds (compute, local_comm, link_comm, staging)

@@ -35,25 +35,25 @@ BLOCKED = ("gather", "scatter", "allgather", "alltoall", "reduce_scatter_block")
 
 
 class Compute:
-    """The rank's compute between its calls, replayed by the process's CPU time, however long
+    """The rank's compute between its calls, replayed by its thread's CPU time, however long
     a wait for a core makes it. Counted from the replay's start, less the CPU time inside
     the replayed calls: the replay's own work between calls (Python's, 10-20 us a call) is
     part of the compute it replays, as the program's own was part of its gaps (the obstacle
     solver makes 800 calls a rank, the Gray-Scott simulation 1,950)."""
 
     def __init__(self):
-        self.until = time.process_time()
+        self.until = time.thread_time()
 
     def spin(self, cpu_s: float) -> None:
         self.until += cpu_s
-        while time.process_time() < self.until:
+        while time.thread_time() < self.until:
             pass
 
     def call(self, make, *args) -> bool:
         """`make(*args)`, its CPU time kept out of the compute."""
-        before = time.process_time()
+        before = time.thread_time()
         made = make(*args)
-        self.until += time.process_time() - before
+        self.until += time.thread_time() - before
         return made
 
 
@@ -204,13 +204,13 @@ class Rehearse(RankWorkload, kind="app.rehearsal", Params=AppParams, command="re
         replayer = Replayer(comm, profile, np, MPI)
         made = 0
         comm.Barrier()
-        t0, cpu0 = time.perf_counter(), time.process_time()
+        t0, cpu0 = time.perf_counter(), time.thread_time()
         compute = Compute()
         for i in calls(me):
             compute.spin(gaps[i])
             made += compute.call(replayer.call, patterns[i])
         compute.spin(compute_s(me.get("tail_cpu_s", tail_s), tail_s))  # after the last call, to MPI_Finalize
-        elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        elapsed, cpu = time.perf_counter() - t0, time.thread_time() - cpu0
         # A rank done waits for the others off the core, as the program's ranks do in
         # MPI_Finalize (a PMI fence on a socket): a blocking gather would poll, and take a
         # core from the rank still replaying its compute after its last call (MDFS's rank 0,
