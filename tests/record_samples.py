@@ -236,7 +236,8 @@ SAMPLES = {
                   for r in range(2)],
         "untracked_calls": 0},
     "app.rehearsal": {"profile": "app.profile.json", "program": ["python", "ring.py"], "placement": "W1G1",
-                      "measured_s": 0.36, "rank_s": [0.36, 0.35], "predicted_s": 0.34, "interval_s": [0.3, 0.38],
+                      "measured_s": 0.36, "rank_s": [0.36, 0.35], "rank_cpu_s": [0.3, 0.28], "predicted_s": 0.34,
+                      "interval_s": [0.3, 0.38],
                       "parts": {"compute": 0.1, "local_comm": 0.15, "link_comm": 0.09, "staging": 0.0},
                       "error": 0.0588, "calls": 40},
     "workload.result": {
