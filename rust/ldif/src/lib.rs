@@ -4,7 +4,8 @@
 //!
 //! Only plain LDIF: no base64 value (`::`) and no comment; the caller keeps its general
 //! loop for the rest (geofed.ops.ldapcli.parse). And the other way, entries made into
-//! LDIF for slapadd (the first sync's 200,000), where no value needs base64.
+//! LDIF for slapadd (the first sync's 200,000), where no value needs base64; and each
+//! merged entry's digest (geofed.ops.users.Merge.wanted), made 200,000 times a first sync.
 
 #[cfg(feature = "python")]
 mod python;
@@ -64,6 +65,18 @@ pub fn push_line(out: &mut String, name: &str, value: &str) -> bool {
     true
 }
 
+/// SHA-256 of `data` in lower-case hex (a merged entry's digest, geofed.ops.users).
+pub fn sha256_hex(data: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(64);
+    for b in Sha256::digest(data) {
+        out.push(HEX[(b >> 4) as usize] as char);
+        out.push(HEX[(b & 15) as usize] as char);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,6 +109,16 @@ mod tests {
     fn a_value_keeps_its_colons_and_inner_spaces() {
         let got = entries("dn: o=x\ndescription: a: b  c\n");
         assert_eq!(got[0].values, vec![("description", "a: b  c")]);
+    }
+
+    #[test]
+    fn sha256_in_lower_case_hex() {
+        // hashlib.sha256(b"cn\tA\nmemberUid\ta,b\nuidNumber\t7").hexdigest()
+        assert_eq!(
+            sha256_hex(b"cn\tA\nmemberUid\ta,b\nuidNumber\t7"),
+            "cce157741111998bd080bb06d8c824b8470cdf97d8ef0c9824e5ba6b82db9957"
+        );
+        assert_eq!(sha256_hex(b""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
     }
 
     #[test]

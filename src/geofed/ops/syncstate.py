@@ -231,6 +231,9 @@ def start_build(fed: Federation, homes: dict[str, users.HomeRead]) -> Building:
     if pid == 0:  # the child: never back into the caller's frames, whatever happens
         status = 1
         try:
+            # Below the sync's own processes: slapadd, which the first sync waits for, shares
+            # the two cores with this child and the parent making its LDIF.
+            os.nice(10)
             db = _connect(path, "rwc")
             # A new file, thrown away if this fails: no rollback journal; and its pages kept in
             # memory while the rows go in (the default cache of 2 MB holds a sliver of 100 MB).
