@@ -383,20 +383,22 @@ def read_changes(at: dict, d, old: dict, by_uuid: bool = False) -> HomeChanges:
     other reads, here), when the cache knows its entries' entryUUIDs (`by_uuid`); any
     other home is listed (the DNs of its activated users and POSIX groups)."""
     base, ca = at["base"], at["ca"]
-    if d.kind == "ldap":
+    if d.kind == "ldap":  # the users and groups made as a full read makes them
         since = f"(entryCSN>={min(old['csn'])})"
-        reads = {"users": (f"(&(objectClass=posixAccount){since})", users.ldap_user_attrs(d)),
-                 "groups": (f"(&{users.LDAP_GROUP_FILTER}{since})", users.LDAP_GROUP_ATTRS)}
+        reads = {"users": (f"(&(objectClass=posixAccount){since})", users.ldap_user_attrs(d), users.ldap_users(d)),
+                 "groups": (f"(&{users.LDAP_GROUP_FILTER}{since})", users.LDAP_GROUP_ATTRS, users.ldap_groups)}
         listings = {"user_dns": (users.ldap_user_filter(d), ["1.1"]), "group_dns": (users.LDAP_GROUP_FILTER, ["1.1"])}
     else:
         since = f"(uSNChanged>={old['usn'] + 1})"
-        reads = {"users": (f"(&{users.AD_USER_CLASS}{since})", users.ad_user_attrs(d)),
-                 "groups": (f"(&(objectClass=group){since})", users.AD_GROUP_ATTRS)}
+        reads = {"users": (f"(&{users.AD_USER_CLASS}{since})", users.ad_user_attrs(d), None),
+                 "groups": (f"(&(objectClass=group){since})", users.AD_GROUP_ATTRS, None)}
         listings = {"user_dns": (users.ad_user_filter(d), ["1.1"]), "group_dns": (users.AD_GROUP_FILTER, ["1.1"])}
     refresh = d.kind == "ldap" and by_uuid
     with ThreadPoolExecutor(len(reads) + len(listings)) as pool:
-        found = {k: pool.submit(ldapcli.search, at, ca, base, flt, attrs)
-                 for k, (flt, attrs) in (reads if refresh else {**reads, **listings}).items()}
+        found = {k: pool.submit(ldapcli.search, at, ca, base, flt, attrs, records=records)
+                 for k, (flt, attrs, records) in reads.items()}
+        found.update({k: pool.submit(ldapcli.search, at, ca, base, flt, attrs)
+                      for k, (flt, attrs) in ({} if refresh else listings).items()})
         left = {k: pool.submit(ldapcli.left_since, at, ca, base, listings[k][0], old["csn"])
                 for k in listings} if refresh else {}
         left = {k: f.result() for k, f in left.items()}
@@ -404,8 +406,7 @@ def read_changes(at: dict, d, old: dict, by_uuid: bool = False) -> HomeChanges:
         found.update({k: pool.submit(ldapcli.search, at, ca, base, *listings[k]) for k, v in left.items() if v is None})
         found = {k: f.result() for k, f in found.items()}
     if d.kind == "ldap":
-        changed_users = [users.ldap_user(dn, a, d) for dn, a in found["users"]]
-        changed_groups = [users.ldap_group(dn, a) for dn, a in found["groups"]]
+        changed_users, changed_groups = found["users"], found["groups"]
     else:
         changed_users = [users.ad_user(dn, a, d) for dn, a in found["users"]]
         changed_groups = [users.ad_group(dn, a) for dn, a in found["groups"]]

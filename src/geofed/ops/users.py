@@ -115,28 +115,29 @@ LDAP_GROUP_FILTER = "(objectClass=posixGroup)"
 LDAP_GROUP_ATTRS = ["cn", "gidNumber", "memberUid", "entryUUID"]
 
 
-def ldap_user(dn: str, a: dict, d: SiteDirectory) -> dict:
-    name = _one(a.get("uid"))
-    return {"name": name, "dn": dn, "uid": _int(_one(a.get("uidNumber"))), "gid": _int(_one(a.get("gidNumber"))),
-            "gecos": _one(a.get("gecos")) or _one(a.get("cn")) or name,
-            "home": _one(a.get("homeDirectory")) or f"/home/{name}", "shell": _one(a.get("loginShell")) or "/bin/bash",
-            "activated": _holds(a.get(d.activation_attribute), d.activation_value), "uuid": _uuid(a)}
+def ldap_users(d: SiteDirectory):
+    """How `ldapcli.search` makes a home's users of ldapsearch's LDIF of `ldap_user_attrs`:
+    {name, dn, uid, gid, gecos, home, shell, activated, uuid}, the first of each
+    attribute's values (an empty one as none), gecos falling back to cn and then to the
+    name, home to /home/<name>, shell to /bin/bash; activated where the activation
+    attribute holds its value (without case); uuid the entryUUID in lower case. Made in
+    compiled code (rust/ldif), without a dict of lists per entry in between: 100,000
+    users a home, both homes read at once."""
+    import geofed_ldif  # here: every geofed command imports this module, few read homes
+    return lambda text: geofed_ldif.ldap_users(text, d.activation_attribute, d.activation_value)
 
 
-def ldap_group(dn: str, a: dict) -> dict:
-    return {"name": _one(a.get("cn")), "dn": dn, "gid": _int(_one(a.get("gidNumber"))),
-            "members": a.get("memberUid", []), "uuid": _uuid(a)}
-
-
-def _uuid(a: dict) -> str | None:
-    u = _one(a.get("entryUUID"))
-    return u.lower() if u else None
+def ldap_groups(text: str) -> list[dict]:
+    """A home's groups of ldapsearch's LDIF of `LDAP_GROUP_ATTRS` (for `ldapcli.search`):
+    {name, dn, gid, members, uuid}, the first cn and gidNumber, every memberUid, the
+    entryUUID in lower case (rust/ldif)."""
+    import geofed_ldif
+    return geofed_ldif.ldap_groups(text)
 
 
 def read_ldap(server: dict, ca: str, d: SiteDirectory) -> HomeRead:
-    users = [ldap_user(dn, a, d) for dn, a in ldapcli.search(server, ca, d.base, ldap_user_filter(d),
-                                                             ldap_user_attrs(d))]
-    groups = [ldap_group(dn, a) for dn, a in ldapcli.search(server, ca, d.base, LDAP_GROUP_FILTER, LDAP_GROUP_ATTRS)]
+    users = ldapcli.search(server, ca, d.base, ldap_user_filter(d), ldap_user_attrs(d), records=ldap_users(d))
+    groups = ldapcli.search(server, ca, d.base, LDAP_GROUP_FILTER, LDAP_GROUP_ATTRS, records=ldap_groups)
     return HomeRead(users, groups)
 
 
