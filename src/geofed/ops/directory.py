@@ -438,6 +438,13 @@ def _replace_admin_data(fed_name: str, state: dict, before: str, entries: Iterab
                     proc.stdin.close()
                 except BrokenPipeError:
                     pass  # slapadd stopped at a refused entry: its status and message say which
+            # slapadd first: the caller waits for the load, while what this thread does beside
+            # it (`meanwhile`) can lag a little. So this thread, and the feeding thread it
+            # starts, run 5 below their priority until the load is made (Linux: the nice value
+            # is a thread's own). At 100,000 users per site the sync's own work took a third of
+            # the second core from slapadd, which then loaded 1 s slower than alone.
+            priority = os.getpriority(os.PRIO_PROCESS, 0)
+            os.setpriority(os.PRIO_PROCESS, 0, priority + 5)
             try:
                 with ThreadPoolExecutor(1) as pool:
                     feeding = pool.submit(feed)
@@ -452,6 +459,7 @@ def _replace_admin_data(fed_name: str, state: dict, before: str, entries: Iterab
                     feeding.result()
                 status = proc.wait()
             finally:
+                os.setpriority(os.PRIO_PROCESS, 0, priority)
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
