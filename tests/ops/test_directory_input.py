@@ -4,6 +4,7 @@ to the directory commands (exit 2, one line, nothing made). No servers needed.""
 from __future__ import annotations
 
 import base64
+import hashlib
 
 import pytest
 
@@ -175,6 +176,28 @@ def test_a_group_without_members_is_stable_across_syncs():
     stale = {"maempty": {"dn": add["dn"], "geofedDigest": "stale", "partial": True}}
     [fix] = users.plan(m, {}, stale, "o=x", fetch=lambda kind, dns: {add["dn"]: dict(stored, geofedDigest="stale")})
     assert fix["op"] == "modify" and fix["attributes"] == {"geofedDigest": stored["geofedDigest"]}
+
+
+def test_a_merged_entry_is_written_with_the_digest_earlier_syncs_stored():
+    """The digest's text is fixed: entries an earlier sync wrote keep matching (no change)."""
+    fed = federation.load("ma-hd")
+    homes = {"M": HomeRead([user("b", 7), user("a", 8)], [{"name": "g", "dn": "cn=g", "gid": 3, "members": ["B", "a"]},
+                                                          {"name": "one", "dn": "cn=one", "gid": 4, "members": ["a"]}]),
+             "H": HomeRead([], [])}
+    m = users.merge(fed, homes, no_held())
+
+    def digest(lines: str) -> str:
+        return hashlib.sha256(lines.encode()).hexdigest()
+    assert m.wanted("user", "a") == {
+        "cn": "a", "uidNumber": 100008, "gidNumber": 100001, "homeDirectory": "/home/a", "loginShell": "/bin/sh",
+        "gecos": "a", "geofedSite": "M", "geofedSource": "uid=a",
+        "geofedDigest": digest("cn\ta\ngecos\ta\ngeofedSite\tM\ngeofedSource\tuid=a\ngidNumber\t100001\n"
+                               "homeDirectory\t/home/a\nloginShell\t/bin/sh\nuidNumber\t100008")}
+    assert m.wanted("group", "mag") == {
+        "gidNumber": 100003, "memberUid": ["a", "b"], "geofedSite": "M", "geofedSource": "cn=g",
+        "geofedDigest": digest("geofedSite\tM\ngeofedSource\tcn=g\ngidNumber\t100003\nmemberUid\ta,b")}
+    assert m.wanted("group", "maone")["memberUid"] == "a"
+    assert m.want("user") == {"a": m.wanted("user", "a"), "b": m.wanted("user", "b")}
 
 
 def test_ldif_from_ldapsearch_is_split_into_entries_with_the_names_asked_for():

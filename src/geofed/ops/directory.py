@@ -382,9 +382,10 @@ def bulk_load_floor(state: dict, entries: list[tuple[str, dict]], into: Path) ->
     return _slapadd(conf, admin["base"], admin_entries(admin["base"], admin["nss_dn"], _secret()) + entries)
 
 
-def load_admin_offline(fed_name: str, state: dict, entries: Iterable[tuple[str, dict]],
+def load_admin_offline(fed_name: str, state: dict, entries: Iterable[tuple],
                        unchanged: Callable[[], bool], meanwhile: Callable[[], None] = lambda: None) -> bool:
-    """Add `entries` to the admin directory as slapadd loads a database, not one write at a
+    """Add `entries` ((dn, attributes[, object classes]), as `ldapcli.entries_text` takes
+    them) to the admin directory as slapadd loads a database, not one write at a
     time (40,000 adds: 9.8 s over LDAP, 2.0 s by slapadd here): its entries now (slapcat,
     which reads beside the running slapd) and `entries` go into a fresh database, which
     replaces the old one while slapd is stopped for a moment. The LDIF goes to slapadd as
@@ -411,7 +412,7 @@ def empty_admin(fed_name: str, state: dict) -> None:
 OFFLINE_CHUNK = 5000  # entries made into LDIF and handed to slapadd at a time
 
 
-def _replace_admin_data(fed_name: str, state: dict, before: str, entries: Iterable[tuple[str, dict]],
+def _replace_admin_data(fed_name: str, state: dict, before: str, entries: Iterable[tuple],
                         unchanged: Callable[[], bool], meanwhile: Callable[[], None] = lambda: None) -> bool:
     """Load the LDIF `before` and `entries` into a fresh database (streamed to slapadd), and
     restart the admin slapd on it in place of its own if `unchanged()` still holds then."""
@@ -437,6 +438,13 @@ def _replace_admin_data(fed_name: str, state: dict, before: str, entries: Iterab
                     proc.stdin.close()
                 except BrokenPipeError:
                     pass  # slapadd stopped at a refused entry: its status and message say which
+            # slapadd first: the caller waits for the load, while what this thread does beside
+            # it (`meanwhile`) can lag a little. So this thread, and the feeding thread it
+            # starts, run 5 below their priority until the load is made (Linux: the nice value
+            # is a thread's own). At 100,000 users per site the sync's own work took a third of
+            # the second core from slapadd, which then loaded 1 s slower than alone.
+            priority = os.getpriority(os.PRIO_PROCESS, 0)
+            os.setpriority(os.PRIO_PROCESS, 0, priority + 5)
             try:
                 with ThreadPoolExecutor(1) as pool:
                     feeding = pool.submit(feed)
@@ -451,6 +459,7 @@ def _replace_admin_data(fed_name: str, state: dict, before: str, entries: Iterab
                     feeding.result()
                 status = proc.wait()
             finally:
+                os.setpriority(os.PRIO_PROCESS, 0, priority)
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()

@@ -52,8 +52,9 @@ def values(v) -> list:
     return [] if v is None else v if isinstance(v, list) else [v]
 
 
-def entries_text(entries: list[tuple[str, dict]]) -> str:
-    """LDIF of whole entries (dn, {attribute: value or values}), as slapadd loads them.
+def entries_text(entries: list[tuple]) -> str:
+    """LDIF of whole entries (dn, {attribute: value or values}[, object classes]), as
+    slapadd loads them; the classes, where given apart (a sync's adds), first.
 
     Made in compiled code (rust/ldif) where no value needs base64 (the first sync's
     200,000 entries: 6.5 s of `line`'s tests one value at a time in Python, then 1.4 s of
@@ -63,8 +64,8 @@ def entries_text(entries: list[tuple[str, dict]]) -> str:
     if text is not None:
         return text
     blocks = []
-    for dn, attrs in entries:
-        lines = [line("dn", dn)]
+    for dn, attrs, *classes in entries:
+        lines = [line("dn", dn)] + [line("objectClass", c) for given in classes for c in given]
         for k, vs in attrs.items():
             lines += [line(k, v) for v in values(vs)]
         blocks.append("\n".join(lines))
@@ -72,44 +73,14 @@ def entries_text(entries: list[tuple[str, dict]]) -> str:
 
 
 def parse(text: str, names: dict[str, str] | None = None) -> list[tuple[str, dict[str, list[str]]]]:
-    """(dn, {attribute: values}) of ldapsearch's unwrapped LDIF. Attribute names come back
-    as the server spells them; `names` (lower case -> wanted spelling) puts them back as
-    they were asked for."""
-    if ":: " not in text and "#" not in text:
-        # No base64 and no comment (most reads): split in compiled code (rust/ldif): in
-        # Python, line by line, 100,000 users took about 1 s a home under the GIL, most of
-        # the first sync's reading at 100,000 users per site.
-        import geofed_ldif
-        return geofed_ldif.parse(text, names or {})
-    spelling = {}  # each name as the server sent it -> as it is kept
+    """(dn, {attribute: values}) of ldapsearch's unwrapped LDIF (base64 values decoded,
+    comments skipped). Attribute names come back as the server spells them; `names`
+    (lower case -> wanted spelling) puts them back as they were asked for.
 
-    def kept(k: str) -> str:
-        name = spelling[k] = (names or {}).get(k.lower(), k)
-        return name
-    out = []
-    dn, attrs = None, {}
-    for row in text.split("\n"):  # one pass over the lines: 100,000s of entries
-        if not row:
-            if dn is not None:
-                out.append((dn, attrs))
-                dn, attrs = None, {}
-            continue
-        if row[0] == "#":  # comments: search references, paging
-            continue
-        k, _, v = row.partition(":")
-        v = base64.b64decode(v[1:]).decode() if v[:1] == ":" else v.lstrip(" ")
-        if dn is None:
-            dn = v
-            continue
-        name = spelling.get(k) or kept(k)
-        values_of = attrs.get(name)
-        if values_of is None:
-            attrs[name] = [v]
-        else:
-            values_of.append(v)
-    if dn is not None:
-        out.append((dn, attrs))
-    return out
+    Split in compiled code (rust/ldif): in Python, line by line, 100,000 users took about
+    1 s a home under the GIL, most of the first sync's reading at 100,000 users per site."""
+    import geofed_ldif  # here: every geofed command imports this module, few read LDIF
+    return geofed_ldif.parse(text, names or {})
 
 
 # ---------------------------------------------------------------- the clients
@@ -171,10 +142,12 @@ def _streamed(argv: list[str], env: dict, fd: int, consume: Callable[[str], None
         return subprocess.CompletedProcess(argv, status, "", err.read())
 
 
-def search(server: dict, ca: str, base: str, flt: str, attrs: list[str],
-           scope: str = "sub") -> list[tuple[str, dict[str, list[str]]]]:
+def search(server: dict, ca: str, base: str, flt: str, attrs: list[str], scope: str = "sub",
+           records: Callable[[str], list] | None = None) -> list:
     """Every entry under `base` (`scope` "base": `base` itself) matching `flt`, with
-    `attrs` (["1.1"]: none, the DNs alone).
+    `attrs` (["1.1"]: none, the DNs alone): (dn, {attribute: values}) as `parse` makes
+    them, or as `records` makes them of whole entries' LDIF (a home's users: dicts made
+    in compiled code, without the lists of values in between).
 
     In one search, not paged: Samba pages by looking each entry up again (18,000 users
     took 6.5 s paged, 1.2 s in one search here). Paged only where the server refuses
@@ -183,7 +156,11 @@ def search(server: dict, ca: str, base: str, flt: str, attrs: list[str],
     100,000 users per site the splitting (about 1 s a site here) was most of a full
     read, done after both servers had sent everything."""
     args = ["-LLL", "-o", "ldif-wrap=no", "-s", scope, "-b", base, flt, *attrs]
-    names = {a.lower(): a for a in attrs}
+    if records is None:
+        names = {a.lower(): a for a in attrs}
+
+        def records(text: str) -> list:
+            return parse(text, names)
 
     def read(extra: list[str]) -> tuple[subprocess.CompletedProcess, list]:
         found, rest = [], [""]
@@ -194,10 +171,10 @@ def search(server: dict, ca: str, base: str, flt: str, attrs: list[str],
             if cut < 0:
                 rest[0] = text
                 return
-            found.extend(parse(text[:cut + 2], names))
+            found.extend(records(text[:cut + 2]))
             rest[0] = text[cut + 2:]
         res = _run("ldapsearch", server, ca, [*extra, *args], consume=consume)
-        return res, found + parse(rest[0], names)
+        return res, found + records(rest[0])
     res, found = read([])
     if res.returncode == SIZE_LIMIT_EXCEEDED:
         res, found = read(["-E", f"pr={PAGE}/noprompt"])

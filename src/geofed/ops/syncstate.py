@@ -147,7 +147,12 @@ HOME_INDEXES = ["CREATE INDEX home_user_name ON home_user(name)",
                 "CREATE INDEX home_group_lname ON home_group(site, lname)",
                 "CREATE INDEX home_member_name ON home_member(name, site)"]
 LINE_INDEX = "CREATE INDEX line_name ON line(file, name)"
-COLUMNS = {"home_user": 10, "home_group": 7, "home_member": 3}
+# How a full sync's homes go in: the memberships a group at a time, its members as one
+# JSON list that SQLite splits (400,000 rows at 100,000 users per site, each bound from
+# Python, took about twice as long).
+HOME_INSERTS = {"home_user": "INSERT INTO home_user VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "home_group": "INSERT INTO home_group VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "home_member": "INSERT INTO home_member SELECT ?, ?, value FROM json_each(?)"}
 FILES = {"user": "passwd", "group": "group"}
 
 
@@ -192,16 +197,22 @@ def set_meta(db: sqlite3.Connection, **values) -> None:
 
 
 def _home_rows(code: str, kind: str, read: users.HomeRead) -> dict[str, list[tuple]]:
-    """A full read of a home as the cache's rows (its activated users, its POSIX groups)."""
+    """A full read of a home as `HOME_INSERTS` takes it (its activated users, its POSIX
+    groups, their members)."""
     groups = {g["dn"].lower(): g for g in read.groups if g["gid"] is not None}
     active = [u for u in read.users if u["activated"]]
-    # In the key's order: SQLite appends to the table's B-tree instead of inserting here and there.
     if kind == "ad":
-        members = sorted({(code, g, u["name"]) for u in active for g in u["member_of"] if g in groups})
+        members: dict[str, set[str]] = {}
+        for u in active:
+            for g in u["member_of"]:
+                if g in groups:
+                    members.setdefault(g, set()).add(u["name"])
     else:
-        members = [(code, key, m) for key in sorted(groups) for m in sorted({m.lower() for m in groups[key]["members"]})]
+        members = {key: {m.lower() for m in g["members"]} for key, g in groups.items()}
+    # In the key's order: SQLite appends to the table's B-tree instead of inserting here and there.
     return {"home_user": [_user_row(code, u) for u in active],
-            "home_group": [_group_row(code, g) for g in groups.values()], "home_member": members}
+            "home_group": [_group_row(code, g) for g in groups.values()],
+            "home_member": [(code, key, json.dumps(sorted(members[key]))) for key in sorted(members)]}
 
 
 def _user_row(code: str, u: dict) -> tuple:
@@ -231,6 +242,9 @@ def start_build(fed: Federation, homes: dict[str, users.HomeRead]) -> Building:
     if pid == 0:  # the child: never back into the caller's frames, whatever happens
         status = 1
         try:
+            # Below the sync's own processes: slapadd, which the first sync waits for, shares
+            # the two cores with this child and the parent making its LDIF.
+            os.nice(10)
             db = _connect(path, "rwc")
             # A new file, thrown away if this fails: no rollback journal; and its pages kept in
             # memory while the rows go in (the default cache of 2 MB holds a sliver of 100 MB).
@@ -240,7 +254,7 @@ def start_build(fed: Federation, homes: dict[str, users.HomeRead]) -> Building:
             db.execute("BEGIN")
             for code, read in homes.items():
                 for table, rows in _home_rows(code, fed.site(code).directory.kind, read).items():
-                    db.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * COLUMNS[table])})", rows)
+                    db.executemany(HOME_INSERTS[table], rows)
             for index in HOME_INDEXES:
                 db.execute(index)
             db.execute("COMMIT")
@@ -380,20 +394,22 @@ def read_changes(at: dict, d, old: dict, by_uuid: bool = False) -> HomeChanges:
     other reads, here), when the cache knows its entries' entryUUIDs (`by_uuid`); any
     other home is listed (the DNs of its activated users and POSIX groups)."""
     base, ca = at["base"], at["ca"]
-    if d.kind == "ldap":
+    if d.kind == "ldap":  # the users and groups made as a full read makes them
         since = f"(entryCSN>={min(old['csn'])})"
-        reads = {"users": (f"(&(objectClass=posixAccount){since})", users.ldap_user_attrs(d)),
-                 "groups": (f"(&{users.LDAP_GROUP_FILTER}{since})", users.LDAP_GROUP_ATTRS)}
+        reads = {"users": (f"(&(objectClass=posixAccount){since})", users.ldap_user_attrs(d), users.ldap_users(d)),
+                 "groups": (f"(&{users.LDAP_GROUP_FILTER}{since})", users.LDAP_GROUP_ATTRS, users.ldap_groups)}
         listings = {"user_dns": (users.ldap_user_filter(d), ["1.1"]), "group_dns": (users.LDAP_GROUP_FILTER, ["1.1"])}
     else:
         since = f"(uSNChanged>={old['usn'] + 1})"
-        reads = {"users": (f"(&{users.AD_USER_CLASS}{since})", users.ad_user_attrs(d)),
-                 "groups": (f"(&(objectClass=group){since})", users.AD_GROUP_ATTRS)}
+        reads = {"users": (f"(&{users.AD_USER_CLASS}{since})", users.ad_user_attrs(d), None),
+                 "groups": (f"(&(objectClass=group){since})", users.AD_GROUP_ATTRS, None)}
         listings = {"user_dns": (users.ad_user_filter(d), ["1.1"]), "group_dns": (users.AD_GROUP_FILTER, ["1.1"])}
     refresh = d.kind == "ldap" and by_uuid
     with ThreadPoolExecutor(len(reads) + len(listings)) as pool:
-        found = {k: pool.submit(ldapcli.search, at, ca, base, flt, attrs)
-                 for k, (flt, attrs) in (reads if refresh else {**reads, **listings}).items()}
+        found = {k: pool.submit(ldapcli.search, at, ca, base, flt, attrs, records=records)
+                 for k, (flt, attrs, records) in reads.items()}
+        found.update({k: pool.submit(ldapcli.search, at, ca, base, flt, attrs)
+                      for k, (flt, attrs) in ({} if refresh else listings).items()})
         left = {k: pool.submit(ldapcli.left_since, at, ca, base, listings[k][0], old["csn"])
                 for k in listings} if refresh else {}
         left = {k: f.result() for k, f in left.items()}
@@ -401,8 +417,7 @@ def read_changes(at: dict, d, old: dict, by_uuid: bool = False) -> HomeChanges:
         found.update({k: pool.submit(ldapcli.search, at, ca, base, *listings[k]) for k, v in left.items() if v is None})
         found = {k: f.result() for k, f in found.items()}
     if d.kind == "ldap":
-        changed_users = [users.ldap_user(dn, a, d) for dn, a in found["users"]]
-        changed_groups = [users.ldap_group(dn, a) for dn, a in found["groups"]]
+        changed_users, changed_groups = found["users"], found["groups"]
     else:
         changed_users = [users.ad_user(dn, a, d) for dn, a in found["users"]]
         changed_groups = [users.ad_group(dn, a) for dn, a in found["groups"]]

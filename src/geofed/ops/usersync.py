@@ -124,7 +124,7 @@ def _load_offline(fed: Federation, state: dict, planning, count: int, changes: l
     def entries():
         for c in planning:
             changes.append(c)
-            yield c["dn"], {"objectClass": c["classes"], **c["attributes"]}
+            yield c["dn"], c["attributes"], c["classes"]
     progress(f"loading {count} entries into the admin directory offline (slapadd; slapd stopped a moment)")
     try:
         done = directory.load_admin_offline(fed.name, state, entries(),
