@@ -459,7 +459,10 @@ def _replace_admin_data(fed_name: str, state: dict, before: str, entries: Iterab
                     feeding.result()
                 status = proc.wait()
             finally:
-                os.setpriority(os.PRIO_PROCESS, 0, priority)
+                try:
+                    os.setpriority(os.PRIO_PROCESS, 0, priority)
+                except PermissionError:
+                    pass  # a user without CAP_SYS_NICE may not raise it again: the rest of the sync runs lower
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
