@@ -23,8 +23,8 @@ its sender is there, the round's crossing messages sharing the link. The iterati
 is simulated SIMULATED times, the rest extrapolated from the second half of them. What the
 simulation does not explain at the profiled site (the calls' spread, noise, ranks waiting
 for ranks that waited for a core) is kept in proportion to the share of the run the
-site's work still has (simulated at the site over simulated on the placement). Parts: compute (the slowest rank's), inside-site communication (the
-simulation without the link), the link's latency and bandwidth (with latency only,
+site's work still has (simulated at the site over simulated on the placement). Parts:
+compute (the slowest rank's), inside-site communication (the simulation without the link), the link's latency and bandwidth (with latency only,
 then all of it). The prediction interval is the profile's own spread: 1.96 standard
 deviations of the time inside the calls (calls taken as independent), at least the
 profiled ranks' spread of total time.

@@ -11,8 +11,8 @@ ran on, a gap that waited for a core at the profiled site would be copied with t
 whatever the contention of the replay's placement). A wait completes the oldest
 outstanding requests, as many as the profiled one did, and as it did: blocking, or
 (a program that slept between its polls, as the Gray-Scott simulation does) polling
-for as long as it polled before its first sleep, then at the intervals it slept. Communicator creation is made
-as the same kind of call over the world (a split into one colour, a duplicate, ...),
+for as long as it polled before its first sleep, then at the intervals it slept.
+Communicator creation is made as the same kind of call over the world (a split into one colour, a duplicate, ...),
 and freed. Collectives over a sub-communicator are not replayed (the profile names only
 their size). So a centre
 checks a prediction on the emulated link without the application's inputs or licence:
@@ -115,10 +115,10 @@ class Replayer:
     def wait(self, requests: list, p: dict) -> None:
         """Complete `requests` as the profiled wait did: a blocking wait, or (a program that
         slept between its polls) polls for its spin, then polls at its intervals, asleep in
-        between: MPI moves a message only inside a call, and a sleeping rank sends the rest
-        of a message the link could not take at once late (the Gray-Scott simulation across
-        ma-hd: +60 % sleeping, +8 % polling without sleeps). The sleep asked for is the
-        interval less what this rank's sleeps have overslept so far."""
+        between. Across a link the difference shows: the Gray-Scott simulation across ma-hd
+        took +58 % sleeping between polls, +8 % polling without sleeps, and a blocking replay
+        missed it. The sleep asked for is the interval less what this rank's sleeps have
+        overslept so far."""
         if not p.get("slept"):
             self.MPI.Request.Waitall(requests)
             return
