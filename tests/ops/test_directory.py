@@ -505,6 +505,11 @@ def test_a_lost_or_doubtful_state_falls_back_to_a_full_read(fed, home, tmp_path)
         (state_dir / syncstate.OLD_CACHE).write_bytes(b"a version 1 cache")
         synced_full("/bin/sh")
         assert not (state_dir / syncstate.OLD_CACHE).exists()
+        # Of the version before this one (SQLite, other tables): rebuilt by a full read.
+        shell("/bin/zsh")
+        summary = json.loads((state_dir / syncstate.SUMMARY).read_text())
+        (state_dir / syncstate.SUMMARY).write_text(json.dumps(dict(summary, version=syncstate.VERSION - 1)))
+        synced_full("/bin/zsh")
         shell("/bin/zsh")
         # The merged directory written by hand: what it holds is read again.
         hand = f"uid=kredel2,ou=people,{fed.directory.base}"

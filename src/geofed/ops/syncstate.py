@@ -26,9 +26,9 @@ Only the names that changed are merged again, with the same rules as a full merg
 (`users.merge` on those names, the other merged users beside them as possible members).
 
 The state is two files: `sync.json` (the marks, the counts, a token) and `sync.sqlite`
-(the homes' entries, their group memberships indexed by member, the merged names, the
-admin directory's entries of sync and the lines of passwd and group, a row each, with
-the same token). A full sync writes the cache afresh; an incremental one changes only
+(the homes' entries, their group memberships indexed by member, the merged names with
+the admin directory's entries of sync, and the lines of passwd and group, a row each,
+with the same token). A full sync writes the cache afresh; an incremental one changes only
 the rows its changes touch, in one transaction, and rewrites passwd and group from the
 lines in their order.
 
@@ -57,7 +57,7 @@ from geofed.federation import Federation
 from geofed.ops import directory, ldapcli, users
 from geofed.testbed.host import HostError
 
-VERSION = 3  # 3: the homes' entryUUIDs kept (what a refresh names)
+VERSION = 4  # 3: the homes' entryUUIDs kept (what a refresh names); 4: merged and owned names one table
 SUMMARY = "sync.json"  # the marks and the counts: all a sync with nothing changed reads
 # What was read, merged and written, an entry a row (SQLite), so that a sync after a few
 # changes reads and rewrites only the rows they touch: version 1 kept it in one pickle,
@@ -128,8 +128,10 @@ def load_summary(fed: Federation) -> dict | None:
 # (`lname`) as the merge prefixes them. home_member: a home's group memberships as the
 # merge sees them (an OpenLDAP group's memberUid in lower case; at AD the cached users'
 # memberOf), looked up by member for the groups a touched user is in. merged: the merged
-# users' and groups' sites; owned: the admin directory's entries of sync (DN, digest);
-# line: passwd's and group's lines (the hand-made entries' too), in the files' order.
+# users' and groups' sites (NULL: not merged) and the admin directory's entries of sync
+# (DN and digest; NULL: none), a row for both, as they mostly are the same names (a
+# refused name keeps its entry; a table each held all 200,000 names of a first sync
+# twice); line: passwd's and group's lines (the hand-made entries' too), in the files' order.
 TABLES = """
 CREATE TABLE meta(k TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID;
 CREATE TABLE home_user(site TEXT, key TEXT, name TEXT, dn TEXT, uid INTEGER, gid INTEGER, gecos TEXT, home TEXT,
@@ -137,8 +139,7 @@ CREATE TABLE home_user(site TEXT, key TEXT, name TEXT, dn TEXT, uid INTEGER, gid
 CREATE TABLE home_group(site TEXT, key TEXT, lname TEXT, name TEXT, dn TEXT, gid INTEGER, uuid TEXT,
                         PRIMARY KEY (site, key)) WITHOUT ROWID;
 CREATE TABLE home_member(site TEXT, grp TEXT, name TEXT, PRIMARY KEY (site, grp, name)) WITHOUT ROWID;
-CREATE TABLE merged(kind TEXT, name TEXT, site TEXT, PRIMARY KEY (kind, name)) WITHOUT ROWID;
-CREATE TABLE owned(kind TEXT, name TEXT, dn TEXT, digest TEXT, PRIMARY KEY (kind, name)) WITHOUT ROWID;
+CREATE TABLE merged(kind TEXT, name TEXT, site TEXT, dn TEXT, digest TEXT, PRIMARY KEY (kind, name)) WITHOUT ROWID;
 CREATE TABLE line(file TEXT, id INTEGER, name TEXT, text TEXT, PRIMARY KEY (file, id, name)) WITHOUT ROWID;
 """
 # Made after the rows go in (faster than kept up row by row): the homes' with their rows
@@ -298,11 +299,7 @@ def build(b: Building, m: users.Merge, held: dict, owned: dict,
         db.execute("PRAGMA cache_size = -262144")
         db.execute("BEGIN")
         for kind, entries in (("user", m.users), ("group", m.groups)):
-            db.executemany("INSERT INTO merged VALUES (?, ?, ?)",
-                           ((kind, n, e["geofedSite"]) for n, e in entries.items()))
-        for kind, have in owned.items():
-            db.executemany("INSERT INTO owned VALUES (?, ?, ?, ?)",
-                           ((kind, n, h["dn"], h["geofedDigest"]) for n, h in have.items()))
+            db.executemany(MERGED_INSERT, _merged_rows(kind, entries, owned[kind]))
         for file, rows in lines.items():
             db.executemany("INSERT INTO line VALUES (?, ?, ?, ?)", ((file, *row) for row in rows))
         set_meta(db, token=token, held={k: {str(n): v for n, v in d.items()} for k, d in held.items()},
@@ -313,6 +310,18 @@ def build(b: Building, m: users.Merge, held: dict, owned: dict,
     finally:
         db.close()
     return token, b.path
+
+
+MERGED_INSERT = "INSERT INTO merged VALUES (?, ?, ?, ?, ?)"
+
+
+def _merged_rows(kind: str, entries: dict, have: dict) -> list[tuple]:
+    """The merged table's rows of a kind: the merged `entries` and the owned ones (`have`)."""
+    rows = [(kind, n, entries[n]["geofedSite"] if n in entries else None, h["dn"], h["geofedDigest"])
+            for n, h in have.items()]
+    rows += [(kind, n, e["geofedSite"], None, None) for n, e in entries.items() if n not in have]
+    rows.sort()  # in the key's order (SQLite appends to the B-tree)
+    return rows
 
 
 def _held(db: sqlite3.Connection) -> dict:
@@ -561,8 +570,8 @@ def _sub_homes(db: sqlite3.Connection, sites: dict, group_names: set[str]) -> di
 def _owned(db: sqlite3.Connection, kind: str) -> dict[str, dict]:
     """The owned entries (DN, digest) of the touched names of a kind."""
     return {name: {"dn": dn, "geofedDigest": digest, "partial": True} for name, dn, digest in db.execute(
-        "SELECT o.name, o.dn, o.digest FROM touched t CROSS JOIN owned o ON o.kind = t.kind AND o.name = t.name "
-        "WHERE t.kind = ?", (kind,))}
+        "SELECT o.name, o.dn, o.digest FROM touched t CROSS JOIN merged o ON o.kind = t.kind AND o.name = t.name "
+        "WHERE t.kind = ? AND o.dn IS NOT NULL", (kind,))}
 
 
 # ---------------------------------------------------------------- the incremental sync
@@ -635,7 +644,7 @@ def _patch(fed: Federation, db: sqlite3.Connection, state: dict, sites: dict, ma
     sub_homes = _sub_homes(db, sites, group_names)
     _touch(db, "member", {m.lower() for h in sub_homes.values() for g in h.groups for m in g["members"]} - names)
     outside = dict(db.execute("SELECT m.name, m.site FROM touched t CROSS JOIN merged m ON m.kind = 'user' "
-                              "AND m.name = t.name WHERE t.kind = 'member'"))
+                              "AND m.name = t.name WHERE t.kind = 'member' AND m.site IS NOT NULL"))
     held = _held(db)
     sub = users.merge(fed, sub_homes, held, outside)
     admin = state["servers"]["admin"]
@@ -659,12 +668,14 @@ def _patch(fed: Federation, db: sqlite3.Connection, state: dict, sites: dict, ma
             writing = pool.submit(users.apply, admin, changes)
         merged = {}
         for kind, touched, entries in (("user", names, sub.users), ("group", group_names, sub.groups)):
+            # The touched names' rows as the changes leave them (a dry run: their entries as they are).
+            after = owned[kind] if dry_run else users.owned_after(owned[kind], changes, kind)
             db.executemany("DELETE FROM merged WHERE kind = ? AND name = ?", ((kind, n) for n in touched))
-            db.executemany("INSERT INTO merged VALUES (?, ?, ?)",
-                           ((kind, n, e["geofedSite"]) for n, e in entries.items()))
-            merged[kind] = db.execute("SELECT count(*) FROM merged WHERE kind = ?", (kind,)).fetchone()[0]
+            db.executemany(MERGED_INSERT, _merged_rows(kind, entries, after))
+            merged[kind] = db.execute("SELECT count(*) FROM merged WHERE kind = ? AND site IS NOT NULL",
+                                      (kind,)).fetchone()[0]
             if not dry_run:
-                _settle(db, kind, touched, owned[kind], sub, changes, held)
+                _settle(db, kind, touched, owned[kind], sub, held)
         if not dry_run and out is not None and (changes or not files_ok):
             paths = users.write_lines(out, {f: db.execute("SELECT id, name, text FROM line WHERE file = ? "
                                                           "ORDER BY id, name", (f,)) for f in ("passwd", "group")})
@@ -688,15 +699,10 @@ def _patch(fed: Federation, db: sqlite3.Connection, state: dict, sites: dict, ma
                         incremental=True)
 
 
-def _settle(db: sqlite3.Connection, kind: str, touched: set[str], have: dict, sub: users.Merge, changes: list,
+def _settle(db: sqlite3.Connection, kind: str, touched: set[str], have: dict, sub: users.Merge,
             held: dict) -> None:
-    """The owned entries and the files' lines of the touched names of a kind as the changes
-    leave them: the merge's, a refused name's as an earlier sync made it, else a
-    hand-made entry's line."""
-    after = users.owned_after(have, changes, kind)
-    db.executemany("DELETE FROM owned WHERE kind = ? AND name = ?", ((kind, n) for n in touched))
-    db.executemany("INSERT INTO owned VALUES (?, ?, ?, ?)",
-                   ((kind, n, h["dn"], h["geofedDigest"]) for n, h in after.items()))
+    """The files' lines of the touched names of a kind as the changes leave them: the
+    merge's, a refused name's as an earlier sync made it, else a hand-made entry's."""
     refused, want = sub.refused_users if kind == "user" else sub.refused_groups, sub.want(kind)
     hand = held["users" if kind == "user" else "groups"]
     for name in touched:
