@@ -114,13 +114,22 @@ fn ldap_users<'py>(
             PyBool::new(py, activated).to_owned().into_any(),
             text_or_none(py, given(uuid).map(str::to_lowercase).as_deref()),
         ];
-        let user = PyDict::new(py);
-        for (k, v) in keys.iter().zip(values) {
-            user.set_item(k, v)?;
-        }
-        out.append(user)?;
+        out.append(dict_of(py, &keys, values)?)?;
     }
     Ok(out)
+}
+
+/// A dict of `keys` and `values`, pair by pair.
+fn dict_of<'py, const N: usize>(
+    py: Python<'py>,
+    keys: &[Bound<'py, PyString>; N],
+    values: [Bound<'py, PyAny>; N],
+) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    for (k, v) in keys.iter().zip(values) {
+        dict.set_item(k, v)?;
+    }
+    Ok(dict)
 }
 
 /// An OpenLDAP home's POSIX groups as geofed.ops.users reads them, from ldapsearch's
@@ -145,11 +154,7 @@ fn ldap_groups<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyList>>
             members.into_any(),
             text_or_none(py, given(uuid).map(str::to_lowercase).as_deref()),
         ];
-        let group = PyDict::new(py);
-        for (k, v) in keys.iter().zip(values) {
-            group.set_item(k, v)?;
-        }
-        out.append(group)?;
+        out.append(dict_of(py, &keys, values)?)?;
     }
     Ok(out)
 }
