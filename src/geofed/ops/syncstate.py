@@ -154,6 +154,7 @@ LINE_INDEX = "CREATE INDEX line_name ON line(file, name)"
 HOME_INSERTS = {"home_user": "INSERT INTO home_user VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 "home_group": "INSERT INTO home_group VALUES (?, ?, ?, ?, ?, ?, ?)",
                 "home_member": "INSERT INTO home_member SELECT ?, ?, value FROM json_each(?)"}
+MERGED_INSERT = "INSERT INTO merged VALUES (?, ?, ?, ?, ?)"
 FILES = {"user": "passwd", "group": "group"}
 
 
@@ -310,9 +311,6 @@ def build(b: Building, m: users.Merge, held: dict, owned: dict,
     finally:
         db.close()
     return token, b.path
-
-
-MERGED_INSERT = "INSERT INTO merged VALUES (?, ?, ?, ?, ?)"
 
 
 def _merged_rows(kind: str, entries: dict, have: dict) -> list[tuple]:
