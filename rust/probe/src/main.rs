@@ -2,7 +2,7 @@
 //! TCP sink + multi-stream TCP sender. Output is one JSON object on stdout
 //! so the Python side can parse it without scraping.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
@@ -203,6 +203,14 @@ fn udp_echo(bind: SocketAddr, max_seconds: f64) {
     }
 }
 
+/// The probe a datagram echoes, if it is one.
+fn echoed_seq(buf: &[u8]) -> Option<u64> {
+    (buf.len() >= RTT_HDR).then(|| u64::from_be_bytes(buf[0..8].try_into().unwrap()))
+}
+
+/// `lost` counts probes without an echo within the timeout; `late` those of them whose
+/// echo came afterwards. A host that stalls longer than the timeout (a busy 2-core VM)
+/// delays a datagram, it does not lose it: `lost - late` is what the path lost.
 fn rtt(to: SocketAddr, count: u64, size: usize, interval_us: u64, timeout_ms: u64) {
     let local: SocketAddr = if to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().unwrap();
     let sock = UdpSocket::bind(local).unwrap_or_else(|e| fail(format!("bind: {e}")));
@@ -215,6 +223,8 @@ fn rtt(to: SocketAddr, count: u64, size: usize, interval_us: u64, timeout_ms: u6
     let mut samples: Vec<u64> = Vec::with_capacity(count as usize);
     let mut forward: Vec<u64> = Vec::with_capacity(count as usize);
     let mut lost = 0u64;
+    let mut timed_out: HashSet<u64> = HashSet::new();
+    let mut late = 0u64;
     for seq in 0..count {
         let t0 = mono_ns();
         pkt[0..8].copy_from_slice(&seq.to_be_bytes());
@@ -227,24 +237,26 @@ fn rtt(to: SocketAddr, count: u64, size: usize, interval_us: u64, timeout_ms: u6
                 let now = mono_ns();
                 if now >= deadline {
                     lost += 1;
+                    timed_out.insert(seq);
                     break;
                 }
                 let _ = sock.set_read_timeout(Some(Duration::from_nanos(deadline - now)));
                 match sock.recv(&mut buf) {
                     Ok(n) => {
                         let t1 = mono_ns();
-                        // Late echoes of earlier (timed-out) probes are ignored.
                         if n >= RTT_HDR && buf[0..8] == pkt[0..8] && buf[8..16] == pkt[8..16] {
                             samples.push(t1 - t0);
                             let echoed = u64::from_be_bytes(buf[16..24].try_into().unwrap());
                             forward.push(echoed.saturating_sub(t0));
                             break;
                         }
+                        late += echoed_seq(&buf[..n]).is_some_and(|q| timed_out.remove(&q)) as u64;
                     }
                     Err(e) if e.kind() == ErrorKind::Interrupted => {}
                     // Timeout, or ICMP unreachable (nobody listening): lost.
                     Err(_) => {
                         lost += 1;
+                        timed_out.insert(seq);
                         break;
                     }
                 }
@@ -254,8 +266,29 @@ fn rtt(to: SocketAddr, count: u64, size: usize, interval_us: u64, timeout_ms: u6
             thread::sleep(Duration::from_micros(interval_us));
         }
     }
+    // The last timed-out probes' echoes may still be on their way: wait one more
+    // timeout (at least 200 ms) for them, only while some are missing.
+    let drain_until = mono_ns() + timeout_ms.max(200) * 1_000_000;
+    while !timed_out.is_empty() {
+        let now = mono_ns();
+        if now >= drain_until {
+            break;
+        }
+        let _ = sock.set_read_timeout(Some(Duration::from_nanos(drain_until - now)));
+        match sock.recv(&mut buf) {
+            Ok(n) => late += echoed_seq(&buf[..n]).is_some_and(|q| timed_out.remove(&q)) as u64,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
     let list = |v: &[u64]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ");
-    println!("{{\"samples_ns\": [{}], \"forward_ns\": [{}], \"lost\": {}}}", list(&samples), list(&forward), lost);
+    println!(
+        "{{\"samples_ns\": [{}], \"forward_ns\": [{}], \"lost\": {}, \"late\": {}}}",
+        list(&samples),
+        list(&forward),
+        lost,
+        late
+    );
 }
 
 // ---------- tcp-sink / tcp-send ----------

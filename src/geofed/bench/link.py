@@ -21,7 +21,7 @@ from typing import Callable
 from geofed import federation, records
 from geofed.stats import percentile
 from geofed.bench import floor
-from geofed.testbed import core, probe
+from geofed.testbed import core, live, probe
 from geofed.testbed.plan import make_plan
 
 BENCH_NAME = "bench-link"
@@ -103,6 +103,8 @@ sites = ["A", "B"]
 DISTRIBUTIONS = ({"fibre_km": 200.0, "bandwidth_gbps": 1.0, "jitter_us": 200.0, "loss": 0.01},
                  {"fibre_km": 200.0, "bandwidth_gbps": 1.0, "jitter_us": 400.0, "loss": 0.02})
 ASYMMETRIC = ({"fibre_km": 100.0, "bandwidth_gbps": 1.0}, {"fibre_km": 300.0, "bandwidth_gbps": 0.25})
+# The emulator's counters of frames it did not pass on.
+EMULATOR_DROPS = ("dropped_queue", "dropped_loss", "dropped_down", "credit_wait_overflow", "send_errors")
 
 
 def ways_rows(fed, a, b, count: int, seconds: float = 0.0) -> dict:
@@ -116,7 +118,9 @@ def ways_rows(fed, a, b, count: int, seconds: float = 0.0) -> dict:
     floor_one_way_ms = state["emulators"][link.name]["floor"]["probe_rtt_ms"]["median"] / 2
     # A round trip that takes 4 times the configured one, jitter included, is lost.
     timeout_ms = math.ceil(4 * (link.rtt_ms + (link.way(link.a).jitter_us + link.way(link.b).jitter_us) / 1e3)) + 10
+    before = live.counters(fed, link.name)
     trips = probe.round_trips(a, b, count=count, timeout_ms=timeout_ms)
+    after = live.counters(fed, link.name)
     rows = []
     for src, (dst_node, samples) in ((link.a, (b, trips.forward)), (link.b, (a, trips.back))):
         way = link.way(src)
@@ -140,7 +144,10 @@ def ways_rows(fed, a, b, count: int, seconds: float = 0.0) -> dict:
         rows.append(row)
     sent = count + probe.ARP_WARMUP
     p_trip = 1 - (1 - link.way(link.a).loss) * (1 - link.way(link.b).loss)
-    return {"ways": rows, "round_trips": sent, "lost": trips.lost, "lost_fraction": trips.lost / sent,
+    # Frames the emulator itself did not pass on while the round trips ran, per way.
+    dropped = {way: sum(after[way][k] - before[way][k] for k in EMULATOR_DROPS) for way in after}
+    return {"ways": rows, "round_trips": sent, "lost": trips.lost, "late": trips.late,
+            "emulator_dropped": dropped, "lost_fraction": trips.lost / sent,
             "expected_lost_fraction": p_trip, "lost_sd": math.sqrt(p_trip * (1 - p_trip) / sent)}
 
 
@@ -195,6 +202,15 @@ def format_table(rec: records.Record) -> str:
     return "\n".join(lines)
 
 
+def late_and_dropped(w: dict) -> str:
+    """The echoes that came after the timeout and the emulator's own drops per way, for
+    records that have them (made since the probe told late from lost)."""
+    if "late" not in w:
+        return ""
+    drops = ", ".join(f"{way} {n}" for way, n in w["emulator_dropped"].items())
+    return f"; late (the host stalled past the timeout) {w['late']}; emulator dropped {drops}"
+
+
 def format_ways(title: str, w: dict) -> list[str]:
     lines = [f"# {title}, one-way [us]: link = median - floor/2, held against fibre + jitter/2; jitter: "
              "median and interquartile range of one-way - fibre - floor/2 against uniform [0, jitter]",
@@ -206,6 +222,6 @@ def format_ways(title: str, w: dict) -> list[str]:
                      f" {x['contribution_error']:>+6.1%} | {x['jitter_median_us']:>6.1f} ({x['jitter_expected_mean_us']:>5.1f})"
                      f" {x['jitter_iqr_us']:>6.1f} ({x['jitter_expected_iqr_us']:>5.1f}) |{rate}")
     lines.append(f"# round trips lost: {w['lost']} of {w['round_trips']} ({w['lost_fraction']:.2%}; expected "
-                 f"{w['expected_lost_fraction']:.2%} +- {w['lost_sd']:.2%})")
+                 f"{w['expected_lost_fraction']:.2%} +- {w['lost_sd']:.2%}){late_and_dropped(w)}")
     return lines
 

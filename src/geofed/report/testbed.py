@@ -71,6 +71,10 @@ def _ways(w: dict, title: str) -> str:
             for x in w["ways"]]
     head = ["way", "fibre [us]", "jitter [us]", "loss", "min [us]", "median [us]", "link error",
             "jitter median (uniform's)", "IQR (uniform's)", "mean / sd", "TCP [Gb/s]"]
+    # Records made since the probe told late echoes from lost ones carry both.
+    late_and_dropped = "" if "late" not in w else (
+        f"; late (the host stalled past the timeout) {w['late']}; emulator dropped "
+        + ", ".join(f"{esc(way)} {n}" for way, n in w["emulator_dropped"].items()))
     lost = (f"<p>{esc(title)}: round trips lost {w['lost']} of {w['round_trips']} ({w['lost_fraction']:.2%}; "
-            f"expected {w['expected_lost_fraction']:.2%} ± {w['lost_sd']:.2%})</p>")
+            f"expected {w['expected_lost_fraction']:.2%} ± {w['lost_sd']:.2%}){late_and_dropped}</p>")
     return lost + table(head, rows)

@@ -17,11 +17,14 @@ ARP_WARMUP = 3
 @dataclass
 class RoundTrips:
     """UDP round trips from src to an echo at dst, in ms; each split at the echo's
-    receive time into its forward and back halves (one host, one clock)."""
+    receive time into its forward and back halves (one host, one clock). `lost`: no
+    echo ever came back; `late`: the echo came after the timeout (the host stalled), so
+    the round trip is neither a sample nor lost."""
     rtt: list[float]
     forward: list[float]
     back: list[float]
     lost: int
+    late: int
 
 
 def round_trips(src: NodePlan, dst: NodePlan, count: int = 200, interval_us: int = 1000,
@@ -42,12 +45,14 @@ def round_trips(src: NodePlan, dst: NodePlan, count: int = 200, interval_us: int
     # The first datagrams wait for ARP on every hop: they measure address resolution.
     rtt = [s / 1e6 for s in out["samples_ns"][ARP_WARMUP:]]
     forward = [s / 1e6 for s in out["forward_ns"][ARP_WARMUP:]]
-    return RoundTrips(rtt, forward, [r - f for r, f in zip(rtt, forward)], int(out["lost"]))
+    late = int(out["late"])
+    return RoundTrips(rtt, forward, [r - f for r, f in zip(rtt, forward)], int(out["lost"]) - late, late)
 
 
 def rtt_samples_ms(src: NodePlan, dst: NodePlan, count: int = 200, interval_us: int = 1000,
                    size: int = 64) -> tuple[list[float], int]:
-    """Round trips of UDP datagrams from src to an echo server at dst: (samples in ms, lost)."""
+    """Round trips of UDP datagrams from src to an echo server at dst: (samples in ms,
+    lost on the way)."""
     r = round_trips(src, dst, count, interval_us, size)
     return r.rtt, r.lost
 
