@@ -208,7 +208,10 @@ class Running:
     def keep_log(self, what: str) -> Path:
         """Copy the log where the user finds it after a failure."""
         LOG_DIR.mkdir(parents=True, exist_ok=True)
-        kept = LOG_DIR / f"{what.replace(' ', '-')}-{self.job.id}.log"
+        # `what` may name the program by its path and arguments: a file name of its words,
+        # short enough for any file system (a profile of /x/prog once had no log, a traceback)
+        name = re.sub(r"[^\w.=+-]+", "-", what).strip("-")[:100]
+        kept = LOG_DIR / f"{name}-{self.job.id}.log"
         shutil.copyfile(self.log, kept)
         return kept
 

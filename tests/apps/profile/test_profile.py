@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import needs_openmpi, needs_root, own_testbed, run_geofed
+from conftest import GEOFED, needs_openmpi, needs_root, own_testbed, run_geofed, run_group
 from geofed import federation, records
 from geofed.bench.link import two_site_toml
 from geofed.errors import UserError
@@ -330,6 +330,23 @@ def test_a_gaps_cpu_time_is_its_compute_not_its_wall_time(fed, tmp_path):
         assert asleep["gap_s"] >= ITERATIONS * 0.02 and asleep["gap_cpu_s"] < ITERATIONS * 0.02 / 4
         assert ITERATIONS * 0.02 <= computing["gap_cpu_s"] <= computing["gap_s"]
         assert 0 <= rank["tail_cpu_s"] <= rank["total_s"]
+
+
+@needs_root
+@pytest.mark.root
+def test_a_failing_program_named_by_its_path_ends_in_one_line_with_its_log(fed, tmp_path):
+    # The line and the log's name carry the program's path: its slashes once made the
+    # log's file name a directory that did not exist, and the user got a traceback.
+    (tmp_path / "fail.py").write_text("from mpi4py import MPI\nimport sys\nsys.exit(3 if MPI.COMM_WORLD.rank == 1 else 0)\n")
+    done = run_group([GEOFED, "profile", "-f", fed, "-p", "A3", "--no-cpu-limit", "--out", str(tmp_path / "out"),
+                      "--", sys.executable, str(tmp_path / "fail.py")], timeout=120, cwd=tmp_path)
+    line = done.stderr.splitlines()[-1]
+    assert done.returncode == 1 and line.startswith("geofed: failed: profile of ") and "Traceback" not in done.stderr, \
+        done.stderr
+    assert "exited with status 3" in line, line
+    log = tmp_path / line.rsplit("; log: ", 1)[1]
+    assert log.parent == tmp_path / "geofed-out" / "logs" and log.stat().st_size > 0
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
 
 
 def test_a_spanning_placement_is_refused(tmp_path):
