@@ -108,7 +108,7 @@ def rounds(kind: str, p: int, nbytes: float, root: int) -> list[tuple[list[tuple
     if kind in CREATION:
         agree = allreduce_rounds(p, CONTEXT_MASK_BYTES) * CONTEXT_ID_ALLREDUCES
         return rounds("allgather", p, COLOUR_KEY_BYTES, -1) + agree if kind == "comm_split" else agree
-    if kind == "barrier":  # dissemination
+    if kind in ("barrier", "ibarrier"):  # dissemination; a nonblocking one's wait follows it at once
         return [([(i, (i + s) % p) for i in range(p)], 0) for s in steps]
     if kind in ("bcast", "scatter"):  # binomial tree from the root; a scatter's subtrees shrink
         out = [([(rel(i), rel(i + s)) for i in range(s) if i + s < p], nbytes) for s in steps]

@@ -144,6 +144,8 @@ def _comm_create(r: Replayer) -> None:
 
 COLLECTIVES = {
     "barrier": lambda r, out, into, n, root: r.comm.Barrier(),
+    # completed by the profile's next wait, asleep if the program slept there (a quiet barrier)
+    "ibarrier": lambda r, out, into, n, root: r.requests.append(r.comm.Ibarrier()),
     "bcast": lambda r, out, into, n, root: r.comm.Bcast(out, root),
     "reduce": lambda r, out, into, n, root: r.comm.Reduce(out, into, r.MPI.SUM, root),
     "allreduce": lambda r, out, into, n, root: r.comm.Allreduce(out, into, r.MPI.SUM),

@@ -219,6 +219,44 @@ def test_polling_until_done_is_a_wait(fed, tmp_path):
         assert all(p["poll_s"] == p["poll_sq"] == p["slept"] == 0 for p in rank["patterns"] if p["kind"] != "waitall")
 
 
+# Rank r computes r x 20 ms, then waits in a barrier by polling it asleep, as geofed's
+# quiet barrier does (a rank done early leaves its core to the others); ITERATIONS times.
+QUIET = f"""
+import time
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+for _ in range({ITERATIONS}):
+    end = time.perf_counter() + 0.02 * comm.Get_rank()
+    while time.perf_counter() < end:
+        pass
+    req = comm.Ibarrier()
+    while not req.Test():
+        time.sleep(0.0005)
+"""
+
+
+@needs_root
+@pytest.mark.root
+def test_a_barrier_polled_asleep_is_profiled_and_rehearsed_as_one(fed, tmp_path):
+    """The nonblocking barrier and the wait its polls make; rehearsed, the early ranks wait
+    for the last one's compute, asleep (before the profiler knew MPI_Ibarrier, the replay's
+    wait had nothing to complete and rank 0 ran ahead)."""
+    (tmp_path / "quiet.py").write_text(QUIET)
+    d = profile(fed, "A3", tmp_path / "profile", sys.executable, str(tmp_path / "quiet.py")).data
+    for rank in d.ranks:
+        assert patterns(rank) == {("ibarrier", -1, -1, 0, 3, ITERATIONS), ("wait", -1, -1, 0, 1, ITERATIONS)}
+    wait0 = next(p for p in d.ranks[0]["patterns"] if p["kind"] == "wait")
+    assert wait0["slept"] > 0 and wait0["inside_s"] >= (ITERATIONS - 1) * 0.04
+    last = sum(p["gap_cpu_s"] for p in d.ranks[2]["patterns"])  # rank 2's compute: at least 7 x 40 ms
+    (path,) = (tmp_path / "profile").glob("app.profile-*.json")
+    res = run_geofed("rehearse", str(path), "-f", fed, "-p", "A3", "--out", str(tmp_path / "rehearsal"), timeout=300)
+    assert res.returncode == 0, res.stderr
+    (rehearsal,) = (tmp_path / "rehearsal").glob("app.rehearsal-*.json")
+    r = records.read(rehearsal).data
+    assert r.rank_s[0] >= 0.99 * last >= ITERATIONS * 0.04 * 0.99, (r.rank_s, last)
+    assert r.rank_cpu_s[0] < last / 2, (r.rank_cpu_s, last)
+
+
 def waiting_profile(directory, slept: int) -> str:
     """Two ranks at A: rank 1 computes 40 ms, then sends 8 bytes to rank 0, which has posted
     its receive and waits for it, 5 times; with `slept`, a wait made by polling every 5 ms

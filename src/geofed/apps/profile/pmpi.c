@@ -20,12 +20,12 @@
 enum kind {
     K_SEND, K_ISEND, K_RECV, K_IRECV, K_SENDRECV, K_WAIT, K_WAITALL, K_WAITANY, K_WAITSOME,
     K_BARRIER, K_BCAST, K_REDUCE, K_ALLREDUCE, K_GATHER, K_SCATTER, K_ALLGATHER, K_ALLTOALL,
-    K_REDUCE_SCATTER_BLOCK, K_SCAN, K_COMM_SPLIT, K_COMM_DUP, K_COMM_CREATE, K_CART_CREATE, NKINDS
+    K_REDUCE_SCATTER_BLOCK, K_SCAN, K_COMM_SPLIT, K_COMM_DUP, K_COMM_CREATE, K_CART_CREATE, K_IBARRIER, NKINDS
 };
 static const char *KIND_NAMES[NKINDS] = {
     "send", "isend", "recv", "irecv", "sendrecv", "wait", "waitall", "waitany", "waitsome",
     "barrier", "bcast", "reduce", "allreduce", "gather", "scatter", "allgather", "alltoall",
-    "reduce_scatter_block", "scan", "comm_split", "comm_dup", "comm_create", "cart_create"};
+    "reduce_scatter_block", "scan", "comm_split", "comm_dup", "comm_create", "cart_create", "ibarrier"};
 
 #define PATTERNS 4096     /* distinct (kind, peer, source, bytes, size) a rank may use */
 #define ORDER 65536       /* calls whose order is kept: enough to see an iteration repeat */
@@ -557,6 +557,17 @@ int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status statuses[])
 
 int MPI_Barrier(MPI_Comm comm) {
     COLLECTIVE(K_BARRIER, 0, -1, PMPI_Barrier(comm))
+}
+
+/* A barrier waited for by polling, asleep between polls (geofed's quiet barrier, so that a
+ * rank done early leaves its core to the ranks still computing): the wait that completes
+ * it is recorded as any polled wait, and without the barrier it would complete nothing. */
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request *req) {
+    double t0 = enter();
+    int rc = PMPI_Ibarrier(comm, req);
+    double t1 = now();
+    posted(*req, record(K_IBARRIER, -1, -1, 0, comm_size(comm), t0, t1), t1);
+    return rc;
 }
 
 #define COLLECTIVES(SUF, COUNT)                                                                          \
