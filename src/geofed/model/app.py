@@ -63,6 +63,7 @@ SIMULATED = 30
 # of 3 ranks across icm-task's link, first or later in the program: 2 round trips;
 # docs/profile.md, "Communicator creation").
 CREATION = ("comm_split", "comm_dup", "comm_create", "cart_create")
+NONBLOCKING = ("ibarrier", "ibcast", "ireduce", "iallreduce", "igather", "iscatter", "iallgather", "ialltoall")
 COLOUR_KEY_BYTES = 8
 CONTEXT_MASK_BYTES = 64 * 4
 CONTEXT_ID_ALLREDUCES = 2
@@ -99,7 +100,10 @@ def fits(data, nodes: int) -> None:
 
 
 def rounds(kind: str, p: int, nbytes: float, root: int) -> list[tuple[list[tuple[int, int]], float]]:
-    """A collective over ranks 0..p-1 as rounds of (messages (from, to), bytes each), MPICH's algorithms."""
+    """A collective over ranks 0..p-1 as rounds of (messages (from, to), bytes each), MPICH's algorithms.
+    A non-blocking one (ibcast, ...) as its blocking form, all ranks meeting at its post: its
+    overlap with the compute before its wait is not modelled."""
+    kind = kind[1:] if kind in NONBLOCKING else kind
     def rel(i):
         return (i + max(root, 0)) % p
     steps = [1 << k for k in range(max(0, math.ceil(math.log2(p))))] if p > 1 else []
@@ -108,7 +112,7 @@ def rounds(kind: str, p: int, nbytes: float, root: int) -> list[tuple[list[tuple
     if kind in CREATION:
         agree = allreduce_rounds(p, CONTEXT_MASK_BYTES) * CONTEXT_ID_ALLREDUCES
         return rounds("allgather", p, COLOUR_KEY_BYTES, -1) + agree if kind == "comm_split" else agree
-    if kind in ("barrier", "ibarrier"):  # dissemination; a nonblocking one's wait follows it at once
+    if kind == "barrier":  # dissemination
         return [([(i, (i + s) % p) for i in range(p)], 0) for s in steps]
     if kind in ("bcast", "scatter"):  # binomial tree from the root; a scatter's subtrees shrink
         out = [([(rel(i), rel(i + s)) for i in range(s) if i + s < p], nbytes) for s in steps]

@@ -25,8 +25,9 @@ class AppProfile:
             included), comm_s (time inside calls), tail_cpu_s (the MPI thread's CPU time after the last call),
             calls, patterns, prefix, iteration, iterations, suffix.
             A pattern is kind (send, isend, recv, irecv, sendrecv, wait, waitall, waitany, waitsome, barrier,
-            ibarrier (completed by a later wait), bcast, reduce, allreduce, scan, gather, scatter, allgather,
-            alltoall, reduce_scatter_block, comm_split, comm_dup, comm_create, cart_create), peer
+            bcast, reduce, allreduce, scan, gather, scatter, allgather, alltoall, reduce_scatter_block,
+            comm_split, comm_dup, comm_create, cart_create; the non-blocking ibarrier, ibcast, ireduce,
+            iallreduce, igather, iscatter, iallgather, ialltoall, each completed by a later wait), peer
             (the destination, source or root's MPI_COMM_WORLD rank; -1 none, -2 any source, -3 not
             translated), source (a sendrecv's), bytes (sent; a collective's vector or one rank's block),
             size (a collective's communicator size, a wait's requests), count, inside_s (time inside) with its

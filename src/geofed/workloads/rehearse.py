@@ -31,7 +31,8 @@ from geofed.records.app import AppParams
 from geofed.workloads import RankWorkload
 
 TAG = 0
-BLOCKED = ("gather", "scatter", "allgather", "alltoall", "reduce_scatter_block")  # bytes are one rank's block
+BLOCKED = ("gather", "scatter", "allgather", "alltoall", "reduce_scatter_block",  # bytes are one rank's block
+           "igather", "iscatter", "iallgather", "ialltoall")
 
 
 class Compute:
@@ -144,8 +145,6 @@ def _comm_create(r: Replayer) -> None:
 
 COLLECTIVES = {
     "barrier": lambda r, out, into, n, root: r.comm.Barrier(),
-    # completed by the profile's next wait, asleep if the program slept there (a quiet barrier)
-    "ibarrier": lambda r, out, into, n, root: r.requests.append(r.comm.Ibarrier()),
     "bcast": lambda r, out, into, n, root: r.comm.Bcast(out, root),
     "reduce": lambda r, out, into, n, root: r.comm.Reduce(out, into, r.MPI.SUM, root),
     "allreduce": lambda r, out, into, n, root: r.comm.Allreduce(out, into, r.MPI.SUM),
@@ -156,6 +155,15 @@ COLLECTIVES = {
     "alltoall": lambda r, out, into, n, root: r.comm.Alltoall(*_blocks(r, n)),
     "reduce_scatter_block": lambda r, out, into, n, root: r.comm.Reduce_scatter_block(_blocks(r, n)[0], into,
                                                                                        r.MPI.SUM),
+    # non-blocking: completed by the profile's waits, asleep where the program slept (a quiet barrier)
+    "ibarrier": lambda r, out, into, n, root: r.requests.append(r.comm.Ibarrier()),
+    "ibcast": lambda r, out, into, n, root: r.requests.append(r.comm.Ibcast(out, root)),
+    "ireduce": lambda r, out, into, n, root: r.requests.append(r.comm.Ireduce(out, into, r.MPI.SUM, root)),
+    "iallreduce": lambda r, out, into, n, root: r.requests.append(r.comm.Iallreduce(out, into, r.MPI.SUM)),
+    "igather": lambda r, out, into, n, root: r.requests.append(r.comm.Igather(out, _blocks(r, n)[1], root)),
+    "iscatter": lambda r, out, into, n, root: r.requests.append(r.comm.Iscatter(_blocks(r, n)[0], into, root)),
+    "iallgather": lambda r, out, into, n, root: r.requests.append(r.comm.Iallgather(out, _blocks(r, n)[1])),
+    "ialltoall": lambda r, out, into, n, root: r.requests.append(r.comm.Ialltoall(*_blocks(r, n))),
     # communicator creation over the world, the new communicator freed (a local call in MPICH)
     "comm_split": lambda r, out, into, n, root: r.comm.Split(0, r.comm.Get_rank()).Free(),
     "comm_dup": lambda r, out, into, n, root: r.comm.Dup().Free(),

@@ -247,14 +247,49 @@ def test_a_barrier_polled_asleep_is_profiled_and_rehearsed_as_one(fed, tmp_path)
         assert patterns(rank) == {("ibarrier", -1, -1, 0, 3, ITERATIONS), ("wait", -1, -1, 0, 1, ITERATIONS)}
     wait0 = next(p for p in d.ranks[0]["patterns"] if p["kind"] == "wait")
     assert wait0["slept"] > 0 and wait0["inside_s"] >= (ITERATIONS - 1) * 0.04
-    last = sum(p["gap_cpu_s"] for p in d.ranks[2]["patterns"])  # rank 2's compute: at least 7 x 40 ms
+    # rank 2's compute: 7 x 40 ms of wall time, its CPU time less by any wait for a core
+    last = sum(p["gap_cpu_s"] for p in d.ranks[2]["patterns"])
+    assert last >= ITERATIONS * 0.04 / 2
     (path,) = (tmp_path / "profile").glob("app.profile-*.json")
     res = run_geofed("rehearse", str(path), "-f", fed, "-p", "A3", "--out", str(tmp_path / "rehearsal"), timeout=300)
     assert res.returncode == 0, res.stderr
     (rehearsal,) = (tmp_path / "rehearsal").glob("app.rehearsal-*.json")
     r = records.read(rehearsal).data
-    assert r.rank_s[0] >= 0.99 * last >= ITERATIONS * 0.04 * 0.99, (r.rank_s, last)
+    assert r.rank_s[0] >= 0.99 * last, (r.rank_s, last)
     assert r.rank_cpu_s[0] < last / 2, (r.rank_cpu_s, last)
+
+
+# Non-blocking collectives, each completed by its own wait: an allreduce of four doubles, a
+# broadcast of 100 bytes from rank 1, a gather of rank r's r + 1 ints (a v form: its own block,
+# 4 (r + 1) bytes), a one-int alltoall; ITERATIONS times.
+NONBLOCKING = f"""
+import numpy as np
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+me, n = comm.Get_rank(), comm.Get_size()
+counts = [r + 1 for r in range(n)]
+for _ in range({ITERATIONS}):
+    comm.Iallreduce(np.ones(4), np.empty(4)).Wait()
+    comm.Ibcast(np.zeros(100, np.uint8), root=1).Wait()
+    comm.Igatherv(np.zeros(me + 1, np.int32), [np.empty(sum(counts), np.int32), counts], root=0).Wait()
+    comm.Ialltoall(np.zeros(n, np.int32), np.empty(n, np.int32)).Wait()
+"""
+
+
+@needs_root
+@pytest.mark.root
+def test_nonblocking_collectives_are_profiled_and_rehearsed(fed, tmp_path):
+    (tmp_path / "nonblocking.py").write_text(NONBLOCKING)
+    d = profile(fed, "A3", tmp_path / "profile", sys.executable, str(tmp_path / "nonblocking.py")).data
+    for r, rank in enumerate(d.ranks):
+        assert patterns(rank) == {("iallreduce", -1, -1, 32, 3, ITERATIONS), ("ibcast", 1, -1, 100, 3, ITERATIONS),
+                                  ("igather", 0, -1, 4 * (r + 1), 3, ITERATIONS),
+                                  ("ialltoall", -1, -1, 4, 3, ITERATIONS), ("wait", -1, -1, 0, 1, 4 * ITERATIONS)}
+    (path,) = (tmp_path / "profile").glob("app.profile-*.json")
+    res = run_geofed("rehearse", str(path), "-f", fed, "-p", "A3", "--out", str(tmp_path / "rehearsal"), timeout=300)
+    assert res.returncode == 0, res.stderr
+    (rehearsal,) = (tmp_path / "rehearsal").glob("app.rehearsal-*.json")
+    assert records.read(rehearsal).data.calls == 3 * 8 * ITERATIONS  # every call made, none left out
 
 
 def waiting_profile(directory, slept: int) -> str:

@@ -20,12 +20,14 @@
 enum kind {
     K_SEND, K_ISEND, K_RECV, K_IRECV, K_SENDRECV, K_WAIT, K_WAITALL, K_WAITANY, K_WAITSOME,
     K_BARRIER, K_BCAST, K_REDUCE, K_ALLREDUCE, K_GATHER, K_SCATTER, K_ALLGATHER, K_ALLTOALL,
-    K_REDUCE_SCATTER_BLOCK, K_SCAN, K_COMM_SPLIT, K_COMM_DUP, K_COMM_CREATE, K_CART_CREATE, K_IBARRIER, NKINDS
+    K_REDUCE_SCATTER_BLOCK, K_SCAN, K_COMM_SPLIT, K_COMM_DUP, K_COMM_CREATE, K_CART_CREATE, K_IBARRIER,
+    K_IBCAST, K_IREDUCE, K_IALLREDUCE, K_IGATHER, K_ISCATTER, K_IALLGATHER, K_IALLTOALL, NKINDS
 };
 static const char *KIND_NAMES[NKINDS] = {
     "send", "isend", "recv", "irecv", "sendrecv", "wait", "waitall", "waitany", "waitsome",
     "barrier", "bcast", "reduce", "allreduce", "gather", "scatter", "allgather", "alltoall",
-    "reduce_scatter_block", "scan", "comm_split", "comm_dup", "comm_create", "cart_create", "ibarrier"};
+    "reduce_scatter_block", "scan", "comm_split", "comm_dup", "comm_create", "cart_create", "ibarrier",
+    "ibcast", "ireduce", "iallreduce", "igather", "iscatter", "iallgather", "ialltoall"};
 
 #define PATTERNS 4096     /* distinct (kind, peer, source, bytes, size) a rank may use */
 #define ORDER 65536       /* calls whose order is kept: enough to see an iteration repeat */
@@ -559,15 +561,19 @@ int MPI_Barrier(MPI_Comm comm) {
     COLLECTIVE(K_BARRIER, 0, -1, PMPI_Barrier(comm))
 }
 
-/* A barrier waited for by polling, asleep between polls (geofed's quiet barrier, so that a
- * rank done early leaves its core to the ranks still computing): the wait that completes
- * it is recorded as any polled wait, and without the barrier it would complete nothing. */
-int MPI_Ibarrier(MPI_Comm comm, MPI_Request *req) {
-    double t0 = enter();
-    int rc = PMPI_Ibarrier(comm, req);
-    double t1 = now();
-    posted(*req, record(K_IBARRIER, -1, -1, 0, comm_size(comm), t0, t1), t1);
+/* Non-blocking collectives: recorded as their own kinds, bytes as their blocking forms',
+ * with the request kept for the wait that completes them (a barrier waited for by polling
+ * asleep, geofed's quiet barrier, so that a rank done early leaves its core to the ranks
+ * still computing: without it, its wait would complete nothing). */
+#define ICOLLECTIVE(kind, bytes, root, call)                                       \
+    double t0 = enter();                                                           \
+    int rc = call;                                                                 \
+    double t1 = now();                                                             \
+    posted(*req, record(kind, root, -1, bytes, comm_size(comm), t0, t1), t1);     \
     return rc;
+
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request *req) {
+    ICOLLECTIVE(K_IBARRIER, 0, -1, PMPI_Ibarrier(comm, req))
 }
 
 #define COLLECTIVES(SUF, COUNT)                                                                          \
@@ -683,4 +689,81 @@ int MPI_Scatterv##SUF(const void *sendbuf, const COUNT sendcounts[], const DISPL
 VCOLLECTIVES(, int, int)
 #if MPI_VERSION >= 4
 VCOLLECTIVES(_c, MPI_Count, MPI_Aint)
+#endif
+
+#define ICOLLECTIVES(SUF, COUNT, DISPL)                                                                  \
+int MPI_Ibcast##SUF(void *buf, COUNT count, MPI_Datatype type, int root, MPI_Comm comm,                  \
+                    MPI_Request *req) {                                                                  \
+    ICOLLECTIVE(K_IBCAST, type_bytes(count, type), world_of(comm, root),                                 \
+                PMPI_Ibcast##SUF(buf, count, type, root, comm, req))                                     \
+}                                                                                                        \
+int MPI_Ireduce##SUF(const void *sendbuf, void *recvbuf, COUNT count, MPI_Datatype type, MPI_Op op,      \
+                     int root, MPI_Comm comm, MPI_Request *req) {                                        \
+    ICOLLECTIVE(K_IREDUCE, type_bytes(count, type), world_of(comm, root),                                \
+                PMPI_Ireduce##SUF(sendbuf, recvbuf, count, type, op, root, comm, req))                   \
+}                                                                                                        \
+int MPI_Iallreduce##SUF(const void *sendbuf, void *recvbuf, COUNT count, MPI_Datatype type, MPI_Op op,   \
+                        MPI_Comm comm, MPI_Request *req) {                                               \
+    ICOLLECTIVE(K_IALLREDUCE, type_bytes(count, type), -1,                                               \
+                PMPI_Iallreduce##SUF(sendbuf, recvbuf, count, type, op, comm, req))                      \
+}                                                                                                        \
+int MPI_Igather##SUF(const void *sendbuf, COUNT sendcount, MPI_Datatype sendtype, void *recvbuf,         \
+                     COUNT recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *req) { \
+    ICOLLECTIVE(K_IGATHER, sendbuf == MPI_IN_PLACE ? type_bytes(recvcount, recvtype)                     \
+                                                   : type_bytes(sendcount, sendtype), world_of(comm, root), \
+                PMPI_Igather##SUF(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, \
+                                  req))                                                                  \
+}                                                                                                        \
+int MPI_Iscatter##SUF(const void *sendbuf, COUNT sendcount, MPI_Datatype sendtype, void *recvbuf,        \
+                      COUNT recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *req) { \
+    ICOLLECTIVE(K_ISCATTER, type_bytes(recvcount, recvtype), world_of(comm, root),                       \
+                PMPI_Iscatter##SUF(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,     \
+                                   comm, req))                                                           \
+}                                                                                                        \
+int MPI_Iallgather##SUF(const void *sendbuf, COUNT sendcount, MPI_Datatype sendtype, void *recvbuf,      \
+                        COUNT recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *req) {       \
+    ICOLLECTIVE(K_IALLGATHER, type_bytes(recvcount, recvtype), -1,                                       \
+                PMPI_Iallgather##SUF(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,   \
+                                     req))                                                               \
+}                                                                                                        \
+int MPI_Ialltoall##SUF(const void *sendbuf, COUNT sendcount, MPI_Datatype sendtype, void *recvbuf,       \
+                       COUNT recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *req) {        \
+    ICOLLECTIVE(K_IALLTOALL, type_bytes(recvcount, recvtype), -1,                                        \
+                PMPI_Ialltoall##SUF(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,    \
+                                    req))                                                                \
+}                                                                                                        \
+int MPI_Iallgatherv##SUF(const void *sendbuf, COUNT sendcount, MPI_Datatype sendtype, void *recvbuf,     \
+                         const COUNT recvcounts[], const DISPL displs[], MPI_Datatype recvtype,          \
+                         MPI_Comm comm, MPI_Request *req) {                                              \
+    ICOLLECTIVE(K_IALLGATHER, MEAN_BYTES(recvcounts, recvtype, comm), -1,                                \
+                PMPI_Iallgatherv##SUF(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,         \
+                                      recvtype, comm, req))                                              \
+}                                                                                                        \
+int MPI_Ialltoallv##SUF(const void *sendbuf, const COUNT sendcounts[], const DISPL sdispls[],            \
+                        MPI_Datatype sendtype, void *recvbuf, const COUNT recvcounts[],                  \
+                        const DISPL rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *req) { \
+    ICOLLECTIVE(K_IALLTOALL, MEAN_BYTES(recvcounts, recvtype, comm), -1,                                 \
+                PMPI_Ialltoallv##SUF(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,        \
+                                     rdispls, recvtype, comm, req))                                      \
+}                                                                                                        \
+int MPI_Igatherv##SUF(const void *sendbuf, COUNT sendcount, MPI_Datatype sendtype, void *recvbuf,        \
+                      const COUNT recvcounts[], const DISPL displs[], MPI_Datatype recvtype, int root,   \
+                      MPI_Comm comm, MPI_Request *req) {                                                 \
+    ICOLLECTIVE(K_IGATHER, sendbuf == MPI_IN_PLACE ? MEAN_BYTES(recvcounts, recvtype, comm)              \
+                                                   : type_bytes(sendcount, sendtype), world_of(comm, root), \
+                PMPI_Igatherv##SUF(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,  \
+                                   root, comm, req))                                                     \
+}                                                                                                        \
+int MPI_Iscatterv##SUF(const void *sendbuf, const COUNT sendcounts[], const DISPL displs[],              \
+                       MPI_Datatype sendtype, void *recvbuf, COUNT recvcount, MPI_Datatype recvtype,     \
+                       int root, MPI_Comm comm, MPI_Request *req) {                                      \
+    ICOLLECTIVE(K_ISCATTER, recvbuf == MPI_IN_PLACE ? MEAN_BYTES(sendcounts, sendtype, comm)             \
+                                                    : type_bytes(recvcount, recvtype), world_of(comm, root), \
+                PMPI_Iscatterv##SUF(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, \
+                                    root, comm, req))                                                    \
+}
+
+ICOLLECTIVES(, int, int)
+#if MPI_VERSION >= 4
+ICOLLECTIVES(_c, MPI_Count, MPI_Aint)
 #endif
