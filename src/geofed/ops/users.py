@@ -28,6 +28,7 @@ from __future__ import annotations
 import ssl
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -134,9 +135,13 @@ def ldap_groups(text: str) -> list[dict]:
 
 
 def read_ldap(server: dict, ca: str, d: SiteDirectory) -> HomeRead:
-    users = ldapcli.search(server, ca, d.base, ldap_user_filter(d), ldap_user_attrs(d), records=ldap_users(d))
-    groups = ldapcli.search(server, ca, d.base, LDAP_GROUP_FILTER, LDAP_GROUP_ATTRS, records=ldap_groups)
-    return HomeRead(users, groups)
+    """The users and the groups, each by its own ldapsearch at once (one after the other,
+    the groups' 0.2-0.3 s at 100,000 users a home came after the users' 1.7 s)."""
+    with ThreadPoolExecutor(1) as pool:  # started from this thread: in the namespace it is in
+        groups = pool.submit(ldapcli.search, server, ca, d.base, LDAP_GROUP_FILTER, LDAP_GROUP_ATTRS,
+                             records=ldap_groups)
+        users = ldapcli.search(server, ca, d.base, ldap_user_filter(d), ldap_user_attrs(d), records=ldap_users(d))
+        return HomeRead(users, groups.result())
 
 
 AD_USER_CLASS = "(objectCategory=person)(objectClass=user)"
@@ -427,7 +432,6 @@ def read_all(sites: dict, state: dict) -> tuple[dict[str, HomeRead], tuple[dict,
     """Every home (`sites`: code -> (site, directory.home)) and the admin directory, read at
     once (each by its own ldapsearch, while Python splits the LDIF of another); and the
     seconds each read took."""
-    from concurrent.futures import ThreadPoolExecutor
     # The threads start from this one, in the namespace it entered, and so do their clients.
     with ThreadPoolExecutor(len(sites) + 1) as pool:
         homes = {code: pool.submit(_timed, read_ldap if s.directory.kind == "ldap" else read_ad, at, at["ca"],
