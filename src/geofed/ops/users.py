@@ -318,8 +318,7 @@ def plan(m: Merge, owned_users: dict, owned_groups: dict, base: str, fetch=None)
 
 
 def planned(m: Merge, owned_users: dict, owned_groups: dict, base: str, fetch=None) -> Iterator[dict]:
-    """`plan`'s changes one at a time, each merged entry made (`Merge.wanted`) as its change
-    is: the first sync's adds go to slapadd while the rest are made."""
+    """`plan`'s changes one at a time: the first sync's adds go to slapadd while the rest are made."""
     for kind, have_all, refused, rdn, ou, classes in (
             ("user", owned_users, m.refused_users, "uid", "people", USER_CLASSES),
             ("group", owned_groups, m.refused_groups, "cn", "groups", GROUP_CLASSES)):
