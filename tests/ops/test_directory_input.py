@@ -151,6 +151,38 @@ def test_bad_input_to_the_directory_commands(argv, message, tmp_path, write_fed)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dirinput.toml"]
 
 
+def test_each_refusal_names_its_reason_and_sources_and_members_are_the_sites_merged_users():
+    """The merge (compiled, rust/ldif) says what it refused as users read it, in the order
+    found; a group keeps the members that are merged users of its own site, `outside`
+    ones included, lower case, each once."""
+    fed = federation.load("ma-hd")  # offsets 100000 (M, prefix ma) and 200000 (H, prefix hd), ranges 100000
+    homes = {"M": HomeRead([user("dup", 1), user("far", 100000, dn="uid=far,o=m"), user("nogid", 2, gid=None),
+                            user("a", 3), user("Bad Name", 4)],
+                           [{"name": "Staff", "dn": "cn=Staff,o=m", "gid": 5, "members": ["A", "a", "h1", "kept"]},
+                            {"name": "\u00c4rzte", "dn": "cn=aerzte,o=m", "gid": 6, "members": []},
+                            {"name": "big", "dn": "cn=big,o=m", "gid": 100000, "members": []},
+                            {"name": "svc", "dn": "cn=svc,o=m", "gid": 7, "members": []}]),
+             "H": HomeRead([user("dup", 9, dn="uid=dup,o=h"), user("h1", 10)],
+                           [{"name": "x", "dn": "cn=x,o=h", "gid": 8, "members": ["h1", "a"]}])}
+    held = dict(no_held(), gids={100007: "cn=svc,ou=groups,o=x"})
+    m = users.merge(fed, homes, held, outside={"kept": "M", "elsewhere": "H"})
+    assert [(c["kind"], c["entry"], c["name"], c["detail"], c["sources"]) for c in m.collisions] == [
+        ("id-range", "user", "far", "uidNumber 100000 + 100000 leaves site M's range 100000-199999", ["M:uid=far,o=m"]),
+        ("missing-id", "user", "nogid", "activated at M without a gidNumber", ["M:uid=nogid"]),
+        ("bad-name", "user", "Bad Name", "not a POSIX login name (a-z 0-9 _ . -, at most 32)", ["M:uid=Bad Name"]),
+        ("same-name", "user", "dup", "activated at M and H: user names must be unique across the federation",
+         ["M:uid=dup", "H:uid=dup,o=h"]),
+        ("bad-name", "group", "ma\u00e4rzte", "not a POSIX group name after prefixing (a-z 0-9 _ . -, at most 32)",
+         ["M:cn=aerzte,o=m"]),
+        ("id-range", "group", "mabig", "gidNumber 100000 + 100000 leaves site M's range 100000-199999",
+         ["M:cn=big,o=m"]),
+        ("id-taken", "group", "masvc", "gidNumber 100007 belongs to the hand-made cn=svc,ou=groups,o=x",
+         ["M:cn=svc,o=m"])]
+    assert list(m.users) == ["a", "h1"] and m.users["h1"]["uidNumber"] == 200010
+    assert m.groups["mastaff"]["memberUid"] == ["a", "kept"] and m.groups["hdx"]["memberUid"] == "h1"
+    assert m.read == {"M": {"activated": 5, "groups": 4}, "H": {"activated": 2, "groups": 1}}
+
+
 def test_names_that_are_no_posix_names_are_refused():
     fed = federation.load("ma-hd")
     long = "g" * 31  # 33 characters with the prefix

@@ -3,8 +3,8 @@
 //! about 1 s per 100,000 users, under the GIL, most of a full read; a home's users and
 //! groups are made from it here as the merge takes them (geofed.ops.users).
 //! And the other way, entries made into LDIF for slapadd (the first sync's 200,000),
-//! where no value needs base64; and each merged entry's digest
-//! (geofed.ops.users.Merge.wanted), made 200,000 times a first sync.
+//! where no value needs base64; and the merge itself (geofed.ops.users.merge): 200,000
+//! merged entries with their digests a first sync at 100,000 users per site.
 
 use std::borrow::Cow;
 
@@ -108,6 +108,33 @@ pub fn push_line(out: &mut String, name: &str, value: &str) -> bool {
     true
 }
 
+/// Whether `name` is a POSIX login or group name as users sync takes it: a-z or _, then
+/// at most 31 of a-z 0-9 _ . - (geofed.ops.users' rule, a regular expression ending in
+/// `$`, which also lets one line break end the name: kept as it was).
+pub fn posix_name(name: &str) -> bool {
+    let name = name.strip_suffix('\n').unwrap_or(name).as_bytes();
+    matches!(name.first(), Some(b'a'..=b'z' | b'_'))
+        && name.len() <= 32
+        && name[1..].iter().all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-'))
+}
+
+/// A merged entry's digest (geofedDigest): SHA-256 of its `name<TAB>value` lines sorted by
+/// name, joined by line breaks; the text is fixed, entries written by earlier syncs keep
+/// matching.
+pub fn digest(values: &mut [(&str, Cow<'_, str>)]) -> String {
+    values.sort_by(|a, b| a.0.cmp(b.0));
+    let mut text = String::with_capacity(256);
+    for (i, (name, value)) in values.iter().enumerate() {
+        if i > 0 {
+            text.push('\n');
+        }
+        text.push_str(name);
+        text.push('\t');
+        text.push_str(value);
+    }
+    sha256_hex(text.as_bytes())
+}
+
 /// SHA-256 of `data` in lower-case hex (a merged entry's digest, geofed.ops.users).
 pub fn sha256_hex(data: &[u8]) -> String {
     use sha2::{Digest, Sha256};
@@ -186,6 +213,22 @@ mod tests {
             "cce157741111998bd080bb06d8c824b8470cdf97d8ef0c9824e5ba6b82db9957"
         );
         assert_eq!(sha256_hex(b""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    }
+
+    #[test]
+    fn posix_names_as_the_merge_takes_them() {
+        for n in ["a", "_x", "ab.c-d_9", &"a".repeat(32), "abc\n"] {
+            assert!(posix_name(n), "{n:?}");
+        }
+        for n in ["", "9a", "Ab", "a b", "j\u{fc}rgen", &"a".repeat(33), "a\n\n", "-a", ".a"] {
+            assert!(!posix_name(n), "{n:?}");
+        }
+    }
+
+    #[test]
+    fn digest_of_lines_sorted_by_name() {
+        let mut values = [("uidNumber", Cow::Borrowed("7")), ("memberUid", "a,b".into()), ("cn", "A".into())];
+        assert_eq!(digest(&mut values), sha256_hex(b"cn\tA\nmemberUid\ta,b\nuidNumber\t7"));
     }
 
     #[test]

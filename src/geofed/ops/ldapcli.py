@@ -16,6 +16,7 @@ command line.
 from __future__ import annotations
 
 import base64
+import fcntl
 import os
 import subprocess
 import tempfile
@@ -124,6 +125,12 @@ def _streamed(argv: list[str], env: dict, fd: int, consume: Callable[[str], None
     with tempfile.TemporaryFile("w+") as err:  # a file: a pipe left unread could fill and stall the client
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, text=True,
                                 env=env, pass_fds=(fd,))
+        # A piece's room in the pipe: with Linux's default 64 KiB the client (and the server
+        # behind it) stalled whenever this process was splitting the piece before.
+        try:
+            fcntl.fcntl(proc.stdout.fileno(), fcntl.F_SETPIPE_SZ, PIECE)
+        except OSError:
+            pass  # a pipe-max-size below it: the default room, as before
         timer = threading.Timer(timeout, stop)
         timer.start()
         try:

@@ -236,7 +236,7 @@ class Building:
 def start_build(fed: Federation, homes: dict[str, users.HomeRead]) -> Building:
     """Begin a full sync's cache with the homes' rows (600,000 of its 1.2 million at 100,000
     users per site), written by a forked child while this process merges and makes the
-    entries (the merge is Python on one core; the child takes the other). `build`
+    entries (the merge takes one core, the child the other). `build`
     finishes it, `cancel` throws it away."""
     path = _dir(fed) / f".{CACHE}.tmp"
     path.unlink(missing_ok=True)
