@@ -246,7 +246,9 @@ def test_a_barrier_polled_asleep_is_profiled_and_rehearsed_as_one(fed, tmp_path)
     for rank in d.ranks:
         assert patterns(rank) == {("ibarrier", -1, -1, 0, 3, ITERATIONS), ("wait", -1, -1, 0, 1, ITERATIONS)}
     wait0 = next(p for p in d.ranks[0]["patterns"] if p["kind"] == "wait")
-    assert wait0["slept"] > 0 and wait0["inside_s"] >= (ITERATIONS - 1) * 0.04
+    # rank 0 waited for rank 2's compute (40 ms a round, less whatever held rank 0 up
+    # before its wait: its own lag in seeing the barrier before, a wait for a core)
+    assert wait0["slept"] > 0 and wait0["inside_s"] >= ITERATIONS * 0.04 / 2
     # rank 2's compute: 7 x 40 ms of wall time, its CPU time less by any wait for a core
     last = sum(p["gap_cpu_s"] for p in d.ranks[2]["patterns"])
     assert last >= ITERATIONS * 0.04 / 2
@@ -255,7 +257,8 @@ def test_a_barrier_polled_asleep_is_profiled_and_rehearsed_as_one(fed, tmp_path)
     assert res.returncode == 0, res.stderr
     (rehearsal,) = (tmp_path / "rehearsal").glob("app.rehearsal-*.json")
     r = records.read(rehearsal).data
-    assert r.rank_s[0] >= 0.99 * last, (r.rank_s, last)
+    # (less what rank 0 may have been held up leaving the replay's start barrier, three ranks on two cores)
+    assert r.rank_s[0] >= 0.9 * last, (r.rank_s, last)
     assert r.rank_cpu_s[0] < last / 2, (r.rank_cpu_s, last)
 
 
