@@ -116,7 +116,8 @@ def ways_rows(fed, a, b, count: int, seconds: float = 0.0) -> dict:
     link = fed.links[0]
     state = core.read_state(make_plan(fed))
     floor_one_way_ms = state["emulators"][link.name]["floor"]["probe_rtt_ms"]["median"] / 2
-    # A round trip that takes 4 times the configured one, jitter included, is lost.
+    # A round trip that takes 4 times the configured one, jitter included, is given up on:
+    # late if its echo still comes, lost if not.
     timeout_ms = math.ceil(4 * (link.rtt_ms + (link.way(link.a).jitter_us + link.way(link.b).jitter_us) / 1e3)) + 10
     before = live.counters(fed, link.name)
     trips = probe.round_trips(a, b, count=count, timeout_ms=timeout_ms)
