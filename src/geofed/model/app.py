@@ -48,7 +48,7 @@ from geofed.model import Model, Prediction, prediction
 from geofed.model.calibration import Calibration
 from geofed.model.mpi import allreduce_rounds
 from geofed.model.network import crossing_s, route, slow_start_rounds
-from geofed.records.app import AppParams
+from geofed.records.app import NONBLOCKING, AppParams
 
 RECEIVES = ("recv", "irecv", "sendrecv")
 SENDS = ("send", "isend")
@@ -63,7 +63,6 @@ SIMULATED = 30
 # of 3 ranks across icm-task's link, first or later in the program: 2 round trips;
 # docs/profile.md, "Communicator creation").
 CREATION = ("comm_split", "comm_dup", "comm_create", "cart_create")
-NONBLOCKING = ("ibarrier", "ibcast", "ireduce", "iallreduce", "igather", "iscatter", "iallgather", "ialltoall")
 COLOUR_KEY_BYTES = 8
 CONTEXT_MASK_BYTES = 64 * 4
 CONTEXT_ID_ALLREDUCES = 2

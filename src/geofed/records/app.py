@@ -11,6 +11,11 @@ class AppParams(Params):
     profile: str = param("", "an app.profile record written by `geofed profile`")
 
 
+# A profile's non-blocking collectives: each is its blocking form (the name without the i)
+# with a request, completed by a later wait.
+NONBLOCKING = ("ibarrier", "ibcast", "ireduce", "iallreduce", "igather", "iscatter", "iallgather", "ialltoall")
+
+
 @kind("app.profile")
 class AppProfile:
     """`geofed profile`: every MPI call of a user's program at one site, per rank, aggregated by pattern.

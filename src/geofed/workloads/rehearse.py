@@ -27,12 +27,11 @@ from pathlib import Path
 
 from geofed import records, runtime
 from geofed.errors import UserError
-from geofed.records.app import AppParams
+from geofed.records.app import NONBLOCKING, AppParams
 from geofed.workloads import RankWorkload
 
 TAG = 0
-BLOCKED = ("gather", "scatter", "allgather", "alltoall", "reduce_scatter_block",  # bytes are one rank's block
-           "igather", "iscatter", "iallgather", "ialltoall")
+BLOCKED = ("gather", "scatter", "allgather", "alltoall", "reduce_scatter_block")  # bytes are one rank's block
 
 
 class Compute:
@@ -78,7 +77,7 @@ class Replayer:
     def __init__(self, comm, profile, np, MPI):
         self.comm, self.MPI = comm, MPI
         self.size = comm.Get_size()
-        biggest = max([p["bytes"] * (self.size if p["kind"] in BLOCKED else 1)
+        biggest = max([p["bytes"] * (self.size if p["kind"].removeprefix("i") in BLOCKED else 1)  # igather too
                        for r in profile.ranks for p in r["patterns"]] + [1])
         self.send, self.recv = np.zeros(biggest, np.uint8), np.empty(biggest, np.uint8)
         self.requests: list = []
@@ -143,27 +142,38 @@ def _comm_create(r: Replayer) -> None:
     group.Free()
 
 
+# A collective over the world: its mpi4py method and that method's arguments from the
+# send buffer `out`, the receive buffer `into`, the bytes `n` (one rank's block where
+# blocked) and the root. Its non-blocking form (the profile's "i" kinds) is the same
+# method's, its request completed by the profile's waits, asleep where the program slept (a
+# quiet barrier).
+WORLD = {
+    "barrier": ("Barrier", lambda r, out, into, n, root: ()),
+    "bcast": ("Bcast", lambda r, out, into, n, root: (out, root)),
+    "reduce": ("Reduce", lambda r, out, into, n, root: (out, into, r.MPI.SUM, root)),
+    "allreduce": ("Allreduce", lambda r, out, into, n, root: (out, into, r.MPI.SUM)),
+    "scan": ("Scan", lambda r, out, into, n, root: (out, into, r.MPI.SUM)),
+    "gather": ("Gather", lambda r, out, into, n, root: (out, _blocks(r, n)[1], root)),
+    "scatter": ("Scatter", lambda r, out, into, n, root: (_blocks(r, n)[0], into, root)),
+    "allgather": ("Allgather", lambda r, out, into, n, root: (out, _blocks(r, n)[1])),
+    "alltoall": ("Alltoall", lambda r, out, into, n, root: _blocks(r, n)),
+    "reduce_scatter_block": ("Reduce_scatter_block", lambda r, out, into, n, root: (_blocks(r, n)[0], into,
+                                                                                    r.MPI.SUM)),
+}
+
+
+def _blocking(method: str, args):
+    return lambda r, *call: getattr(r.comm, method)(*args(r, *call))
+
+
+def _nonblocking(method: str, args):
+    nonblocking = "I" + method[0].lower() + method[1:]  # mpi4py's Ibarrier, Iallreduce, ...
+    return lambda r, *call: r.requests.append(getattr(r.comm, nonblocking)(*args(r, *call)))
+
+
 COLLECTIVES = {
-    "barrier": lambda r, out, into, n, root: r.comm.Barrier(),
-    "bcast": lambda r, out, into, n, root: r.comm.Bcast(out, root),
-    "reduce": lambda r, out, into, n, root: r.comm.Reduce(out, into, r.MPI.SUM, root),
-    "allreduce": lambda r, out, into, n, root: r.comm.Allreduce(out, into, r.MPI.SUM),
-    "scan": lambda r, out, into, n, root: r.comm.Scan(out, into, r.MPI.SUM),
-    "gather": lambda r, out, into, n, root: r.comm.Gather(out, _blocks(r, n)[1], root),
-    "scatter": lambda r, out, into, n, root: r.comm.Scatter(_blocks(r, n)[0], into, root),
-    "allgather": lambda r, out, into, n, root: r.comm.Allgather(out, _blocks(r, n)[1]),
-    "alltoall": lambda r, out, into, n, root: r.comm.Alltoall(*_blocks(r, n)),
-    "reduce_scatter_block": lambda r, out, into, n, root: r.comm.Reduce_scatter_block(_blocks(r, n)[0], into,
-                                                                                       r.MPI.SUM),
-    # non-blocking: completed by the profile's waits, asleep where the program slept (a quiet barrier)
-    "ibarrier": lambda r, out, into, n, root: r.requests.append(r.comm.Ibarrier()),
-    "ibcast": lambda r, out, into, n, root: r.requests.append(r.comm.Ibcast(out, root)),
-    "ireduce": lambda r, out, into, n, root: r.requests.append(r.comm.Ireduce(out, into, r.MPI.SUM, root)),
-    "iallreduce": lambda r, out, into, n, root: r.requests.append(r.comm.Iallreduce(out, into, r.MPI.SUM)),
-    "igather": lambda r, out, into, n, root: r.requests.append(r.comm.Igather(out, _blocks(r, n)[1], root)),
-    "iscatter": lambda r, out, into, n, root: r.requests.append(r.comm.Iscatter(_blocks(r, n)[0], into, root)),
-    "iallgather": lambda r, out, into, n, root: r.requests.append(r.comm.Iallgather(out, _blocks(r, n)[1])),
-    "ialltoall": lambda r, out, into, n, root: r.requests.append(r.comm.Ialltoall(*_blocks(r, n))),
+    **{kind: _blocking(method, args) for kind, (method, args) in WORLD.items()},
+    **{kind: _nonblocking(*WORLD[kind[1:]]) for kind in NONBLOCKING},
     # communicator creation over the world, the new communicator freed (a local call in MPICH)
     "comm_split": lambda r, out, into, n, root: r.comm.Split(0, r.comm.Get_rank()).Free(),
     "comm_dup": lambda r, out, into, n, root: r.comm.Dup().Free(),
