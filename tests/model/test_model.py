@@ -278,6 +278,8 @@ def test_calibration_recovers_known_constants_and_ignores_inter_site_runs(fed, t
     assert back.sites == cal.sites and back.tcp_window_bytes == cal.tcp_window_bytes and back.transport == "tcp"
     assert back.crossing_us == pytest.approx(30.0) and back.crossing_frame_bytes == 65536
     assert back.crossing_cpu_ns_per_byte == pytest.approx(3.0) and back.host_cores == 2
+    cal.crossing_cpu_us_per_message = 35.0  # set by `bench apps` (its forwarding), or by hand
+    assert calibration.load(cal.save(tmp_path / "c.toml"), fed).crossing_cpu_us_per_message == pytest.approx(35.0)
     cal.transport = "infiniband"
     assert calibration.load(cal.save(tmp_path / "c.toml"), fed).transport == "infiniband"
     (tmp_path / "c.toml").write_text((tmp_path / "c.toml").read_text().replace('"infiniband"', '"carrier pigeon"'))
@@ -499,6 +501,30 @@ def test_a_communicator_split_is_priced_as_its_rounds_across_the_link(fed, tmp_p
     r = network.route(equal, "A", "B", cal)
     assert app_total(equal, cal, split, "A2B1") - app_total(equal, cal, split, "A3") == \
         pytest.approx(4 * r.extra_one_way_s, rel=1e-3)
+
+
+def test_on_the_testbed_a_message_across_waits_for_its_first_frame_and_its_forwarding_cpu(fed, tmp_path):
+    """Rank 0 computes 10 ms, then sends three 40 KB messages to rank 1, which waits for them.
+    The testbed's emulator takes a frame (up to 64 KiB) in whole before it serialises it on
+    the link: the last message arrives one frame's local serialisation later (40 KB at the
+    site's 8 Gb/s; the frames behind it overlap the link's). Its CPU per message and per
+    byte across is charged as the share of two cores that the ranks' computing needs. At
+    one site neither applies."""
+    from dataclasses import replace
+    n = 40000
+    equal = whatif.apply(fed, ["B.speed=1"])
+    profile = calls_profile(tmp_path, [[call("send", 1, n, 0.01), call("send", 1, n, 0.0), call("send", 1, n, 0.0)],
+                                       [call("recv", 0, n, 0.0)] * 3], 0.01)
+    plain = cal_for(fed)
+    framed = replace(plain, crossing_frame_bytes=65536)
+    forwarded = replace(plain, crossing_cpu_us_per_message=100.0, crossing_cpu_ns_per_byte=1.0, host_cores=2)
+    for cal in (framed, forwarded):
+        assert app_total(equal, cal, profile, "A2") == app_total(equal, plain, profile, "A2")
+    base = app_total(equal, plain, profile, "A1B1")
+    assert app_total(equal, framed, profile, "A1B1") - base == pytest.approx(n / 1e9, rel=0.02)
+    cpu = 3 * 100e-6 + 3 * n * 1e-9  # the emulator's CPU for three messages of n bytes
+    assert app_total(equal, forwarded, profile, "A1B1") - base == pytest.approx(cpu / 2 * min(1.0, 0.01 / base),
+                                                                                 rel=0.02)
 
 
 def test_predict_transfer_needs_no_calibration_and_holds_to_the_narrowest_hop(write_fed, tmp_path):

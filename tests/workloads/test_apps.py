@@ -30,6 +30,10 @@ def test_a_stencil_profiled_at_one_site_is_run_predicted_and_rehearsed_across_it
     for r, rank in enumerate(prof.ranks):
         kinds = {(p["kind"], p["bytes"], p["count"]) for p in rank["patterns"]}
         assert ("sendrecv", N * 8, SWEEPS) in kinds and ("allreduce", 8, SWEEPS // 10) in kinds, kinds
+    # the link emulator's CPU across, measured once for the federation: every message takes some
+    forwarding = d.rows[0]["forwarding"]
+    assert forwarding["us_per_message"] > 0 and forwarding["ns_per_byte"] >= 0
+    assert forwarding["host_cores"] == os.cpu_count() and all(r["forwarding"] == forwarding for r in d.rows)
     for row in d.rows:
         # every sweep waits for a row from across the link: at least a one-way trip each
         assert row["measured_s"] >= row["profile_s"] + SWEEPS * RTT_MS / 2e3 * 0.9

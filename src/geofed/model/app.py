@@ -13,7 +13,8 @@ sum(x^2) / (2 sum(x)), after the message arrived, where it came after the wait b
 call, plus what `network.crossing_s` adds where the two ranks sit at different sites
 (the link's extra latency, a round trip per full send buffer, the excess of
 serialising at the link's rate, shared by the messages of the same pattern that
-cross the same way: contention; over TCP, a connection's message larger than any it
+cross the same way: contention; on the testbed, the emulator's store and forward of a
+frame; over TCP, a connection's message larger than any it
 carried before pays slow start's round trips to open its window). A collective over every rank starts when the last
 rank enters it and runs its algorithm's rounds (MPICH's: `mpi.allreduce_rounds`,
 binomial trees, dissemination, pairwise exchange; communicator creation as MPICH makes it,
@@ -32,7 +33,7 @@ profiled ranks' spread of total time.
 Without a calibration file the federation file alone describes the link; with one
 (the testbed's), the host's crossing costs are added as for the other models: its
 one-way crossing time, and the host CPU its link emulator takes from computing ranks
-(`Calibration.crossing_cpu_s`).
+for the bytes and the messages that cross (`Calibration.crossing_cpu_s`).
 """
 
 from __future__ import annotations
@@ -134,8 +135,10 @@ class Replay:
     """One profile on one placement: the link's share of every rank's calls."""
 
     def __init__(self, prof, fed, cal: Calibration, nodes):
-        if cal.crossing_frame_bytes and not any("mpi_sizes" in c for c in cal.sites.values()):
-            cal = replace(cal, crossing_frame_bytes=0)  # its store and forward is priced by the local curve: none
+        # the testbed emulator's store and forward of a frame, priced here at the profiled site's
+        # rate (network.crossing_s prices it by a local MPI curve, which a profile does not need)
+        self.frame_bytes = cal.crossing_frame_bytes
+        cal = replace(cal, crossing_frame_bytes=0)
         self.prof, self.fed, self.cal = prof, fed, cal
         data = prof.data
         self.ranks = len(data.ranks)
@@ -158,8 +161,14 @@ class Replay:
         return peer if p["kind"] in RECEIVES and 0 <= peer < self.ranks else None
 
     def crossing(self, a: str, b: str, nbytes: float, flows: int = 1) -> tuple[float, float]:
+        """What the link adds to a message of `nbytes` from site a to b: (latency, bandwidth).
+        On the testbed a frame of up to `frame_bytes` of it crosses the local path whole
+        before the emulator serialises it on the link: its first frame's local
+        serialisation is latency (the next frames' overlap the link's)."""
         serial = nbytes / self.local_rate if self.local_rate else 0.0
-        return crossing_s(self.fed, self.cal, a, b, nbytes, serial, flows)
+        lat, bw = crossing_s(self.fed, self.cal, a, b, nbytes, serial, flows)
+        stored = min(nbytes, self.frame_bytes) / self.local_rate if self.local_rate else 0.0
+        return lat + stored, bw
 
     def message(self, src: int, dst: int, p: dict, scale: dict) -> tuple[float, float, float]:
         """What the link adds to a message of pattern `p` from rank src to rank dst: (latency,
@@ -359,10 +368,11 @@ class App(Model, name="app", measured_unit="s", Params=AppParams, needs_calibrat
         variance = max(sum(p["count"] * p["sd_s"] ** 2 for p in r["patterns"]) for r in data.ranks)
         measured = [r["total_s"] for r in data.ranks]
         half = max(Z_95 * math.sqrt(variance), (max(measured) - min(measured)) / 2)
-        link_bytes = sum(p["count"] * p["bytes"] for r, rank in enumerate(data.ranks) for p in rank["patterns"]
-                         if (src := replay._sender(r, p)) is not None and replay.site[src] != replay.site[r])
+        crossing = [p for r, rank in enumerate(data.ranks) for p in rank["patterns"]
+                    if (src := replay._sender(r, p)) is not None and replay.site[src] != replay.site[r]]
+        link_bytes = sum(p["count"] * p["bytes"] for p in crossing)
         # the testbed's link emulator takes host CPU from computing ranks (none on a real federation)
-        forwarding = cal.crossing_cpu_s(link_bytes, replay.ranks, compute, total)
+        forwarding = cal.crossing_cpu_s(link_bytes, replay.ranks, compute, total, sum(p["count"] for p in crossing))
         notes = [f"the link: {(latency - inside) * 1e3:.3f} ms of latency, {(total - unexplained - latency) * 1e3:.3f} "
                  f"ms of bandwidth" + (f", {forwarding * 1e3:.3f} ms of the emulator's host CPU" if forwarding else ""),
                  f"profiled at site {data.site} of {prof.federation}"]

@@ -76,6 +76,7 @@ class Calibration:
     crossing_us: float = 0.0  # the testbed host's one-way cost of crossing between sites
     crossing_frame_bytes: int = 0  # the most of a message the testbed's emulator stores before forwarding
     crossing_cpu_ns_per_byte: float = 0.0  # the testbed host's CPU per byte crossing between sites
+    crossing_cpu_us_per_message: float = 0.0  # and per MPI message crossing, beyond its bytes (`bench apps`)
     host_cores: int = 0  # the testbed host's cores, which its ranks and link emulator share
     sources: list[str] = field(default_factory=list)
     speeds: dict[str, float] = field(default_factory=dict)  # site speed from the federation file
@@ -112,17 +113,21 @@ class Calibration:
         x0, x1, y0, y1 = math.log(sizes[i - 1]), math.log(sizes[i]), us[i - 1], us[i]
         return (y0 + (y1 - y0) * (math.log(n) - x0) / (x1 - x0)) / 1e6
 
-    def crossing_cpu_s(self, link_bytes: float, ranks: int, compute_s: float, run_s: float) -> float:
-        """Time the testbed's link emulator takes from a job's ranks to forward `link_bytes`.
+    def crossing_cpu_s(self, link_bytes: float, ranks: int, compute_s: float, run_s: float,
+                       link_messages: int = 0) -> float:
+        """Time the testbed's link emulator takes from a job's ranks to forward `link_bytes`
+        in `link_messages` messages.
 
         Its CPU lands on the host's cores and delays the run where the ranks' computation
         needs every core: the share ranks x compute / (cores x run) of the cores' time, at
         most all of it. A core left over takes the emulator for free: nothing with fewer
         ranks than cores. Zero on a real federation (no such constant)."""
-        if not self.crossing_cpu_ns_per_byte or ranks < self.host_cores:
+        cpu_s = (link_bytes * self.crossing_cpu_ns_per_byte / 1e9
+                 + link_messages * self.crossing_cpu_us_per_message / 1e6)
+        if not cpu_s or ranks < self.host_cores:
             return 0.0
         computing = min(1.0, ranks * compute_s / (self.host_cores * run_s))
-        return link_bytes * self.crossing_cpu_ns_per_byte / 1e9 / self.host_cores * computing
+        return cpu_s / self.host_cores * computing
 
     def local_rate_Bps(self, site: str) -> float:
         return self.value(site, "mpi_bw_MBps", "MPI bandwidth inside a site") * 1e6
@@ -156,6 +161,7 @@ class Calibration:
                  f"crossing_us = {_toml(float(self.crossing_us))}",
                  f"crossing_frame_bytes = {self.crossing_frame_bytes}",
                  f"crossing_cpu_ns_per_byte = {_toml(float(self.crossing_cpu_ns_per_byte))}",
+                 f"crossing_cpu_us_per_message = {_toml(float(self.crossing_cpu_us_per_message))}",
                  f"host_cores = {self.host_cores}",
                  f"sources = {_toml(self.sources)}"]
         for site in sorted(self.sites):
@@ -196,6 +202,9 @@ def load(path: Path, fed) -> Calibration:
     cal.crossing_frame_bytes = 0 if frame == 0 else int(_number(frame, path, "crossing_frame_bytes"))
     cpu = doc.get("crossing_cpu_ns_per_byte", 0.0)
     cal.crossing_cpu_ns_per_byte = 0.0 if cpu == 0 else float(_number(cpu, path, "crossing_cpu_ns_per_byte"))
+    per_message = doc.get("crossing_cpu_us_per_message", 0.0)
+    cal.crossing_cpu_us_per_message = (0.0 if per_message == 0 else
+                                       float(_number(per_message, path, "crossing_cpu_us_per_message")))
     cores = doc.get("host_cores", 0)
     cal.host_cores = 0 if cores == 0 else int(_number(cores, path, "host_cores"))
     if cal.transport not in TRANSPORTS:

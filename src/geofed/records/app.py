@@ -110,7 +110,8 @@ class BenchApps:
             covered (the interval holds the measured time), rehearsal_s (median of rehearsal_runs_s, each round's
             profile rehearsed after the round's run), rehearsal_error, load (the host's
             1-minute load average during the rounds), crossing_us (the host's one-way crossing cost measured in
-            the rounds, the calibration's)
+            the rounds, the calibration's), forwarding (the link emulator's CPU per message across, us_per_message,
+            and per byte, ns_per_byte, on host_cores cores, measured once per federation; the calibration's)
         load: the host's 1-minute load average at the start and end, and its cores
         summary: rows, median_abs_error, max_abs_error, covered (share of rows), rehearsal_max_abs_error
     """

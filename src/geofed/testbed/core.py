@@ -111,6 +111,12 @@ def require_up(fed: Federation, nodes=None) -> Plan:
     return plan
 
 
+def emulators_cpu_s(fed: Federation) -> float:
+    """CPU seconds the testbed's link emulators have used so far: what forwarding the
+    frames across its links has taken from the host's cores (up testbed)."""
+    return sum(host.cpu_s(e["pid"]) for e in read_state(require_up(fed))["emulators"].values())
+
+
 def link_tx_bytes(fed: Federation, src: str, dst: str) -> int | None:
     """Bytes the link emulator has delivered from site src towards dst so far (None: no direct link).
 

@@ -164,6 +164,19 @@ def stat_fields(pid: int) -> list[str] | None:
         return None
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds the live threads of process `pid` have run (/proc/PID/task/*/schedstat, in
+    ns: /proc/PID/stat's ticks are 10 ms, too coarse for a short measurement; a thread that
+    has ended is not counted); 0 when the process is gone."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            total += int(task.read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+            pass  # a thread that ended between the listing and the read
+    return total / 1e9
+
+
 def terminate(pids: list[int], grace: float = 3.0, groups: bool = False) -> None:
     """SIGTERM, then SIGKILL whatever is still there after `grace` seconds; with `groups`,
     to each pid's process group (a server started in its own session, and what it forked),

@@ -11,7 +11,9 @@ prediction is the median of every round's profile's, the measured time the runs'
 spread): the host's load varies between runs as well as within one. The crossing cost of
 the host is measured in every round too (an 8-byte ping-pong across and inside a site)
 and is the calibration's: on a host shared with other work, the link emulator waits for
-a core as every process does, and a calibration made under another load misses it. The
+a core as every process does, and a calibration made under another load misses it. So is,
+once per federation, the CPU the link emulator takes per message and per byte across
+(`forwarding_now`), which the model charges where the ranks leave no core over. The
 rehearsal (`geofed rehearse`) replays each round's profile on each placement right after
 the round's run there, and the rehearsed time is the rounds' median, as the measured one is.
 
@@ -134,6 +136,13 @@ def load_now() -> float:
     return os.getloadavg()[0]
 
 
+def crossing_code(one: str, across: str) -> str:
+    """The placement the host's crossing costs are measured on: two nodes at the profiled
+    site, one at the other site of `across` (rank 0's pairs: one inside, one across)."""
+    site, other = one[0], next(c for c in across if c.isalpha() and c != one[0])
+    return f"{site}2{other}1"
+
+
 def crossing_now(fed, one: str, across: str) -> float:
     """The host's one-way cost of crossing between the sites now, in us: rank 0's 8-byte MPI
     round trips with a rank at its site and one across, each less the federation's model,
@@ -142,16 +151,54 @@ def crossing_now(fed, one: str, across: str) -> float:
     under another load than the run's misses it."""
     from geofed.launch import runner
     from geofed.launch.placement import parse
-    site, other = one[0], next(c for c in across if c.isalpha() and c != one[0])
-    code = f"{site}2{other}1"
+    code = crossing_code(one, across)
     data = runner.run_ranks(fed, parse(code, fed), "pingpong", {"size": 8, "iterations": 100, "seconds": 2.0},
                             timeout=120, what=f"crossing cost on {code}")
     extra = {p["class"]: p["median_ms"] - p["model_rtt_ms"] for p in data["pairs"]}
     return max(0.0, extra["inter-site"] - extra["intra-site"]) / 2 * 1e3
 
 
+FORWARDING_BYTES = 64 << 10  # the large message of the forwarding measurement
+
+
+def forwarding_now(fed, one: str, across: str, repeat: int = 3) -> dict:
+    """The CPU the testbed's link emulator takes per MPI message crossing and per byte
+    (in us and ns; medians of `repeat`): rank 0's ping-pong across, in three jobs: a few
+    8-byte round trips, many, and many of FORWARDING_BYTES; the emulator's CPU in each. The
+    first two differ by round trips only (their start-up crosses alike), the third by size.
+
+    The emulator forwards every frame at real-time priority, spins to release the short ones
+    (ACKs) on time and wakes to read its socket while it holds frames, so it takes a core
+    from the ranks for every message, not only for every byte (2026-11-29: ma-hd 35 us per
+    message and 1.4 ns per byte, icm-task's 9 ms link 150 us and 2.9 ns; a bulk TCP
+    stream, which `testbed verify` measures, costs 0.6 ns per byte more across ma-hd's link
+    than inside a site)."""
+    from geofed.launch import runner
+    from geofed.launch.placement import parse
+    from geofed.testbed import core
+    code = crossing_code(one, across)
+
+    def job(size: int, iterations: int) -> tuple[float, int]:
+        before = core.emulators_cpu_s(fed)
+        data = runner.run_ranks(fed, parse(code, fed), "pingpong",
+                                {"size": size, "iterations": iterations, "warmup": 5, "seconds": 10.0},
+                                timeout=120, what=f"the link emulator's CPU on {code}")
+        across_pair = next(p for p in data["pairs"] if p["class"] == "inter-site")
+        return core.emulators_cpu_s(fed) - before, 2 * (across_pair["iterations"] + 5)  # messages across
+
+    per_message, per_byte = [], []
+    for _ in range(repeat):
+        (c0, n0), (c1, n1), (c2, n2) = job(8, 20), job(8, 220), job(FORWARDING_BYTES, 220)
+        small = (c1 - c0) / (n1 - n0)  # one 8-byte message
+        large = (c2 - c0 + n0 * small) / n2  # one large message: the third job less the first's start-up
+        per_byte.append(max(0.0, (large - small) / (FORWARDING_BYTES - 8)))
+        per_message.append(max(0.0, small - 8 * per_byte[-1]))
+    return {"us_per_message": statistics.median(per_message) * 1e6, "ns_per_byte": statistics.median(per_byte) * 1e9,
+            "host_cores": os.cpu_count()}
+
+
 def measure(fed, program: list[str], one: str, across: list[str], repeat: int, work: Path,
-            kept: Path, progress) -> list[dict]:
+            kept: Path, forwarding: dict, progress) -> list[dict]:
     """One program on one federation's testbed copy: the rows of its placements across sites."""
     from geofed.apps.profile import profiled
     from geofed.launch import runner
@@ -185,7 +232,7 @@ def measure(fed, program: list[str], one: str, across: list[str], repeat: int, w
                               "measured_runs_s": runs[code], "rehearsal_s": rehearsed,
                               "rehearsal_runs_s": rehearsals[code], "rehearsal_error": rehearsed / measured - 1,
                               "load": statistics.median(loads), "crossing_us": statistics.median(crossings),
-                              "crossings_us": crossings})
+                              "crossings_us": crossings, "forwarding": forwarding})
         rows.append(row)
         progress(f"  {code}: measured {measured:.3f} s, predicted {row['predicted_s']:.3f} s "
                  f"({row['error']:+.1%}), rehearsed {row['rehearsal_s']:.3f} s ({row['rehearsal_error']:+.1%})")
@@ -194,7 +241,8 @@ def measure(fed, program: list[str], one: str, across: list[str], repeat: int, w
 
 def predicted(fed, row: dict) -> dict:
     """The row with the app model's prediction from each round's profile at the rounds'
-    median crossing cost: their median, the parts of the median profile's. The interval
+    median crossing cost, with the testbed's forwarding (its emulator's CPU, measured, and
+    its store and forward of GSO frames): their median, the parts of the median profile's. The interval
     carries what the model is uncertain of: every round's profile's own spread (the
     model's), the host's crossing cost as it varied between the rounds (each profile
     predicted at the lowest and the highest measured), and the host's repeatability (the
@@ -205,10 +253,16 @@ def predicted(fed, row: dict) -> dict:
     equal = whatif.apply(fed, [f"{s.code}.speed=1" for s in fed.sites])
     nodes = parse(row["placement"], equal).nodes(equal)
 
+    forwarding = row.get("forwarding", {})  # records before 2026-11-29 13:00 UTC: none measured
+
     def at(crossing_us: float, profile: str):
-        # the federation file and the host's crossing cost as measured in the rounds: nothing else fitted
+        # the federation file and the host's crossing costs as measured in the run: nothing else fitted
         cal = calibration.Calibration(fed.name, speeds={s.code: 1.0 for s in fed.sites},
-                                      tcp_window_bytes=calibration.host_tcp_window(), crossing_us=crossing_us)
+                                      tcp_window_bytes=calibration.host_tcp_window(), crossing_us=crossing_us,
+                                      crossing_cpu_us_per_message=forwarding.get("us_per_message", 0.0),
+                                      crossing_cpu_ns_per_byte=forwarding.get("ns_per_byte", 0.0),
+                                      host_cores=forwarding.get("host_cores", 0),
+                                      crossing_frame_bytes=calibration.GSO_MAX_BYTES)
         return app.MODELS[0].predict(equal, cal, row["placement"], nodes, app.AppParams(profile=profile))
 
     preds = [at(row["crossing_us"], p) for p in row["profiles"]]
@@ -259,11 +313,15 @@ def run(params: AppsParams, progress) -> dict:
             work = Path(tmp)
             os.chmod(work, 0o755)
             kept = Path(params.profiles).resolve()
+            forwarding = forwarding_now(copy, one, across[0])
+            progress(f"{fed.name}: the link emulator's CPU per message across {forwarding['us_per_message']:.1f} us, "
+                     f"per byte {forwarding['ns_per_byte']:.2f} ns")
             for name, program in programs(names, work, params.nodes).items():
                 progress(f"{fed.name} {name}: profile at {one}, run at {', '.join(across)}, {params.repeat} rounds: "
                          f"{shlex.join(program[-3:])}")
                 rows += [{"federation": fed.name, "federation_file": str(fed.path), "program": name} | r
-                         for r in measure(copy, program, one, across, params.repeat, work, kept, progress)]
+                         for r in measure(copy, program, one, across, params.repeat, work, kept, forwarding,
+                                                 progress)]
     return {"nodes": params.nodes, "repeat": params.repeat, "rows": rows,
             "load": {"start": started, "end": load_now(), "cores": os.cpu_count()}, "summary": summary(rows)}
 
