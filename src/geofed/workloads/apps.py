@@ -253,7 +253,7 @@ def predicted(fed, row: dict) -> dict:
     equal = whatif.apply(fed, [f"{s.code}.speed=1" for s in fed.sites])
     nodes = parse(row["placement"], equal).nodes(equal)
 
-    forwarding = row.get("forwarding", {})  # records before 2026-11-29 13:00 UTC: none measured
+    forwarding = row.get("forwarding", {})  # records before 2026-11-29 12:55 UTC: none measured
 
     def at(crossing_us: float, profile: str):
         # the federation file and the host's crossing costs as measured in the run: nothing else fitted
